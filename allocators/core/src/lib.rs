@@ -1,0 +1,130 @@
+//! # alloclab-core
+//!
+//! What every alloclab allocator shares:
+//!
+//! * [`Allocator`] — the one trait at the centre. Each allocator chooses what a block is
+//!   called in its address space ([`Allocator::Handle`]): a pointer for host heaps, a pool
+//!   offset for a persistent heap, a page index for a GPU page pool.
+//! * [`HostAllocator`] — the extension for heaps whose handles are pointers into this
+//!   process (realloc, zeroed allocation); [`GlobalAdapter`] turns one into a
+//!   [`GlobalAlloc`](core::alloc::GlobalAlloc).
+//! * [`AllocError`] — which layout failed and why; [`Stats`] — live bytes, footprint,
+//!   operation counts and step maxima, each `None` where an allocator does not count it.
+//! * [`sync`] — atomics, cells and threads from `std`, or from `loom` under `cfg(loom)`, so
+//!   that the code that is model-checked is the code that ships.
+//! * [`Checked`] — a typestate wrapper that shadows every handle an allocator gives out and
+//!   reports overlap, double free, foreign free, misalignment and layout mismatches.
+//!
+//! ```
+//! use alloclab_core::{Allocator, Checked, HostAllocator, SystemHeap};
+//! use core::alloc::Layout;
+//!
+//! let heap = Checked::new(SystemHeap::new());
+//! let layout = Layout::from_size_align(48, 16).unwrap();
+//! let block = heap.allocate(layout).unwrap();
+//! unsafe { heap.deallocate(block, layout) };
+//! assert!(heap.violations().is_empty());
+//! ```
+
+pub mod checked;
+mod error;
+mod global;
+mod handle;
+mod stats;
+pub mod sync;
+mod from_global;
+
+use core::alloc::Layout;
+use core::ptr::NonNull;
+
+pub use checked::{Checked, Policy, Violation};
+pub use error::{AllocError, AllocErrorKind};
+pub use global::GlobalAdapter;
+pub use handle::BlockHandle;
+pub use stats::Stats;
+pub use from_global::{GlobalAllocHeap, SystemHeap};
+
+/// A memory allocator: hands out blocks that fit a [`Layout`] and takes them back.
+///
+/// Implementations are shared between threads (`Send + Sync`); each documents whether its
+/// operations are wait-free, lock-free or blocking.
+///
+/// **Zero-size layouts.** An allocator either returns a unique live handle for a zero-size
+/// layout or fails with [`AllocErrorKind::ZeroSize`]; it documents which.
+pub trait Allocator: Send + Sync {
+    /// How a block is named in this allocator's address space.
+    type Handle: BlockHandle;
+
+    /// Allocates a block that fits `layout`.
+    ///
+    /// # Errors
+    ///
+    /// Returns an [`AllocError`] naming `layout` and the reason when no block can be given.
+    fn allocate(&self, layout: Layout) -> Result<Self::Handle, AllocError>;
+
+    /// Returns a block to the allocator.
+    ///
+    /// # Safety
+    ///
+    /// `handle` was returned by [`allocate`](Self::allocate) (or a reallocation) of this
+    /// same allocator with this same `layout`, and has not been deallocated since. After
+    /// the call the block must not be used.
+    unsafe fn deallocate(&self, handle: Self::Handle, layout: Layout);
+
+    /// A short, stable name (used on the command line and in reports).
+    fn name(&self) -> &str;
+
+    /// A snapshot of the allocator's counters. Fields it does not track are `None`.
+    fn stats(&self) -> Stats;
+}
+
+/// A heap whose handles are pointers into this process's memory.
+///
+/// The default methods are correct for any such heap; an allocator overrides them when it
+/// can do better (grow in place, hand out memory that is already zero).
+pub trait HostAllocator: Allocator<Handle = NonNull<u8>> {
+    /// Allocates a block that fits `layout` whose bytes are all zero.
+    ///
+    /// # Errors
+    ///
+    /// As [`Allocator::allocate`].
+    fn allocate_zeroed(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+        let ptr = self.allocate(layout)?;
+        // SAFETY: `allocate` returned a live block of at least `layout.size()` bytes.
+        unsafe { ptr.as_ptr().write_bytes(0, layout.size()) };
+        Ok(ptr)
+    }
+
+    /// Resizes the block at `ptr` to `new_size` bytes, keeping its alignment and the first
+    /// `min(old_layout.size(), new_size)` bytes of its contents.
+    ///
+    /// On success the old handle is dead and the returned one is live with layout
+    /// `(new_size, old_layout.align())`. On failure the old block is untouched and live.
+    ///
+    /// # Errors
+    ///
+    /// [`AllocErrorKind::SizeUnsupported`] if `new_size` rounded up to the alignment
+    /// overflows `isize`; otherwise as [`Allocator::allocate`].
+    ///
+    /// # Safety
+    ///
+    /// As [`Allocator::deallocate`] for `ptr` and `old_layout`.
+    unsafe fn reallocate(
+        &self,
+        ptr: NonNull<u8>,
+        old_layout: Layout,
+        new_size: usize,
+    ) -> Result<NonNull<u8>, AllocError> {
+        let new_layout = Layout::from_size_align(new_size, old_layout.align())
+            .map_err(|_| AllocError::new(old_layout, AllocErrorKind::SizeUnsupported))?;
+        let new_ptr = self.allocate(new_layout)?;
+        // SAFETY: both blocks are live, distinct, and at least `min(old, new)` bytes long.
+        unsafe {
+            new_ptr
+                .as_ptr()
+                .copy_from_nonoverlapping(ptr.as_ptr(), old_layout.size().min(new_size));
+            self.deallocate(ptr, old_layout);
+        }
+        Ok(new_ptr)
+    }
+}

@@ -1,0 +1,72 @@
+//! The one place concurrent code takes its atomics, cells and threads from.
+//!
+//! Under `cfg(loom)` everything comes from [`loom`](https://docs.rs/loom), so a model test
+//! explores every interleaving of the very code that ships; otherwise from `std`. Concurrent
+//! code in every alloclab crate imports from here, never from `std::sync` directly.
+//!
+//! [`UnsafeCell`] follows loom's API (`with` / `with_mut` take closures) so that loom can
+//! track accesses; the `std` version compiles to plain pointer accesses.
+//!
+//! Run the models with
+//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --lib <crate>`, or
+//! all of them through `cargo xtask test`.
+
+#[cfg(not(loom))]
+mod imp {
+    pub use std::hint::spin_loop;
+    pub use std::sync::atomic;
+    pub use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+    pub use std::thread;
+
+    /// `std::cell::UnsafeCell` with loom's closure-based access API.
+    #[derive(Debug, Default)]
+    #[repr(transparent)]
+    pub struct UnsafeCell<T: ?Sized>(std::cell::UnsafeCell<T>);
+
+    impl<T> UnsafeCell<T> {
+        /// Wraps `value`.
+        pub const fn new(value: T) -> Self {
+            Self(std::cell::UnsafeCell::new(value))
+        }
+
+        /// Unwraps the value.
+        pub fn into_inner(self) -> T {
+            self.0.into_inner()
+        }
+    }
+
+    impl<T: ?Sized> UnsafeCell<T> {
+        /// Calls `f` with a shared raw pointer to the contents.
+        #[inline(always)]
+        pub fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+            f(self.0.get())
+        }
+
+        /// Calls `f` with a mutable raw pointer to the contents.
+        #[inline(always)]
+        pub fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+            f(self.0.get())
+        }
+    }
+
+    /// Runs `f` once (under loom: once per explored interleaving).
+    pub fn model<F: Fn() + Sync + Send + 'static>(f: F) {
+        f()
+    }
+}
+
+#[cfg(loom)]
+mod imp {
+    pub use loom::cell::UnsafeCell;
+    pub use loom::hint::spin_loop;
+    pub use loom::sync::atomic;
+    pub use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
+    pub use loom::thread;
+
+    /// Runs `f` under loom's model checker: once per explored interleaving.
+    pub fn model<F: Fn() + Sync + Send + 'static>(f: F) {
+        loom::model(f)
+    }
+}
+
+pub use imp::*;

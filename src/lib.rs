@@ -1,0 +1,16 @@
+//! # alloclab
+//!
+//! Research memory allocators behind one trait, and a harness that runs them side by side
+//! with the allocators people already use.
+//!
+//! This crate only re-exports: each allocator is its own crate (`alloclab-<name>`) that can
+//! be depended on alone, enabled here by a feature of the same name. The core — the
+//! [`Allocator`] trait, [`AllocError`], [`Stats`], the [`sync`] shim, [`GlobalAdapter`] and
+//! the [`Checked`] typestate wrapper — is always here.
+//!
+//! The harness (binary `alloclab`, crate `alloclab-harness`) is described in the README.
+
+pub use alloclab_core::{
+    AllocError, AllocErrorKind, Allocator, BlockHandle, Checked, GlobalAdapter, HostAllocator,
+    GlobalAllocHeap, Policy, Stats, SystemHeap, Violation, checked, sync,
+};
