@@ -1,1 +1,21 @@
-//! h
+//! # alloclab-harness
+//!
+//! Runs workloads against allocators — alloclab's own and the ones people already use — and
+//! reports the comparison. The binary is `alloclab` (see `alloclab --help`).
+//!
+//! * [`peers`]: the existing allocators as [`Allocator`](alloclab_core::Allocator)s, and the
+//!   registry of every allocator the harness knows.
+//! * [`workloads`]: the suites and their workloads.
+//! * [`measure`]: timer calibration and resident-set measurement.
+//! * [`runner`]: runs each measurement in a fresh worker process and aggregates runs.
+//! * [`results`]: the `results.json` format.
+//! * [`report`]: `report.md` and the SVG charts.
+//! * [`machine`]: what machine a result was measured on.
+
+pub mod machine;
+pub mod measure;
+pub mod peers;
+pub mod report;
+pub mod results;
+pub mod runner;
+pub mod workloads;

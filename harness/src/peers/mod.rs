@@ -1,0 +1,172 @@
+//! The allocators the harness runs: the existing ones ("peers") as
+//! [`Allocator`](alloclab_core::Allocator)s, and the registry of every allocator it knows.
+//!
+//! Peers live here and never inside an allocator crate. Host-heap peers are process-wide
+//! statics (most of them are process-wide by nature); the harness runs each measurement in a
+//! fresh worker process, so one allocator's cached memory never shows in another's figures.
+
+mod tlsf;
+
+use core::alloc::GlobalAlloc;
+use core::fmt;
+
+use alloclab_core::{GlobalAllocHeap, HostAllocator, SystemHeap};
+
+pub use tlsf::TlsfHeap;
+
+/// What an allocator offers, and so which workloads it can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Capability {
+    /// Hands out pointers into this process; thread-safe; any size and alignment a program
+    /// asks of `malloc`.
+    HostHeap,
+}
+
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::HostHeap => "host heap",
+        })
+    }
+}
+
+/// Whose allocator it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// One of alloclab's research allocators.
+    Alloclab,
+    /// An existing allocator, for comparison.
+    Peer,
+}
+
+/// An allocator as the registry describes it.
+#[derive(Clone, Copy, Debug)]
+pub struct AllocatorInfo {
+    /// Name on the command line and in reports.
+    pub name: &'static str,
+    /// One line: what it is.
+    pub description: &'static str,
+    /// Ours or a peer.
+    pub origin: Origin,
+    /// What it offers.
+    pub capabilities: &'static [Capability],
+}
+
+impl AllocatorInfo {
+    /// Whether it can run a workload that requires `capability`.
+    pub fn fits(&self, capability: Capability) -> bool {
+        self.capabilities.contains(&capability)
+    }
+}
+
+/// Every allocator the harness knows, peers first in the order reports compare them.
+pub const ALLOCATORS: &[AllocatorInfo] = &[
+    peer(
+        "system",
+        "the C library's malloc (glibc ptmalloc2 here): per-thread arenas, bins, locks",
+    ),
+    peer(
+        "mimalloc",
+        "Microsoft's mimalloc: per-thread heaps, free-list sharding, delayed remote frees",
+    ),
+    peer(
+        "jemalloc",
+        "jemalloc via tikv-jemallocator: thread caches, arenas, size-class slabs",
+    ),
+    peer(
+        "rlsf",
+        "rlsf's TLSF (O(1) two-level segregated fit) behind one mutex, over 1 MiB mmap chunks",
+    ),
+    peer(
+        "wf_alloc",
+        "wf_alloc 0.1: a public wfspan-style prototype, through its hosted (not wait-free) GlobalAlloc wrapper",
+    ),
+];
+
+const fn peer(name: &'static str, description: &'static str) -> AllocatorInfo {
+    AllocatorInfo {
+        name,
+        description,
+        origin: Origin::Peer,
+        capabilities: &[Capability::HostHeap],
+    }
+}
+
+/// Looks an allocator up by name.
+pub fn find(name: &str) -> Option<&'static AllocatorInfo> {
+    ALLOCATORS.iter().find(|a| a.name == name)
+}
+
+/// The C library's malloc.
+pub static SYSTEM: SystemHeap = SystemHeap::new();
+/// mimalloc.
+pub static MIMALLOC: GlobalAllocHeap<mimalloc::MiMalloc> =
+    GlobalAllocHeap::wrap(&mimalloc::MiMalloc, "mimalloc");
+/// jemalloc.
+pub static JEMALLOC: GlobalAllocHeap<tikv_jemallocator::Jemalloc> =
+    GlobalAllocHeap::wrap(&tikv_jemallocator::Jemalloc, "jemalloc");
+/// TLSF behind a lock.
+pub static RLSF: TlsfHeap = TlsfHeap::new();
+
+type WfAllocGlobal = wf_alloc::global::HostedLazyGlobalWfSpanAllocator;
+/// wf_alloc's hosted wrapper: 64 thread tokens per shard, 1024 spans (64 MiB) per shard.
+static WF_ALLOC_GLOBAL: WfAllocGlobal = WfAllocGlobal::new(64, 1024);
+/// wf_alloc.
+pub static WF_ALLOC: GlobalAllocHeap<WfAllocGlobal> =
+    GlobalAllocHeap::wrap(&WF_ALLOC_GLOBAL, "wf_alloc");
+
+/// Something to do with a host heap, whatever its type: the way to run a generic workload
+/// on an allocator chosen by name at run time, monomorphised for each.
+pub trait HostHeapTask {
+    /// What the task returns.
+    type Output;
+    /// Runs the task on `alloc`.
+    fn run<A: HostAllocator>(self, alloc: &'static A) -> Self::Output;
+}
+
+/// Runs `task` on the host heap named `name`; `None` if no host heap has that name.
+pub fn with_host_heap<T: HostHeapTask>(name: &str, task: T) -> Option<T::Output> {
+    // Keep the match in step with ALLOCATORS (a test checks it).
+    Some(match name {
+        "system" => task.run(&SYSTEM),
+        "mimalloc" => task.run(&MIMALLOC),
+        "jemalloc" => task.run(&JEMALLOC),
+        "rlsf" => task.run(&RLSF),
+        "wf_alloc" => task.run(&WF_ALLOC),
+        _ => return None,
+    })
+}
+
+// Compile-time check that every static peer is a usable `GlobalAlloc`-backed heap.
+const _: fn() = || {
+    fn is_global_alloc<G: GlobalAlloc + Sync>() {}
+    is_global_alloc::<mimalloc::MiMalloc>();
+    is_global_alloc::<tikv_jemallocator::Jemalloc>();
+    is_global_alloc::<WfAllocGlobal>();
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Name;
+    impl HostHeapTask for Name {
+        type Output = String;
+        fn run<A: HostAllocator>(self, alloc: &'static A) -> String {
+            alloc.name().to_owned()
+        }
+    }
+
+    #[test]
+    fn every_host_heap_in_the_registry_is_dispatchable_under_its_own_name() {
+        for info in ALLOCATORS.iter().filter(|a| a.fits(Capability::HostHeap)) {
+            assert_eq!(
+                with_host_heap(info.name, Name).as_deref(),
+                Some(info.name),
+                "registry entry {} does not dispatch to an allocator of that name",
+                info.name
+            );
+        }
+        assert!(with_host_heap("no-such-allocator", Name).is_none());
+    }
+}

@@ -1,0 +1,202 @@
+//! The `results.json` format (also what `alloclab run --json FILE` writes).
+//!
+//! Stable: fields are only ever added, and a change that would break a reader bumps
+//! [`FORMAT_VERSION`]. The whole file is one JSON object:
+//!
+//! ```json
+//! {
+//!   "format": "alloclab-results",
+//!   "version": 1,
+//!   "header": {
+//!     "machine": { "cpu_model": "...", "cores": 2, "memory_bytes": 25325268992,
+//!                  "os": "linux", "arch": "x86_64", "kernel": "6.1.0" },
+//!     "commit": "7dea227…", "commit_dirty": false,
+//!     "created_unix_s": 1796000000,
+//!     "command": "alloclab suite",
+//!     "parameters": { "scale": "small", "runs": 3, "threads": [2], "seed": 42,
+//!                     "suites": ["cpu"], "allocators": ["system", "mimalloc"] },
+//!     "timer_overhead_ns": 21.5
+//!   },
+//!   "records": [
+//!     { "suite": "cpu", "workload": "larson", "allocator": "mimalloc", "threads": 2,
+//!       "metric": "time", "unit": "ms", "median": 101.2, "min": 99.8, "max": 104.0,
+//!       "runs": 3, "lower_is_better": true }
+//!   ]
+//! }
+//! ```
+//!
+//! One record per (suite, workload, allocator, threads, metric). `median`, `min` and `max`
+//! are over `runs` runs, each in a fresh process. Metrics of the `cpu` suite: `time` (ms,
+//! wall time of the fixed amount of work), `peak_footprint` (MiB: peak resident set minus
+//! the resident set before the workload started), `timer_overhead` (% of the shortest timed
+//! sample spent reading the clock).
+
+use serde::{Deserialize, Serialize};
+
+/// The value of the `format` field.
+pub const FORMAT_NAME: &str = "alloclab-results";
+/// The current format version.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// A whole `results.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResultsFile {
+    /// Always [`FORMAT_NAME`].
+    pub format: String,
+    /// [`FORMAT_VERSION`] when written.
+    pub version: u32,
+    /// Where, when and how the figures were measured.
+    pub header: Header,
+    /// The figures.
+    pub records: Vec<Record>,
+}
+
+/// Where, when and how.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    /// The machine.
+    pub machine: Machine,
+    /// `git rev-parse HEAD` of the tree that was measured, or `"unknown"`.
+    pub commit: String,
+    /// Whether the tree had uncommitted changes.
+    pub commit_dirty: bool,
+    /// When the run ended, in seconds since the Unix epoch.
+    pub created_unix_s: u64,
+    /// The command line, for reproduction.
+    pub command: String,
+    /// The parameters shared by every record.
+    pub parameters: Parameters,
+    /// Cost of one clock read (`Instant::now`), median of many, in nanoseconds.
+    pub timer_overhead_ns: f64,
+}
+
+/// The machine a result was measured on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    /// CPU model as the OS names it.
+    pub cpu_model: String,
+    /// Logical cores available to the process.
+    pub cores: usize,
+    /// Physical memory.
+    pub memory_bytes: u64,
+    /// Operating system (`std::env::consts::OS`).
+    pub os: String,
+    /// Architecture (`std::env::consts::ARCH`).
+    pub arch: String,
+    /// Kernel release, where known.
+    pub kernel: String,
+}
+
+/// Parameters shared by every record of a file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Parameters {
+    /// `small`, `medium` or `large`.
+    pub scale: String,
+    /// Runs per (workload, allocator, threads).
+    pub runs: u32,
+    /// Thread counts measured.
+    pub threads: Vec<usize>,
+    /// Seed of every workload's generator.
+    pub seed: u64,
+    /// Suites run.
+    pub suites: Vec<String>,
+    /// Allocators asked for, in the order given (ratios are against the first).
+    pub allocators: Vec<String>,
+}
+
+/// One figure: a metric of one workload on one allocator at one thread count.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Suite.
+    pub suite: String,
+    /// Workload.
+    pub workload: String,
+    /// Allocator.
+    pub allocator: String,
+    /// Worker threads.
+    pub threads: usize,
+    /// What was measured (`time`, `peak_footprint`, ...).
+    pub metric: String,
+    /// Unit of `median`, `min`, `max` (`ms`, `MiB`, `%`, ...).
+    pub unit: String,
+    /// Median over the runs.
+    pub median: f64,
+    /// Smallest value seen.
+    pub min: f64,
+    /// Largest value seen.
+    pub max: f64,
+    /// Number of runs.
+    pub runs: u32,
+    /// Whether a smaller value is better.
+    pub lower_is_better: bool,
+}
+
+/// One value of one metric from one run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Metric name.
+    pub metric: String,
+    /// Unit.
+    pub unit: String,
+    /// Value.
+    pub value: f64,
+    /// Whether a smaller value is better.
+    pub lower_is_better: bool,
+}
+
+impl Record {
+    /// Summarises the values of one metric over several runs. `samples` must be non-empty
+    /// and all of one metric.
+    pub fn summarise(
+        suite: &str,
+        workload: &str,
+        allocator: &str,
+        threads: usize,
+        samples: &[Sample],
+    ) -> Record {
+        assert!(!samples.is_empty(), "a record needs at least one run");
+        let mut values: Vec<f64> = samples.iter().map(|s| s.value).collect();
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        let median = if n % 2 == 1 {
+            values[n / 2]
+        } else {
+            (values[n / 2 - 1] + values[n / 2]) / 2.0
+        };
+        Record {
+            suite: suite.to_owned(),
+            workload: workload.to_owned(),
+            allocator: allocator.to_owned(),
+            threads,
+            metric: samples[0].metric.clone(),
+            unit: samples[0].unit.clone(),
+            median,
+            min: values[0],
+            max: values[n - 1],
+            runs: n as u32,
+            lower_is_better: samples[0].lower_is_better,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(value: f64) -> Sample {
+        Sample {
+            metric: "time".into(),
+            unit: "ms".into(),
+            value,
+            lower_is_better: true,
+        }
+    }
+
+    #[test]
+    fn summary_takes_median_min_max_over_runs() {
+        let r = Record::summarise("cpu", "larson", "system", 2, &[sample(3.0), sample(1.0), sample(2.0)]);
+        assert_eq!((r.median, r.min, r.max, r.runs), (2.0, 1.0, 3.0, 3));
+        let r = Record::summarise("cpu", "larson", "system", 2, &[sample(4.0), sample(1.0)]);
+        assert_eq!((r.median, r.min, r.max, r.runs), (2.5, 1.0, 4.0, 2));
+    }
+}
