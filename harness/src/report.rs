@@ -1,1 +1,1858 @@
-//! stub
+//! `report.md`, the SVG charts and the README's results section, made from a
+//! [`ResultsFile`].
+//!
+//! * [`render_markdown`]: the body of `report.md` — header, one table per workload, one
+//!   geometric-mean summary per suite and a timer-overhead note.
+//! * [`render_readme_section`]: the shorter version that goes between the README's
+//!   [`README_BEGIN`] and [`README_END`] markers (see [`update_readme`]).
+//! * [`write_chart_svg`]: one bar chart per workload.
+//! * [`write_report`]: the whole report directory (`results.json`, `report.md`, charts).
+//!
+//! Every file is written atomically: into a temporary file in the same directory, then
+//! renamed over the target, so a failure never leaves a half-written file behind.
+//!
+//! Nothing here depends on the metric names of a particular suite, except that
+//! [`METRIC_ORDER`] puts the known metrics first and [`TIMER_OVERHEAD_METRIC`] feeds the
+//! timer-overhead note. Output is deterministic: suites follow `parameters.suites`,
+//! allocators follow `parameters.allocators` (the first is the baseline of every ratio),
+//! anything else is sorted by name, workloads are sorted by name and thread counts
+//! ascending.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::fmt::{self, Write as _};
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+use plotters::prelude::*;
+
+use crate::results::{Record, ResultsFile};
+
+/// The line that opens the results section of the README.
+pub const README_BEGIN: &str = "<!-- alloclab:results:begin -->";
+/// The line that closes the results section of the README.
+pub const README_END: &str = "<!-- alloclab:results:end -->";
+/// The metric that measures the share of a timed sample spent reading the clock, in %.
+pub const TIMER_OVERHEAD_METRIC: &str = "timer_overhead";
+/// A `timer_overhead` median above this many percent makes the report warn.
+pub const TIMER_OVERHEAD_WARN_PERCENT: f64 = 5.0;
+/// Metrics listed first, in this order; any other metric follows, sorted by name.
+pub const METRIC_ORDER: &[&str] = &["time", "peak_footprint", TIMER_OVERHEAD_METRIC];
+
+/// Placeholder for a value that does not exist.
+const NONE: &str = "—";
+
+// ---------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------
+
+/// Why a report, chart or README could not be written. Every message is one line and
+/// names the file concerned.
+#[derive(Debug)]
+pub enum ReportError {
+    /// A file or directory could not be read, written or created.
+    Io {
+        /// What was being done: `"write"`, `"read"`, `"create directory"`.
+        action: &'static str,
+        /// The file or directory concerned.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+    /// The results could not be serialised to JSON.
+    Json {
+        /// The file that was to be written.
+        path: PathBuf,
+        /// The cause.
+        source: serde_json::Error,
+    },
+    /// A chart could not be drawn.
+    Chart {
+        /// The SVG file that was to be written.
+        path: PathBuf,
+        /// What went wrong, on one line.
+        message: String,
+    },
+    /// The README lacks the [`README_BEGIN`]/[`README_END`] marker lines, has one of them
+    /// more than once, or has them out of order.
+    MissingMarkers {
+        /// The README.
+        path: PathBuf,
+        /// What is wrong with the markers.
+        problem: String,
+    },
+}
+
+impl fmt::Display for ReportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReportError::Io {
+                action,
+                path,
+                source,
+            } => write!(
+                f,
+                "cannot {action} {}: {}",
+                path.display(),
+                one_line(&source.to_string())
+            ),
+            ReportError::Json { path, source } => write!(
+                f,
+                "cannot serialise results for {}: {}",
+                path.display(),
+                one_line(&source.to_string())
+            ),
+            ReportError::Chart { path, message } => {
+                write!(
+                    f,
+                    "cannot draw chart {}: {}",
+                    path.display(),
+                    one_line(message)
+                )
+            }
+            ReportError::MissingMarkers { path, problem } => {
+                write!(f, "cannot update {}: {}", path.display(), one_line(problem))
+            }
+        }
+    }
+}
+
+impl std::error::Error for ReportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReportError::Io { source, .. } => Some(source),
+            ReportError::Json { source, .. } => Some(source),
+            ReportError::Chart { .. } | ReportError::MissingMarkers { .. } => None,
+        }
+    }
+}
+
+/// Joins the lines of `s` with spaces.
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+// ---------------------------------------------------------------------------------------
+// Indexing the records
+// ---------------------------------------------------------------------------------------
+
+/// (suite, workload, allocator, threads, metric).
+type Key<'a> = (&'a str, &'a str, &'a str, usize, &'a str);
+
+/// What a table needs to know about a metric.
+#[derive(Clone, Debug)]
+struct MetricInfo<'a> {
+    name: &'a str,
+    unit: &'a str,
+    lower_is_better: bool,
+}
+
+/// The records of a file, indexed, with the orders the report uses.
+struct View<'a> {
+    results: &'a ResultsFile,
+    /// The first record of each key (later duplicates are ignored).
+    map: BTreeMap<Key<'a>, &'a Record>,
+    /// `parameters.allocators`, then any other allocator of the records, by name.
+    allocators: Vec<&'a str>,
+    /// The allocator every ratio divides by.
+    baseline: Option<&'a str>,
+    /// `parameters.suites` that have records, then any other suite, by name.
+    suites: Vec<&'a str>,
+}
+
+impl<'a> View<'a> {
+    fn new(results: &'a ResultsFile) -> Self {
+        let mut map = BTreeMap::new();
+        for r in &results.records {
+            map.entry((
+                r.suite.as_str(),
+                r.workload.as_str(),
+                r.allocator.as_str(),
+                r.threads,
+                r.metric.as_str(),
+            ))
+            .or_insert(r);
+        }
+        let params = &results.header.parameters;
+        let in_records: BTreeSet<&str> = results
+            .records
+            .iter()
+            .map(|r| r.allocator.as_str())
+            .collect();
+        let mut allocators: Vec<&str> = Vec::new();
+        for a in params
+            .allocators
+            .iter()
+            .map(String::as_str)
+            .chain(in_records)
+        {
+            if !allocators.contains(&a) {
+                allocators.push(a);
+            }
+        }
+        let baseline = allocators.first().copied();
+        let suites_in_records: BTreeSet<&str> =
+            results.records.iter().map(|r| r.suite.as_str()).collect();
+        let mut suites: Vec<&str> = Vec::new();
+        for s in params.suites.iter().map(String::as_str) {
+            if suites_in_records.contains(s) && !suites.contains(&s) {
+                suites.push(s);
+            }
+        }
+        for s in suites_in_records {
+            if !suites.contains(&s) {
+                suites.push(s);
+            }
+        }
+        View {
+            results,
+            map,
+            allocators,
+            baseline,
+            suites,
+        }
+    }
+
+    /// The records of `suite`, and of `workload` if given.
+    fn records_in<'s>(
+        &'s self,
+        suite: &'s str,
+        workload: Option<&'s str>,
+    ) -> impl Iterator<Item = &'a Record> + 's {
+        self.results
+            .records
+            .iter()
+            .filter(move |r| r.suite == suite && workload.is_none_or(|w| r.workload == w))
+    }
+
+    fn get(
+        &self,
+        suite: &str,
+        workload: &str,
+        allocator: &str,
+        threads: usize,
+        metric: &str,
+    ) -> Option<&'a Record> {
+        self.map
+            .get(&(suite, workload, allocator, threads, metric))
+            .copied()
+    }
+
+    /// The workloads of `suite`, by name.
+    fn workloads(&self, suite: &str) -> Vec<&'a str> {
+        let set: BTreeSet<&str> = self
+            .records_in(suite, None)
+            .map(|r| r.workload.as_str())
+            .collect();
+        set.into_iter().collect()
+    }
+
+    /// The allocators with records in `suite` (and `workload`), in report order.
+    fn allocators_in(&self, suite: &str, workload: Option<&str>) -> Vec<&'a str> {
+        let set: BTreeSet<&str> = self
+            .records_in(suite, workload)
+            .map(|r| r.allocator.as_str())
+            .collect();
+        self.allocators
+            .iter()
+            .copied()
+            .filter(|a| set.contains(a))
+            .collect()
+    }
+
+    /// The thread counts with records in `suite` (and `workload`), ascending.
+    fn threads_in(&self, suite: &str, workload: Option<&str>) -> Vec<usize> {
+        let set: BTreeSet<usize> = self
+            .records_in(suite, workload)
+            .map(|r| r.threads)
+            .collect();
+        set.into_iter().collect()
+    }
+
+    /// The metrics with records in `suite` (and `workload`), in [`METRIC_ORDER`] then by
+    /// name; unit and direction are those of the metric's first record.
+    fn metrics_in(&self, suite: &str, workload: Option<&str>) -> Vec<MetricInfo<'a>> {
+        let mut metrics: Vec<MetricInfo<'a>> = Vec::new();
+        // Timer overhead qualifies the measurement rather than the allocator: it gets its own
+        // section, not a comparison column or chart panel.
+        for r in self
+            .records_in(suite, workload)
+            .filter(|r| r.metric != TIMER_OVERHEAD_METRIC)
+        {
+            if !metrics.iter().any(|m| m.name == r.metric) {
+                metrics.push(MetricInfo {
+                    name: &r.metric,
+                    unit: &r.unit,
+                    lower_is_better: r.lower_is_better,
+                });
+            }
+        }
+        metrics.sort_by_key(|m| metric_rank(m.name));
+        metrics
+    }
+
+    /// Median of `allocator` divided by the median of the baseline, same workload, thread
+    /// count and metric; `None` if either is missing or the quotient is not finite.
+    fn ratio(
+        &self,
+        suite: &str,
+        workload: &str,
+        allocator: &str,
+        threads: usize,
+        metric: &str,
+    ) -> Option<f64> {
+        let base = self.get(suite, workload, self.baseline?, threads, metric)?;
+        let this = self.get(suite, workload, allocator, threads, metric)?;
+        ratio_of(this.median, base.median)
+    }
+
+    /// Geometric mean over the workloads of `suite` of the ratio of `allocator` to the
+    /// baseline for `metric` at `threads`. Returns the mean (if any ratio was positive) and
+    /// (workloads that contributed, workloads that have the metric at that thread count).
+    fn geomean(
+        &self,
+        suite: &str,
+        allocator: &str,
+        threads: usize,
+        metric: &str,
+    ) -> (Option<f64>, usize, usize) {
+        let mut logs = Vec::new();
+        let mut total = 0;
+        for w in self.workloads(suite) {
+            let has_metric = self
+                .allocators
+                .iter()
+                .any(|a| self.get(suite, w, a, threads, metric).is_some());
+            if !has_metric {
+                continue;
+            }
+            total += 1;
+            if let Some(r) = self.ratio(suite, w, allocator, threads, metric)
+                && r > 0.0
+            {
+                logs.push(r.ln());
+            }
+        }
+        (geometric_mean_of_logs(&logs), logs.len(), total)
+    }
+
+    /// The header name of the ratio columns.
+    fn ratio_header(&self) -> String {
+        format!("× {}", self.baseline.unwrap_or("first"))
+    }
+}
+
+/// Sort key of a metric: its position in [`METRIC_ORDER`], then its name.
+fn metric_rank(name: &str) -> (usize, &str) {
+    (
+        METRIC_ORDER
+            .iter()
+            .position(|m| *m == name)
+            .unwrap_or(METRIC_ORDER.len()),
+        name,
+    )
+}
+
+/// `value / base`, if finite and `base` is not zero.
+fn ratio_of(value: f64, base: f64) -> Option<f64> {
+    let r = value / base;
+    (base != 0.0 && r.is_finite()).then_some(r)
+}
+
+fn geometric_mean_of_logs(logs: &[f64]) -> Option<f64> {
+    (!logs.is_empty()).then(|| (logs.iter().sum::<f64>() / logs.len() as f64).exp())
+}
+
+/// The geometric mean of the positive, finite values of `values`; `None` if there is none.
+pub fn geometric_mean(values: &[f64]) -> Option<f64> {
+    let logs: Vec<f64> = values
+        .iter()
+        .filter(|v| **v > 0.0 && v.is_finite())
+        .map(|v| v.ln())
+        .collect();
+    geometric_mean_of_logs(&logs)
+}
+
+/// Whether `value` is the best of `values` (all finite) in the metric's direction, and
+/// there is more than one value to compare.
+fn is_best(value: f64, values: &[f64], lower_is_better: bool) -> bool {
+    if values.len() < 2 || !value.is_finite() {
+        return false;
+    }
+    let best = if lower_is_better {
+        values.iter().copied().fold(f64::INFINITY, f64::min)
+    } else {
+        values.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+    };
+    value == best
+}
+
+// ---------------------------------------------------------------------------------------
+// Formatting helpers
+// ---------------------------------------------------------------------------------------
+
+/// A measured value with about three or four significant digits.
+fn fmt_value(v: f64) -> String {
+    if !v.is_finite() {
+        return format!("{v}");
+    }
+    let a = v.abs();
+    if a == 0.0 {
+        "0".to_owned()
+    } else if a >= 1000.0 {
+        format!("{v:.0}")
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else if a >= 1e-4 {
+        // Three significant digits.
+        let decimals = (2 - a.log10().floor() as i32).max(0) as usize;
+        format!("{v:.decimals$}")
+    } else {
+        format!("{v:.2e}")
+    }
+}
+
+/// An axis tick: [`fmt_value`] without trailing zeros after the decimal point.
+fn fmt_tick(v: f64) -> String {
+    let s = fmt_value(v);
+    if s.contains('.') && !s.contains('e') {
+        s.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        s
+    }
+}
+
+/// A ratio, two decimals, or `—`.
+fn fmt_ratio(r: Option<f64>) -> String {
+    r.map_or_else(|| NONE.to_owned(), |r| format!("{r:.2}"))
+}
+
+/// `median (min–max) unit`, the median in bold if `bold`.
+fn fmt_cell(r: &Record, bold: bool) -> String {
+    let median = fmt_value(r.median);
+    let median = if bold {
+        format!("**{median}**")
+    } else {
+        median
+    };
+    let unit = if r.unit.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", escape_cell(&r.unit))
+    };
+    format!("{median} ({}–{}){unit}", fmt_value(r.min), fmt_value(r.max))
+}
+
+/// Text safe inside a Markdown table cell.
+fn escape_cell(s: &str) -> String {
+    one_line(&s.replace('|', "\\|"))
+}
+
+/// A Markdown code span containing `s` verbatim.
+fn code_span(s: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in s.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    let pad = if s.starts_with('`') || s.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{s}{pad}{fence}")
+}
+
+/// One Markdown table row.
+fn table_row(out: &mut String, cells: &[String]) {
+    out.push('|');
+    for c in cells {
+        out.push(' ');
+        out.push_str(c);
+        out.push_str(" |");
+    }
+    out.push('\n');
+}
+
+/// The header and alignment rows of a table; the first `left` columns are left-aligned,
+/// the others right-aligned.
+fn table_header(out: &mut String, headers: &[String], left: usize) {
+    table_row(out, headers);
+    let align: Vec<String> = (0..headers.len())
+        .map(|i| if i < left { "---" } else { "--:" }.to_owned())
+        .collect();
+    table_row(out, &align);
+}
+
+/// `2026-11-30 12:34:56 UTC` for seconds since the Unix epoch.
+pub fn format_utc(unix_s: u64) -> String {
+    let days = (unix_s / 86_400) as i64;
+    let secs = unix_s % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+/// (year, month, day) of a day count since 1970-01-01 (proleptic Gregorian calendar;
+/// Howard Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097); // [0, 146096]
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365]
+    let mp = (5 * doy + 2) / 153; // [0, 11], March-based
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// Bytes as GiB with one decimal.
+fn fmt_gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// `1 run`, `2 runs`.
+fn plural(count: u64, noun: &str) -> String {
+    format!("{count} {noun}{}", if count == 1 { "" } else { "s" })
+}
+
+/// `1 thread`, `2 threads`.
+fn fmt_thread_count(threads: usize) -> String {
+    plural(threads as u64, "thread")
+}
+
+fn fmt_threads(threads: &[usize]) -> String {
+    if threads.is_empty() {
+        return NONE.to_owned();
+    }
+    threads
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The file name of the chart of one workload: `<suite>-<workload>.svg`, with any
+/// character other than ASCII letters, digits, `.`, `_` and `-` replaced by `_`.
+pub fn chart_file_name(suite: &str, workload: &str) -> String {
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    };
+    format!("{}-{}.svg", clean(suite), clean(workload))
+}
+
+// ---------------------------------------------------------------------------------------
+// Markdown
+// ---------------------------------------------------------------------------------------
+
+/// The body of `report.md`: a header (machine, commit, date, command, parameters, timer
+/// overhead); per suite and workload, a table with one row per thread count and allocator,
+/// a `median (min–max) unit` column and a ratio-to-baseline column per metric, the best
+/// median per metric and thread count in bold, and a link to the workload's chart; per
+/// suite, the geometric mean over workloads of each ratio; and a timer-overhead note that
+/// warns about every record whose `timer_overhead` median exceeds
+/// [`TIMER_OVERHEAD_WARN_PERCENT`].
+pub fn render_markdown(results: &ResultsFile) -> String {
+    let view = View::new(results);
+    let mut out = String::new();
+    out.push_str("# alloclab report\n\n");
+    header_list(&mut out, results);
+    out.push('\n');
+    let baseline = view.baseline.unwrap_or(NONE);
+    let _ = writeln!(
+        out,
+        "Each cell is the median over the runs, then (min–max) and the unit. **Bold** marks \
+         the best median of each metric at each thread count. The “{}” columns divide a \
+         median by the median of {baseline} (the first allocator asked for) for the same \
+         workload and thread count; every figure comes from this one run, so the ratios \
+         compare like with like. Charts: `<suite>-<workload>.svg` next to this file.",
+        view.ratio_header()
+    );
+
+    for &suite in &view.suites {
+        let _ = writeln!(out, "\n## Suite `{suite}`");
+        for workload in view.workloads(suite) {
+            let _ = writeln!(out, "\n### {suite}/{workload}\n");
+            workload_table(&mut out, &view, suite, workload);
+            let _ = writeln!(
+                out,
+                "\n![{suite}/{workload}]({})",
+                chart_file_name(suite, workload)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\n### Suite `{suite}`: geometric mean over workloads of the ratio to {baseline}\n"
+        );
+        summary_table(&mut out, &view, suite);
+    }
+
+    out.push_str("\n## Timer overhead\n\n");
+    timer_overhead_note(&mut out, results);
+    out
+}
+
+/// The header of `report.md`, as a list.
+fn header_list(out: &mut String, results: &ResultsFile) {
+    let h = &results.header;
+    let m = &h.machine;
+    let p = &h.parameters;
+    let kernel = if m.kernel.is_empty() {
+        String::new()
+    } else {
+        format!(", kernel {}", m.kernel)
+    };
+    let _ = writeln!(
+        out,
+        "- **Machine:** {}, {} cores, {} memory ({} {}{kernel})",
+        m.cpu_model,
+        m.cores,
+        fmt_gib(m.memory_bytes),
+        m.os,
+        m.arch
+    );
+    let _ = writeln!(
+        out,
+        "- **Commit:** {}{}",
+        code_span(&h.commit),
+        if h.commit_dirty { " (dirty)" } else { "" }
+    );
+    let _ = writeln!(out, "- **Date:** {}", format_utc(h.created_unix_s));
+    let _ = writeln!(out, "- **Command:** {}", code_span(&h.command));
+    let _ = writeln!(
+        out,
+        "- **Parameters:** scale {}, {}, threads {}, seed {}",
+        p.scale,
+        plural(u64::from(p.runs), "run"),
+        fmt_threads(&p.threads),
+        p.seed
+    );
+    let _ = writeln!(
+        out,
+        "- **Timer overhead:** {} ns per clock read",
+        fmt_value(h.timer_overhead_ns)
+    );
+}
+
+/// The one-line summary of machine, commit and parameters used by the README section.
+fn header_line(results: &ResultsFile) -> String {
+    let h = &results.header;
+    let m = &h.machine;
+    let p = &h.parameters;
+    format!(
+        "Measured on {} ({} cores, {}) at commit {}{} on {}: {} — scale {}, {}, \
+         threads {}, seed {}; timer overhead {} ns per clock read.",
+        m.cpu_model,
+        m.cores,
+        fmt_gib(m.memory_bytes),
+        code_span(&h.commit),
+        if h.commit_dirty { " (dirty)" } else { "" },
+        format_utc(h.created_unix_s),
+        code_span(&h.command),
+        p.scale,
+        plural(u64::from(p.runs), "run"),
+        fmt_threads(&p.threads),
+        p.seed,
+        fmt_value(h.timer_overhead_ns)
+    )
+}
+
+/// The table of one workload.
+fn workload_table(out: &mut String, view: &View<'_>, suite: &str, workload: &str) {
+    let metrics = view.metrics_in(suite, Some(workload));
+    let allocators = view.allocators_in(suite, None);
+    let threads = view.threads_in(suite, Some(workload));
+    let ratio_header = view.ratio_header();
+
+    let mut headers = vec!["allocator".to_owned(), "threads".to_owned()];
+    for m in &metrics {
+        headers.push(escape_cell(m.name));
+        headers.push(ratio_header.clone());
+    }
+    table_header(out, &headers, 1);
+
+    for &t in &threads {
+        // The medians each allocator's cell competes with, per metric.
+        let medians: Vec<Vec<f64>> = metrics
+            .iter()
+            .map(|m| {
+                allocators
+                    .iter()
+                    .filter_map(|a| view.get(suite, workload, a, t, m.name))
+                    .map(|r| r.median)
+                    .filter(|v| v.is_finite())
+                    .collect()
+            })
+            .collect();
+        for &a in &allocators {
+            let mut cells = vec![escape_cell(a), t.to_string()];
+            for (m, medians) in metrics.iter().zip(&medians) {
+                match view.get(suite, workload, a, t, m.name) {
+                    Some(r) => {
+                        let bold = is_best(r.median, medians, m.lower_is_better);
+                        cells.push(fmt_cell(r, bold));
+                        cells.push(fmt_ratio(view.ratio(suite, workload, a, t, m.name)));
+                    }
+                    None => {
+                        cells.push(NONE.to_owned());
+                        cells.push(NONE.to_owned());
+                    }
+                }
+            }
+            table_row(out, &cells);
+        }
+    }
+}
+
+/// The geometric-mean table of one suite.
+fn summary_table(out: &mut String, view: &View<'_>, suite: &str) {
+    let metrics = view.metrics_in(suite, None);
+    let allocators = view.allocators_in(suite, None);
+    let threads = view.threads_in(suite, None);
+    let ratio_header = view.ratio_header();
+
+    let mut headers = vec!["allocator".to_owned(), "threads".to_owned()];
+    for m in &metrics {
+        headers.push(format!("{} {ratio_header}", escape_cell(m.name)));
+    }
+    table_header(out, &headers, 1);
+    let mut partial = false;
+    for &t in &threads {
+        for &a in &allocators {
+            let mut cells = vec![escape_cell(a), t.to_string()];
+            for m in &metrics {
+                let (mean, used, total) = view.geomean(suite, a, t, m.name);
+                let mut cell = fmt_ratio(mean);
+                if mean.is_some() && used < total {
+                    let _ = write!(cell, " ({used}/{total} workloads)");
+                    partial = true;
+                }
+                cells.push(cell);
+            }
+            table_row(out, &cells);
+        }
+    }
+    if partial {
+        out.push_str(
+            "\nWorkloads where either median is missing, or the ratio is not positive, are left \
+         out of a mean; “(k/n workloads)” says how many counted.\n",
+        );
+    }
+}
+
+/// The timer-overhead note: the largest `timer_overhead` value and a warning line for any
+/// record whose median exceeds [`TIMER_OVERHEAD_WARN_PERCENT`].
+fn timer_overhead_note(out: &mut String, results: &ResultsFile) {
+    let h = &results.header;
+    let _ = writeln!(
+        out,
+        "One clock read costs {} ns (median of many).",
+        fmt_value(h.timer_overhead_ns)
+    );
+    let overhead: Vec<&Record> = results
+        .records
+        .iter()
+        .filter(|r| r.metric == TIMER_OVERHEAD_METRIC)
+        .collect();
+    let largest_median = overhead
+        .iter()
+        .copied()
+        .filter(|r| r.median.is_finite())
+        .max_by(|a, b| a.median.total_cmp(&b.median));
+    let largest_single = overhead
+        .iter()
+        .map(|r| r.max)
+        .filter(|v| v.is_finite())
+        .max_by(f64::total_cmp);
+    match (largest_median, largest_single) {
+        (Some(r), Some(single)) => {
+            let _ = writeln!(
+                out,
+                "Largest `{TIMER_OVERHEAD_METRIC}` over all records: median {} {unit} \
+                 ({}/{}, {}, {}); largest single run {} {unit}.",
+                fmt_value(r.median),
+                r.suite,
+                r.workload,
+                r.allocator,
+                fmt_thread_count(r.threads),
+                fmt_value(single),
+                unit = r.unit,
+            );
+        }
+        _ => {
+            let _ = writeln!(out, "No `{TIMER_OVERHEAD_METRIC}` records.");
+            return;
+        }
+    }
+    let mut per_workload: BTreeMap<(&str, &str), f64> = BTreeMap::new();
+    for r in &overhead {
+        let worst = per_workload.entry((&r.suite, &r.workload)).or_insert(0.0);
+        *worst = worst.max(r.median);
+    }
+    out.push('\n');
+    table_header(
+        out,
+        &["workload".to_owned(), "largest median over allocators".to_owned()],
+        1,
+    );
+    for ((suite, workload), worst) in &per_workload {
+        table_row(
+            out,
+            &[format!("{suite}/{workload}"), format!("{} %", fmt_value(*worst))],
+        );
+    }
+    let mut over: Vec<&Record> = overhead
+        .iter()
+        .copied()
+        .filter(|r| r.median > TIMER_OVERHEAD_WARN_PERCENT)
+        .collect();
+    let view = View::new(results);
+    over.sort_by(|a, b| {
+        let rank = |r: &Record| {
+            (
+                view.suites.iter().position(|s| *s == r.suite),
+                r.workload.clone(),
+                view.allocators.iter().position(|x| *x == r.allocator),
+                r.threads,
+            )
+        };
+        rank(a).cmp(&rank(b))
+    });
+    out.push('\n');
+    if over.is_empty() {
+        let _ = writeln!(
+            out,
+            "No workload's `{TIMER_OVERHEAD_METRIC}` median exceeds \
+             {TIMER_OVERHEAD_WARN_PERCENT} %."
+        );
+    } else {
+        let list: Vec<String> = over
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}/{} on {} ({}): {} {}",
+                    r.suite,
+                    r.workload,
+                    r.allocator,
+                    fmt_thread_count(r.threads),
+                    fmt_value(r.median),
+                    r.unit
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "**WARNING:** `{TIMER_OVERHEAD_METRIC}` median above \
+             {TIMER_OVERHEAD_WARN_PERCENT} % — reading the clock is a visible part of these \
+             timings; raise the scale before trusting them: {}.",
+            list.join("; ")
+        );
+    }
+}
+
+/// The README's results section: the machine/commit/parameters line, per suite the
+/// geometric-mean summary and a compact table of the `time` ratios (or of the suite's
+/// first metric if it has no `time`), and a pointer to `report/report.md`.
+pub fn render_readme_section(results: &ResultsFile) -> String {
+    let view = View::new(results);
+    let mut out = String::new();
+    out.push_str(&header_line(results));
+    out.push('\n');
+    let baseline = view.baseline.unwrap_or(NONE);
+    for &suite in &view.suites {
+        let _ = writeln!(
+            out,
+            "\n#### Suite `{suite}`: geometric mean over workloads of the ratio to {baseline}\n"
+        );
+        summary_table(&mut out, &view, suite);
+
+        let metrics = view.metrics_in(suite, None);
+        let Some(metric) = metrics
+            .iter()
+            .find(|m| m.name == "time")
+            .or(metrics.first())
+        else {
+            continue;
+        };
+        let allocators = view.allocators_in(suite, None);
+        let _ = writeln!(
+            out,
+            "\n#### Suite `{suite}`: `{}` {} per workload\n",
+            metric.name,
+            view.ratio_header()
+        );
+        let mut headers = vec!["workload".to_owned(), "threads".to_owned()];
+        headers.extend(allocators.iter().map(|a| escape_cell(a)));
+        table_header(&mut out, &headers, 1);
+        for workload in view.workloads(suite) {
+            for t in view.threads_in(suite, Some(workload)) {
+                let ratios: Vec<Option<f64>> = allocators
+                    .iter()
+                    .map(|a| view.ratio(suite, workload, a, t, metric.name))
+                    .collect();
+                let present: Vec<f64> = ratios.iter().flatten().copied().collect();
+                let mut cells = vec![escape_cell(workload), t.to_string()];
+                for r in &ratios {
+                    let cell = fmt_ratio(*r);
+                    match r {
+                        Some(v) if is_best(*v, &present, metric.lower_is_better) => {
+                            cells.push(format!("**{cell}**"));
+                        }
+                        _ => cells.push(cell),
+                    }
+                }
+                table_row(&mut out, &cells);
+            }
+        }
+    }
+    out.push_str(
+        "\nFull tables with min–max ranges, every metric, charts and the timer-overhead check: \
+         [report/report.md](report/report.md).\n",
+    );
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+// Charts
+// ---------------------------------------------------------------------------------------
+
+const PANEL_HEIGHT: u32 = 320;
+const TITLE_HEIGHT: u32 = 40;
+
+/// Writes the chart of one workload to `path` (atomically): one panel per metric, one
+/// above the other, each a bar chart of the median per allocator (grouped by thread count
+/// when there are several) with min–max error bars, axes labelled with units, titled
+/// `<suite>/<workload>`. Fails if the results have no record of that workload.
+pub fn write_chart_svg(
+    results: &ResultsFile,
+    suite: &str,
+    workload: &str,
+    path: &Path,
+) -> Result<(), ReportError> {
+    let view = View::new(results);
+    if view.records_in(suite, Some(workload)).next().is_none() {
+        return Err(ReportError::Chart {
+            path: path.to_path_buf(),
+            message: format!("no records for {suite}/{workload}"),
+        });
+    }
+    let svg = render_chart_svg(&view, suite, workload).map_err(|e| ReportError::Chart {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    write_atomic(path, svg.as_bytes())
+}
+
+/// Draws the chart into a string.
+fn render_chart_svg(
+    view: &View<'_>,
+    suite: &str,
+    workload: &str,
+) -> Result<String, Box<dyn std::error::Error>> {
+    let metrics = view.metrics_in(suite, Some(workload));
+    let allocators = view.allocators_in(suite, Some(workload));
+    let threads = view.threads_in(suite, Some(workload));
+    let groups = allocators.len().max(1);
+    let per_group = (40 * threads.len() as u32).max(90);
+    let width = (160 + groups as u32 * per_group).max(640);
+    let height = TITLE_HEIGHT + PANEL_HEIGHT * metrics.len().max(1) as u32;
+
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let body = root.titled(&format!("{suite}/{workload}"), ("sans-serif", 24))?;
+        let panels = body.split_evenly((metrics.len().max(1), 1));
+        for (metric, panel) in metrics.iter().zip(&panels) {
+            draw_panel(panel, view, suite, workload, metric, &allocators, &threads)?;
+        }
+        root.present()?;
+    }
+    Ok(svg)
+}
+
+/// The x axis of a bar chart: group `i` spans `i..i + 1`, labelled at its centre.
+struct GroupAxis {
+    groups: usize,
+}
+
+impl Ranged for GroupAxis {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let fraction = value / self.groups as f64;
+        limit.0 + ((limit.1 - limit.0) as f64 * fraction).round() as i32
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            // No light mesh lines between groups.
+            return Vec::new();
+        }
+        (0..self.groups).map(|i| i as f64 + 0.5).collect()
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        0.0..self.groups as f64
+    }
+}
+
+/// Draws the bars of one metric.
+fn draw_panel<DB: DrawingBackend>(
+    panel: &DrawingArea<DB, plotters::coord::Shift>,
+    view: &View<'_>,
+    suite: &str,
+    workload: &str,
+    metric: &MetricInfo<'_>,
+    allocators: &[&str],
+    threads: &[usize],
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    // (allocator index, threads index, record) of every bar.
+    let bars: Vec<(usize, usize, &Record)> = allocators
+        .iter()
+        .enumerate()
+        .flat_map(|(ai, a)| {
+            threads.iter().enumerate().filter_map(move |(ti, t)| {
+                view.get(suite, workload, a, *t, metric.name)
+                    .filter(|r| r.median.is_finite())
+                    .map(|r| (ai, ti, r))
+            })
+        })
+        .collect();
+
+    let values = bars
+        .iter()
+        .flat_map(|(_, _, r)| [r.min, r.median, r.max])
+        .filter(|v| v.is_finite());
+    let (mut lo, mut hi) = values.fold((0.0f64, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    if hi <= lo {
+        hi = lo + 1.0;
+    }
+    let span = hi - lo;
+    if lo < 0.0 {
+        lo -= span * 0.08;
+    }
+    // Headroom above the highest bar: a margin, or room for the legend of the thread
+    // counts (about 18 px per entry in a plot area about 220 px high).
+    let legend_share = if threads.len() > 1 {
+        ((18 * threads.len() + 20) as f64 / 220.0).min(0.6)
+    } else {
+        0.08
+    };
+    hi = lo + (hi - lo) / (1.0 - legend_share);
+
+    let n = allocators.len().max(1);
+    let direction = if metric.lower_is_better {
+        "lower is better"
+    } else {
+        "higher is better"
+    };
+    let mut chart = ChartBuilder::on(panel)
+        .margin(10)
+        .caption(format!("{} ({direction})", metric.name), ("sans-serif", 18))
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(GroupAxis { groups: n }, lo..hi)?;
+
+    let x_label = |x: &f64| -> String {
+        let i = x.floor();
+        if i >= 0.0 && (i as usize) < allocators.len() {
+            allocators[i as usize].to_owned()
+        } else {
+            String::new()
+        }
+    };
+    let y_label = |y: &f64| fmt_tick(*y);
+    let y_desc = if metric.unit.is_empty() {
+        metric.name.to_owned()
+    } else {
+        format!("{} ({})", metric.name, metric.unit)
+    };
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n)
+        .x_label_formatter(&x_label)
+        .y_label_formatter(&y_label)
+        .x_desc("allocator")
+        .y_desc(y_desc)
+        .draw()?;
+
+    let groups = threads.len().max(1);
+    let bar_width = 0.8 / groups as f64;
+    let base = 0.0f64.clamp(lo, hi);
+    let color = |ai: usize, ti: usize| {
+        if groups > 1 {
+            Palette99::pick(ti)
+        } else {
+            Palette99::pick(ai)
+        }
+    };
+    for (ti, t) in threads.iter().enumerate() {
+        let mine: Vec<&(usize, usize, &Record)> = bars.iter().filter(|b| b.1 == ti).collect();
+        let series = chart.draw_series(mine.iter().map(|(ai, ti, r)| {
+            let x0 = *ai as f64 + 0.1 + *ti as f64 * bar_width;
+            Rectangle::new(
+                [(x0, base), (x0 + bar_width, r.median)],
+                color(*ai, *ti).filled(),
+            )
+        }))?;
+        if groups > 1 {
+            let c = color(0, ti);
+            series
+                .label(fmt_thread_count(*t))
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
+        }
+        chart.draw_series(
+            mine.iter()
+                .filter(|(_, _, r)| r.min.is_finite() && r.max.is_finite())
+                .map(|(ai, ti, r)| {
+                    let x = *ai as f64 + 0.1 + (*ti as f64 + 0.5) * bar_width;
+                    ErrorBar::new_vertical(x, r.min, r.median, r.max, BLACK.stroke_width(1), 8)
+                }),
+        )?;
+    }
+    if groups > 1 {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Files
+// ---------------------------------------------------------------------------------------
+
+/// The files [`write_report`] wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReportFiles {
+    /// The report directory.
+    pub dir: PathBuf,
+    /// `results.json`.
+    pub results_json: PathBuf,
+    /// `report.md`.
+    pub report_md: PathBuf,
+    /// One `<suite>-<workload>.svg` per workload, in report order.
+    pub charts: Vec<PathBuf>,
+    /// Every file written, in the order written: `results.json`, `report.md`, the charts.
+    pub paths: Vec<PathBuf>,
+}
+
+/// Writes the report directory: creates `dir` (and its parents) if needed, then writes
+/// `results.json`, `report.md` and `<suite>-<workload>.svg` for each workload, each
+/// atomically.
+pub fn write_report(dir: &Path, results: &ResultsFile) -> Result<ReportFiles, ReportError> {
+    fs::create_dir_all(dir).map_err(|source| ReportError::Io {
+        action: "create directory",
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let results_json = dir.join("results.json");
+    write_results_json(&results_json, results)?;
+    let report_md = dir.join("report.md");
+    write_atomic(&report_md, render_markdown(results).as_bytes())?;
+    let view = View::new(results);
+    let mut charts = Vec::new();
+    for &suite in &view.suites {
+        for workload in view.workloads(suite) {
+            let path = dir.join(chart_file_name(suite, workload));
+            write_chart_svg(results, suite, workload, &path)?;
+            charts.push(path);
+        }
+    }
+    let mut paths = vec![results_json.clone(), report_md.clone()];
+    paths.extend(charts.iter().cloned());
+    Ok(ReportFiles {
+        dir: dir.to_path_buf(),
+        results_json,
+        report_md,
+        charts,
+        paths,
+    })
+}
+
+/// Writes `results` to `path` as pretty-printed JSON (with a final newline), atomically.
+pub fn write_results_json(path: &Path, results: &ResultsFile) -> Result<(), ReportError> {
+    let mut json = serde_json::to_string_pretty(results).map_err(|source| ReportError::Json {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    json.push('\n');
+    write_atomic(path, json.as_bytes())
+}
+
+/// Replaces the lines between the [`README_BEGIN`] and [`README_END`] marker lines of
+/// `readme` (the markers themselves stay) with `section`, atomically. Each marker must be
+/// on a line of its own, exactly once, begin before end. The file is left alone if
+/// nothing changes.
+pub fn update_readme(readme: &Path, section: &str) -> Result<(), ReportError> {
+    let text = fs::read_to_string(readme).map_err(|source| ReportError::Io {
+        action: "read",
+        path: readme.to_path_buf(),
+        source,
+    })?;
+    let updated =
+        replace_section(&text, section).map_err(|problem| ReportError::MissingMarkers {
+            path: readme.to_path_buf(),
+            problem,
+        })?;
+    if updated == text {
+        return Ok(());
+    }
+    write_atomic(readme, updated.as_bytes())
+}
+
+/// `text` with the lines between the markers replaced by `section`, or what is wrong with
+/// the markers.
+fn replace_section(text: &str, section: &str) -> Result<String, String> {
+    // (start of line, end of line including its newline) of each marker line.
+    let mut begins = Vec::new();
+    let mut ends = Vec::new();
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let span = (offset, offset + line.len());
+        match line.trim() {
+            README_BEGIN => begins.push(span),
+            README_END => ends.push(span),
+            _ => {}
+        }
+        offset += line.len();
+    }
+    let one = |found: &[(usize, usize)], marker: &str| match found {
+        [one] => Ok(*one),
+        [] => Err(format!("marker line `{marker}` not found")),
+        many => Err(format!(
+            "marker line `{marker}` appears {} times (once expected)",
+            many.len()
+        )),
+    };
+    let begin = one(&begins, README_BEGIN)?;
+    let end = one(&ends, README_END)?;
+    if end.0 < begin.1 {
+        return Err(format!(
+            "marker line `{README_END}` comes before `{README_BEGIN}`"
+        ));
+    }
+    let mut out = String::with_capacity(text.len() + section.len());
+    out.push_str(&text[..begin.1]);
+    if !text[..begin.1].ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(section);
+    if !section.is_empty() && !section.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(&text[end.0..]);
+    Ok(out)
+}
+
+/// Distinguishes the temporary files of one process.
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Writes `contents` to `path` atomically: into `.<name>.tmp-<pid>-<n>` in the same
+/// directory, flushed to disk, then renamed over `path`. On failure the temporary file is
+/// removed and `path` is untouched. An existing target's permissions are kept.
+fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), ReportError> {
+    let error = |source: io::Error| ReportError::Io {
+        action: "write",
+        path: path.to_path_buf(),
+        source,
+    };
+    let Some(name) = path.file_name() else {
+        return Err(error(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a file name",
+        )));
+    };
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let mut attempt = 0;
+    let (tmp, mut file) = loop {
+        let mut tmp_name = OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(
+            ".tmp-{}-{}",
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let tmp = dir.join(tmp_name);
+        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+            Ok(file) => break (tmp, file),
+            // A leftover of an earlier process with the same id: try another name.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 16 => attempt += 1,
+            Err(e) => return Err(error(e)),
+        }
+    };
+    let result = (|| {
+        file.write_all(contents)?;
+        if let Ok(meta) = fs::metadata(path)
+            && meta.is_file()
+        {
+            file.set_permissions(meta.permissions())?;
+        }
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&tmp, path)
+    })();
+    result.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        error(e)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::{FORMAT_NAME, FORMAT_VERSION, Header, Machine, Parameters};
+
+    fn record(
+        workload: &str,
+        allocator: &str,
+        threads: usize,
+        metric: &str,
+        median: f64,
+    ) -> Record {
+        let (unit, lower_is_better) = match metric {
+            "time" => ("ms", true),
+            "peak_footprint" => ("MiB", true),
+            "timer_overhead" => ("%", true),
+            _ => ("ops/s", false),
+        };
+        Record {
+            suite: "cpu".into(),
+            workload: workload.into(),
+            allocator: allocator.into(),
+            threads,
+            metric: metric.into(),
+            unit: unit.into(),
+            median,
+            min: short(median * 0.9),
+            max: short(median * 1.1),
+            runs: 3,
+            lower_is_better,
+        }
+    }
+
+    /// `v` rounded to a few decimals, so that its JSON form has few digits.
+    fn short(v: f64) -> f64 {
+        format!("{v:.6}").parse().unwrap()
+    }
+
+    /// Two workloads, three allocators, two threads.
+    fn sample() -> ResultsFile {
+        let mut records = Vec::new();
+        // (workload, allocator, time, peak, overhead)
+        let rows = [
+            ("larson", "system", 100.0, 10.0, 0.1),
+            ("larson", "mimalloc", 80.0, 12.0, 6.5),
+            ("larson", "jemalloc", 125.0, 8.0, 0.2),
+            ("cache", "system", 50.0, 4.0, 0.01),
+            ("cache", "mimalloc", 100.0, 4.0, 0.01),
+            ("cache", "jemalloc", 25.0, 5.0, 0.02),
+        ];
+        for (w, a, time, peak, overhead) in rows {
+            records.push(record(w, a, 2, "time", time));
+            records.push(record(w, a, 2, "peak_footprint", peak));
+            records.push(record(w, a, 2, "timer_overhead", overhead));
+        }
+        ResultsFile {
+            format: FORMAT_NAME.into(),
+            version: FORMAT_VERSION,
+            header: Header {
+                machine: Machine {
+                    cpu_model: "Test CPU 9000".into(),
+                    cores: 2,
+                    memory_bytes: 25_325_268_992,
+                    os: "linux".into(),
+                    arch: "x86_64".into(),
+                    kernel: "6.1.0".into(),
+                },
+                commit: "7dea227".into(),
+                commit_dirty: true,
+                created_unix_s: 1_796_000_000,
+                command: "alloclab suite --scale small".into(),
+                parameters: Parameters {
+                    scale: "small".into(),
+                    runs: 3,
+                    threads: vec![2],
+                    seed: 42,
+                    suites: vec!["cpu".into()],
+                    allocators: vec!["system".into(), "mimalloc".into(), "jemalloc".into()],
+                },
+                timer_overhead_ns: 21.5,
+            },
+            records,
+        }
+    }
+
+    /// The cells of the row of `allocator` at `threads` in the first table after the line
+    /// `heading`.
+    fn row(md: &str, heading: &str, allocator: &str, threads: usize) -> Vec<String> {
+        let start = md
+            .lines()
+            .position(|l| l == heading)
+            .unwrap_or_else(|| panic!("no heading {heading:?} in\n{md}"));
+        let prefix = format!("| {allocator} | {threads} |");
+        let line = md
+            .lines()
+            .skip(start + 1)
+            .skip_while(|l| !l.starts_with('|'))
+            .take_while(|l| l.starts_with('|'))
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no row {prefix:?} under {heading:?} in\n{md}"));
+        line.trim_matches('|')
+            .split(" | ")
+            .map(|c| c.trim().to_owned())
+            .collect()
+    }
+
+    /// A fresh, empty directory for one test.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "alloclab-report-test-{}-{name}",
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// Names of the entries of `dir` that look like temporary files.
+    fn temp_files(dir: &Path) -> Vec<String> {
+        fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".tmp-"))
+            .collect()
+    }
+
+    #[test]
+    fn ratios_and_bold_in_workload_tables() {
+        let md = render_markdown(&sample());
+        // Columns: allocator, threads, time, ×, peak, ×, overhead, ×.
+        let sys = row(&md, "### cpu/larson", "system", 2);
+        let mi = row(&md, "### cpu/larson", "mimalloc", 2);
+        let je = row(&md, "### cpu/larson", "jemalloc", 2);
+        assert_eq!(sys[2], "100.0 (90.00–110.0) ms");
+        assert_eq!(sys[3], "1.00");
+        assert_eq!(mi[2], "**80.00** (72.00–88.00) ms");
+        assert_eq!(mi[3], "0.80");
+        assert_eq!(je[2], "125.0 (112.5–137.5) ms");
+        assert_eq!(je[3], "1.25");
+        // Peak footprint: jemalloc is best (lowest).
+        assert_eq!(je[4], "**8.00** (7.20–8.80) MiB");
+        assert_eq!(mi[5], "1.20");
+        assert!(!sys[4].contains("**") && !mi[4].contains("**"));
+        // A tie bolds both.
+        let sys = row(&md, "### cpu/cache", "system", 2);
+        let mi = row(&md, "### cpu/cache", "mimalloc", 2);
+        let je = row(&md, "### cpu/cache", "jemalloc", 2);
+        assert!(sys[4].starts_with("**4.00**") && mi[4].starts_with("**4.00**"));
+        assert!(!je[4].contains("**"));
+        assert_eq!(mi[3], "2.00");
+        assert_eq!(je[3], "0.50");
+        assert!(
+            md.contains("| allocator | threads | time | × system | peak_footprint | × system |")
+        );
+    }
+
+    #[test]
+    fn higher_is_better_bolds_the_largest_and_missing_baseline_gives_dash() {
+        let mut results = sample();
+        results
+            .records
+            .push(record("larson", "mimalloc", 2, "throughput", 300.0));
+        results
+            .records
+            .push(record("larson", "jemalloc", 2, "throughput", 200.0));
+        // A thread count the baseline did not run.
+        results
+            .records
+            .push(record("larson", "mimalloc", 4, "time", 60.0));
+        let md = render_markdown(&results);
+        let mi = row(&md, "### cpu/larson", "mimalloc", 2);
+        let je = row(&md, "### cpu/larson", "jemalloc", 2);
+        let sys = row(&md, "### cpu/larson", "system", 2);
+        // Unknown metrics come after the known ones; timer overhead is not a comparison
+        // column.
+        assert!(md.contains("| peak_footprint | × system | throughput | × system |"));
+        assert!(!md.contains("| timer_overhead |"));
+        assert!(mi[6].starts_with("**300.0**"), "{mi:?}");
+        assert!(!je[6].contains("**"));
+        assert_eq!((mi[7].as_str(), sys[6].as_str()), ("—", "—"));
+        let mi4 = row(&md, "### cpu/larson", "mimalloc", 4);
+        // Alone at 4 threads: no bold, no ratio.
+        assert_eq!(mi4[2], "60.00 (54.00–66.00) ms");
+        assert_eq!(mi4[3], "—");
+        assert_eq!(row(&md, "### cpu/larson", "system", 4)[2], "—");
+    }
+
+    #[test]
+    fn summary_is_the_geometric_mean_of_ratios() {
+        let md = render_markdown(&sample());
+        let heading = "### Suite `cpu`: geometric mean over workloads of the ratio to system";
+        let sys = row(&md, heading, "system", 2);
+        let mi = row(&md, heading, "mimalloc", 2);
+        let je = row(&md, heading, "jemalloc", 2);
+        assert_eq!(sys[2..], ["1.00", "1.00"]);
+        // time: sqrt(0.8 × 2) = 1.265; sqrt(1.25 × 0.5) = 0.791.
+        assert_eq!(mi[2], "1.26");
+        assert_eq!(je[2], "0.79");
+        // peak: sqrt(1.2 × 1) = 1.095; sqrt(0.8 × 1.25) = 1.
+        assert_eq!(mi[3], "1.10");
+        assert_eq!(je[3], "1.00");
+        // Timer overhead is reported in its own section, not averaged as a ratio.
+        assert_eq!(mi.len(), 4, "{mi:?}");
+        // Every workload counted: no note about partial means.
+        assert!(!md.contains("workloads)"));
+    }
+
+    #[test]
+    fn summary_says_how_many_workloads_counted() {
+        let mut results = sample();
+        results.records.retain(|r| {
+            !(r.workload == "cache" && r.allocator == "jemalloc" && r.metric == "time")
+        });
+        let md = render_markdown(&results);
+        let heading = "### Suite `cpu`: geometric mean over workloads of the ratio to system";
+        assert_eq!(row(&md, heading, "jemalloc", 2)[2], "1.25 (1/2 workloads)");
+        assert_eq!(row(&md, heading, "mimalloc", 2)[2], "1.26");
+        assert!(md.contains("“(k/n workloads)” says how many counted"));
+    }
+
+    #[test]
+    fn geometric_mean_of_values() {
+        assert!((geometric_mean(&[2.0, 8.0]).unwrap() - 4.0).abs() < 1e-12);
+        assert!((geometric_mean(&[0.5, 2.0, 1.0]).unwrap() - 1.0).abs() < 1e-12);
+        assert!((geometric_mean(&[3.0, 0.0, -1.0, f64::NAN]).unwrap() - 3.0).abs() < 1e-12);
+        assert_eq!(geometric_mean(&[]), None);
+        assert_eq!(geometric_mean(&[0.0]), None);
+    }
+
+    #[test]
+    fn header_and_timer_overhead_note() {
+        let md = render_markdown(&sample());
+        assert!(
+            md.contains("Test CPU 9000, 2 cores, 23.6 GiB memory"),
+            "{md}"
+        );
+        assert!(md.contains("`7dea227` (dirty)"));
+        assert!(md.contains("2026-11-30 00:53:20 UTC"), "{md}");
+        assert!(md.contains("`alloclab suite --scale small`"));
+        assert!(md.contains("scale small, 3 runs, threads 2, seed 42"));
+        assert!(md.contains("21.50 ns"));
+        assert!(
+            md.contains(
+                "median 6.50 % (cpu/larson, mimalloc, 2 threads); largest single run 7.15 %"
+            ),
+            "{md}"
+        );
+        let warning: Vec<&str> = md.lines().filter(|l| l.contains("WARNING")).collect();
+        assert_eq!(warning.len(), 1);
+        assert!(warning[0].contains("cpu/larson on mimalloc (2 threads): 6.50 %"));
+        assert!(!warning[0].contains("system") && !warning[0].contains("cache"));
+
+        let mut quiet = sample();
+        quiet.header.commit_dirty = false;
+        for r in &mut quiet.records {
+            if r.metric == TIMER_OVERHEAD_METRIC {
+                r.median = r.median.min(1.0);
+            }
+        }
+        let md = render_markdown(&quiet);
+        assert!(!md.contains("WARNING") && !md.contains("(dirty)"));
+        assert!(md.contains("exceeds 5 %"));
+    }
+
+    #[test]
+    fn dates_are_utc_calendar_dates() {
+        assert_eq!(format_utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(format_utc(951_782_400), "2000-02-29 00:00:00 UTC");
+        assert_eq!(format_utc(951_868_799), "2000-02-29 23:59:59 UTC");
+        assert_eq!(format_utc(1_709_251_199), "2024-02-29 23:59:59 UTC");
+        assert_eq!(format_utc(4_102_444_800), "2100-01-01 00:00:00 UTC");
+        assert_eq!(format_utc(1_796_000_000), "2026-11-30 00:53:20 UTC");
+    }
+
+    #[test]
+    fn markdown_is_deterministic() {
+        let results = sample();
+        let md = render_markdown(&results);
+        assert_eq!(md, render_markdown(&results));
+        let mut shuffled = results.clone();
+        shuffled.records.reverse();
+        shuffled.records.swap(0, 7);
+        assert_eq!(md, render_markdown(&shuffled));
+        let readme = render_readme_section(&results);
+        assert_eq!(readme, render_readme_section(&shuffled));
+        // Allocators in the order asked for, workloads by name.
+        let pos = |s: &str| md.find(s).unwrap();
+        assert!(pos("| system | 2 |") < pos("| mimalloc | 2 |"));
+        assert!(pos("| mimalloc | 2 |") < pos("| jemalloc | 2 |"));
+        assert!(pos("### cpu/cache") < pos("### cpu/larson"));
+    }
+
+    #[test]
+    fn readme_section_has_summary_and_time_ratios() {
+        let section = render_readme_section(&sample());
+        assert!(section.starts_with("Measured on Test CPU 9000 (2 cores, 23.6 GiB)"));
+        assert!(section.contains("[report/report.md](report/report.md)"));
+        let heading = "#### Suite `cpu`: `time` × system per workload";
+        assert!(section.contains("| workload | threads | system | mimalloc | jemalloc |"));
+        assert_eq!(
+            row(&section, heading, "larson", 2)[2..],
+            ["1.00", "**0.80**", "1.25"]
+        );
+        assert_eq!(
+            row(&section, heading, "cache", 2)[2..],
+            ["1.00", "2.00", "**0.50**"]
+        );
+        let summary = "#### Suite `cpu`: geometric mean over workloads of the ratio to system";
+        assert_eq!(row(&section, summary, "mimalloc", 2)[2], "1.26");
+        assert!(!section.contains("(min–max)") && !section.contains("WARNING"));
+    }
+
+    #[test]
+    fn write_report_writes_every_file() {
+        let dir = scratch("write-report").join("nested/report");
+        let results = sample();
+        let files = write_report(&dir, &results).unwrap();
+        assert_eq!(files.paths.len(), 4);
+        for p in &files.paths {
+            assert!(p.is_file(), "{} missing", p.display());
+        }
+        assert_eq!(
+            files.charts,
+            [dir.join("cpu-cache.svg"), dir.join("cpu-larson.svg")]
+        );
+        let json = fs::read_to_string(&files.results_json).unwrap();
+        let back: ResultsFile = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, results);
+        assert_eq!(
+            fs::read_to_string(&files.report_md).unwrap(),
+            render_markdown(&results)
+        );
+        assert!(temp_files(&dir).is_empty());
+        // Writing again replaces the files.
+        write_report(&dir, &results).unwrap();
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 4);
+        fs::remove_dir_all(dir.parent().unwrap().parent().unwrap()).unwrap();
+    }
+
+    /// serde_json parses floats exactly only with its `float_roundtrip` feature; without
+    /// it a value such as `110.00000000000001` (what `100.0 * 1.1` prints as) comes back
+    /// one ulp off, so `results.json` does not round-trip exactly.
+    #[test]
+    fn results_json_round_trips_every_float_exactly() {
+        let dir = scratch("float-roundtrip");
+        let path = dir.join("results.json");
+        let mut results = sample();
+        for r in &mut results.records {
+            r.min = r.median * 0.9;
+            r.max = r.median * 1.1;
+        }
+        write_results_json(&path, &results).unwrap();
+        let back: ResultsFile = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(back, results);
+    }
+
+    #[test]
+    fn chart_is_an_svg_naming_the_workload() {
+        let dir = scratch("chart");
+        let path = dir.join("chart.svg");
+        let mut results = sample();
+        write_chart_svg(&results, "cpu", "larson", &path).unwrap();
+        let svg = fs::read_to_string(&path).unwrap();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..80.min(svg.len())]);
+        assert!(svg.trim_end().ends_with("</svg>"));
+        assert!(svg.contains("cpu/larson"));
+        assert!(svg.contains("time (ms)") && svg.contains("peak_footprint (MiB)"));
+        assert!(svg.contains("mimalloc") && svg.contains("jemalloc"));
+
+        // Several thread counts: a legend per thread count.
+        results
+            .records
+            .push(record("larson", "system", 4, "time", 70.0));
+        write_chart_svg(&results, "cpu", "larson", &path).unwrap();
+        let svg = fs::read_to_string(&path).unwrap();
+        assert!(svg.contains("2 threads") && svg.contains("4 threads"));
+        results
+            .records
+            .push(record("larson", "system", 1, "time", 70.0));
+        write_chart_svg(&results, "cpu", "larson", &path).unwrap();
+        let svg = fs::read_to_string(&path).unwrap();
+        assert!(svg.contains("1 thread\n") && svg.contains("4 threads"));
+
+        let err = write_chart_svg(&results, "cpu", "nope", &dir.join("nope.svg")).unwrap_err();
+        assert!(matches!(err, ReportError::Chart { .. }));
+        assert!(err.to_string().contains("no records for cpu/nope"));
+        assert!(!dir.join("nope.svg").exists());
+        assert!(temp_files(&dir).is_empty());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn update_readme_replaces_only_the_section() {
+        let dir = scratch("readme");
+        let readme = dir.join("README.md");
+        let before = format!(
+            "# Title\n\nIntro.\n\n{README_BEGIN}\nold results\nmore\n{README_END}\n\n## After\n"
+        );
+        fs::write(&readme, &before).unwrap();
+        update_readme(&readme, "new results\n").unwrap();
+        let after = fs::read_to_string(&readme).unwrap();
+        assert_eq!(
+            after,
+            format!("# Title\n\nIntro.\n\n{README_BEGIN}\nnew results\n{README_END}\n\n## After\n")
+        );
+        // Without a final newline the end marker still gets its own line.
+        update_readme(&readme, "x").unwrap();
+        assert!(
+            fs::read_to_string(&readme)
+                .unwrap()
+                .contains(&format!("{README_BEGIN}\nx\n{README_END}\n"))
+        );
+        assert!(temp_files(&dir).is_empty());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn update_readme_fails_clearly_on_bad_markers() {
+        let dir = scratch("readme-bad");
+        let readme = dir.join("README.md");
+        let cases = [
+            (
+                format!("# Title\n{README_END}\n"),
+                "`<!-- alloclab:results:begin -->` not found",
+            ),
+            (
+                format!("# Title\n{README_BEGIN}\n"),
+                "`<!-- alloclab:results:end -->` not found",
+            ),
+            (format!("{README_END}\nx\n{README_BEGIN}\n"), "comes before"),
+            (
+                format!("{README_BEGIN}\n{README_BEGIN}\n{README_END}\n"),
+                "appears 2 times",
+            ),
+            // A marker inside a line of text is not a marker line.
+            (
+                format!("see {README_BEGIN} and\n{README_END}\n"),
+                "begin -->` not found",
+            ),
+        ];
+        for (text, expected) in cases {
+            fs::write(&readme, &text).unwrap();
+            let err = update_readme(&readme, "new\n").unwrap_err();
+            assert!(matches!(err, ReportError::MissingMarkers { .. }));
+            let msg = err.to_string();
+            assert!(
+                msg.starts_with(&format!("cannot update {}: ", readme.display())),
+                "{msg}"
+            );
+            assert!(msg.contains(expected), "{msg}");
+            assert!(!msg.contains('\n'));
+            assert_eq!(fs::read_to_string(&readme).unwrap(), text, "README changed");
+        }
+        let err = update_readme(&dir.join("missing.md"), "x").unwrap_err();
+        assert!(err.to_string().starts_with("cannot read "), "{err}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn unwritable_paths_fail_and_leave_no_temp_files() {
+        let dir = scratch("unwritable");
+        let blocker = dir.join("blocker");
+        fs::write(&blocker, "a regular file").unwrap();
+        let results = sample();
+
+        let err = write_report(&blocker.join("report"), &results).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ReportError::Io {
+                    action: "create directory",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().starts_with(&format!(
+            "cannot create directory {}",
+            blocker.join("report").display()
+        )));
+
+        let target = blocker.join("results.json");
+        let err = write_results_json(&target, &results).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!("cannot write {}: ", target.display())),
+            "{msg}"
+        );
+        assert!(!msg.contains('\n'));
+        assert!(std::error::Error::source(&err).is_some());
+
+        // The temporary file is written, but the rename onto a directory fails: the
+        // temporary file must go.
+        let target = dir.join("occupied");
+        fs::create_dir(&target).unwrap();
+        let err = write_results_json(&target, &results).unwrap_err();
+        assert!(matches!(err, ReportError::Io { .. }));
+        assert!(temp_files(&dir).is_empty(), "{:?}", temp_files(&dir));
+        assert!(target.is_dir());
+        assert_eq!(fs::read_to_string(&blocker).unwrap(), "a regular file");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn chart_file_names_are_safe() {
+        assert_eq!(chart_file_name("cpu", "larson"), "cpu-larson.svg");
+        assert_eq!(chart_file_name("cpu", "a/b c"), "cpu-a_b_c.svg");
+    }
+
+    #[test]
+    fn values_are_formatted_compactly() {
+        assert_eq!(fmt_value(0.0), "0");
+        assert_eq!(fmt_value(1234.5), "1234");
+        assert_eq!(fmt_value(101.25), "101.2");
+        assert_eq!(fmt_value(21.5), "21.50");
+        assert_eq!(fmt_value(0.5), "0.500");
+        assert_eq!(fmt_value(0.01234), "0.0123");
+        assert_eq!(fmt_value(0.00001234), "1.23e-5");
+        assert_eq!(fmt_tick(100.0), "100");
+        assert_eq!(fmt_tick(2.5), "2.5");
+        assert_eq!(fmt_tick(1200.0), "1200");
+        assert_eq!(code_span("a`b"), "``a`b``");
+    }
+}
