@@ -1,1 +1,445 @@
-fn main() {}
+//! `alloclab`: runs workloads against allocators and reports the comparison.
+//!
+//! ```text
+//! alloclab list
+//! alloclab run <workload> --alloc a,b,... [--threads N,...] [--scale S] [--runs R] [--json FILE]
+//! alloclab suite [--only SUITE,...] [--alloc a,b,...] [--out DIR] [--readme README.md]
+//! ```
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use alloclab_harness::peers::{self, AllocatorInfo, Origin};
+use alloclab_harness::results::{FORMAT_NAME, FORMAT_VERSION, Header, Parameters, ResultsFile};
+use alloclab_harness::runner::{self, Plan, WorkerRequest};
+use alloclab_harness::workloads::{self, Params, SUITES, Scale, WorkloadInfo};
+use alloclab_harness::{machine, measure, report};
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+
+#[derive(Parser)]
+#[command(
+    name = "alloclab",
+    version,
+    about = "Runs allocator workloads side by side and reports the comparison",
+    long_about = "Runs allocator workloads side by side and reports the comparison.\n\n\
+        Every measurement runs in a fresh worker process; figures are the median (and \
+        min-max) over --runs runs, and ratios are against the first allocator named."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Lists allocators, workloads, and which allocator fits which workload.
+    List,
+    /// Runs one workload against the allocators named and prints a table.
+    Run(RunArgs),
+    /// Runs every suite (or those named) and writes a report directory.
+    Suite(SuiteArgs),
+    /// Internal: measures one run in this process and prints its samples as JSON.
+    #[command(name = "__worker", hide = true)]
+    Worker(WorkerArgs),
+}
+
+#[derive(Args)]
+struct Common {
+    /// Worker threads; a comma-separated list measures each [default: the number of cores].
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=1024))]
+    threads: Vec<u32>,
+    /// Amount of work per run: tiny (smoke test), small, medium (4x) or large (16x).
+    #[arg(long, default_value = "small")]
+    scale: Scale,
+    /// Runs per measurement, each in a fresh process.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: u32,
+    /// Seed of every workload's random choices (all allocators see the same requests).
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Workload name (see `alloclab list`).
+    workload: String,
+    /// Allocators to compare, comma-separated; ratios are against the first.
+    #[arg(long, value_delimiter = ',', required = true)]
+    alloc: Vec<String>,
+    #[command(flatten)]
+    common: Common,
+    /// Also write the results in the results.json format to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct SuiteArgs {
+    /// Suites to run, comma-separated [default: all].
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Allocators to compare, comma-separated [default: all that fit each workload].
+    #[arg(long, value_delimiter = ',')]
+    alloc: Vec<String>,
+    #[command(flatten)]
+    common: Common,
+    /// Directory for report.md, results.json and the SVG charts.
+    #[arg(long, default_value = "report")]
+    out: PathBuf,
+    /// Also replace the results section of this README (between its alloclab:results markers).
+    #[arg(long, value_name = "FILE")]
+    readme: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct WorkerArgs {
+    #[arg(long)]
+    workload: String,
+    #[arg(long)]
+    alloc: String,
+    #[arg(long)]
+    threads: usize,
+    #[arg(long)]
+    scale: Scale,
+    #[arg(long)]
+    seed: u64,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Cmd::List => {
+            print_list();
+            Ok(())
+        }
+        Cmd::Run(args) => run(args),
+        Cmd::Suite(args) => suite(args),
+        Cmd::Worker(args) => worker(args),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_list() {
+    println!("Allocators:");
+    for a in peers::ALLOCATORS {
+        let origin = match a.origin {
+            Origin::Alloclab => "alloclab",
+            Origin::Peer => "peer",
+        };
+        println!("  {:<10} [{origin}] {}", a.name, a.description);
+    }
+    println!("\nWorkloads:");
+    for suite in SUITES {
+        for w in workloads::all().iter().filter(|w| w.suite == *suite) {
+            println!("  {:<14} [{}] {}", w.name, w.suite, w.description);
+        }
+    }
+    println!("\nWhich allocator fits which workload:");
+    let width = peers::ALLOCATORS.iter().map(|a| a.name.len()).max().unwrap_or(0) + 2;
+    print!("  {:<14}", "");
+    for a in peers::ALLOCATORS {
+        print!("{:<width$}", a.name);
+    }
+    println!();
+    for w in workloads::all() {
+        print!("  {:<14}", w.name);
+        for a in peers::ALLOCATORS {
+            print!("{:<width$}", if a.fits(w.requires) { "yes" } else { "-" });
+        }
+        println!();
+    }
+}
+
+/// Resolves allocator names, with a one-line error naming the unknown one and the known.
+fn resolve_allocators(names: &[String]) -> Result<Vec<&'static AllocatorInfo>, String> {
+    let mut out: Vec<&'static AllocatorInfo> = Vec::new();
+    for name in names {
+        let info = peers::find(name).ok_or_else(|| {
+            let known: Vec<&str> = peers::ALLOCATORS.iter().map(|a| a.name).collect();
+            format!("unknown allocator '{name}' (known: {})", known.join(", "))
+        })?;
+        if out.iter().any(|a| a.name == info.name) {
+            return Err(format!("allocator '{name}' is named twice"));
+        }
+        out.push(info);
+    }
+    Ok(out)
+}
+
+fn thread_counts(common: &Common) -> Vec<usize> {
+    if common.threads.is_empty() {
+        vec![machine::logical_cores()]
+    } else {
+        common.threads.iter().map(|&t| t as usize).collect()
+    }
+}
+
+/// Checks that `dir` can be created and written, before any minutes are spent measuring.
+fn ensure_writable_dir(dir: &Path) -> Result<(), String> {
+    let fail = |e: std::io::Error| format!("cannot write to {}: {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    let probe = dir.join(format!(".alloclab-write-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(fail)?;
+    std::fs::remove_file(&probe).map_err(fail)
+}
+
+fn ensure_writable_file(file: &Path) -> Result<(), String> {
+    if file.is_dir() {
+        return Err(format!("cannot write to {}: it is a directory", file.display()));
+    }
+    let parent = match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    ensure_writable_dir(parent)
+}
+
+fn progress_bar(total: u64) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} runs  {msg}")
+            .expect("valid progress template")
+            .progress_chars("=> "),
+    );
+    bar
+}
+
+fn measure_plan(plan: &Plan) -> Result<Vec<alloclab_harness::results::Record>, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
+    let jobs = plan.jobs();
+    let bar = progress_bar(jobs.len() as u64 * u64::from(plan.runs));
+    let records = runner::execute(plan, &exe, |job, run| {
+        bar.set_message(format!(
+            "{}/{} {} t={} run {run}/{}",
+            job.workload.suite, job.workload.name, job.allocator.name, job.threads, plan.runs
+        ));
+        bar.inc(1);
+    });
+    bar.finish_and_clear();
+    records.map_err(|e| e.to_string())
+}
+
+fn results_file(plan: &Plan, suites: Vec<String>, records: Vec<alloclab_harness::results::Record>) -> ResultsFile {
+    let (commit, commit_dirty) = machine::commit();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    args.insert(0, "alloclab".to_owned());
+    ResultsFile {
+        format: FORMAT_NAME.to_owned(),
+        version: FORMAT_VERSION,
+        header: Header {
+            machine: machine::describe(),
+            commit,
+            commit_dirty,
+            created_unix_s: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            command: args.join(" "),
+            parameters: Parameters {
+                scale: plan.scale.as_str().to_owned(),
+                runs: plan.runs,
+                threads: plan.threads.clone(),
+                seed: plan.seed,
+                suites,
+                allocators: plan.allocators.iter().map(|a| a.name.to_owned()).collect(),
+            },
+            timer_overhead_ns: measure::timer_overhead_ns(),
+        },
+        records,
+    }
+}
+
+fn run(args: RunArgs) -> Result<(), String> {
+    let workload: &'static WorkloadInfo = workloads::find(&args.workload).ok_or_else(|| {
+        let known: Vec<&str> = workloads::all().iter().map(|w| w.name).collect();
+        format!("unknown workload '{}' (known: {})", args.workload, known.join(", "))
+    })?;
+    let allocators = resolve_allocators(&args.alloc)?;
+    if let Some(unfit) = allocators.iter().find(|a| !a.fits(workload.requires)) {
+        return Err(format!(
+            "allocator '{}' does not fit workload '{}' (it needs a {})",
+            unfit.name, workload.name, workload.requires
+        ));
+    }
+    if let Some(path) = &args.json {
+        ensure_writable_file(path)?;
+    }
+    let plan = Plan {
+        workloads: vec![workload],
+        allocators,
+        threads: thread_counts(&args.common),
+        scale: args.common.scale,
+        runs: args.common.runs,
+        seed: args.common.seed,
+    };
+    let records = measure_plan(&plan)?;
+    let results = results_file(&plan, vec![workload.suite.to_owned()], records);
+    print!("{}", terminal_table(&results));
+    if let Some(path) = &args.json {
+        report::write_results_json(path, &results).map_err(|e| e.to_string())?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn suite(args: SuiteArgs) -> Result<(), String> {
+    let suites: Vec<&str> = if args.only.is_empty() {
+        SUITES.to_vec()
+    } else {
+        let mut chosen = Vec::new();
+        for name in &args.only {
+            let s = SUITES.iter().find(|s| *s == name).ok_or_else(|| {
+                format!("unknown suite '{name}' (known: {})", SUITES.join(", "))
+            })?;
+            chosen.push(*s);
+        }
+        chosen
+    };
+    let chosen_workloads: Vec<&'static WorkloadInfo> = workloads::all()
+        .iter()
+        .filter(|w| suites.contains(&w.suite))
+        .collect();
+    let allocators = if args.alloc.is_empty() {
+        peers::ALLOCATORS
+            .iter()
+            .filter(|a| chosen_workloads.iter().any(|w| a.fits(w.requires)))
+            .collect()
+    } else {
+        let named = resolve_allocators(&args.alloc)?;
+        if let Some(unfit) = named
+            .iter()
+            .find(|a| !chosen_workloads.iter().any(|w| a.fits(w.requires)))
+        {
+            return Err(format!(
+                "allocator '{}' fits no workload of the suites chosen ({})",
+                unfit.name,
+                suites.join(", ")
+            ));
+        }
+        named
+    };
+    ensure_writable_dir(&args.out)?;
+    if let Some(readme) = &args.readme {
+        ensure_writable_file(readme)?;
+    }
+    let plan = Plan {
+        workloads: chosen_workloads,
+        allocators,
+        threads: thread_counts(&args.common),
+        scale: args.common.scale,
+        runs: args.common.runs,
+        seed: args.common.seed,
+    };
+    let records = measure_plan(&plan)?;
+    let results = results_file(&plan, suites.iter().map(|s| (*s).to_owned()).collect(), records);
+    print!("{}", terminal_table(&results));
+    let files = report::write_report(&args.out, &results).map_err(|e| e.to_string())?;
+    println!("wrote {} files to {}", files.paths.len(), args.out.display());
+    if let Some(readme) = &args.readme {
+        report::update_readme(readme, &report::render_readme_section(&results))
+            .map_err(|e| e.to_string())?;
+        println!("updated the results section of {}", readme.display());
+    }
+    Ok(())
+}
+
+fn worker(args: WorkerArgs) -> Result<(), String> {
+    let request = WorkerRequest {
+        workload: args.workload,
+        allocator: args.alloc,
+        params: Params {
+            threads: args.threads.max(1),
+            scale: args.scale,
+            seed: args.seed,
+        },
+    };
+    let samples = runner::worker_main(&request)?;
+    println!(
+        "{}",
+        serde_json::to_string(&samples).map_err(|e| e.to_string())?
+    );
+    Ok(())
+}
+
+/// A plain-text table per workload: median (min-max) of each metric, and the ratio of the
+/// median to the first allocator's at the same thread count.
+fn terminal_table(results: &ResultsFile) -> String {
+    use std::fmt::Write as _;
+    let params = &results.header.parameters;
+    let baseline = params.allocators.first().map_or("", String::as_str);
+    let mut out = String::new();
+    let mut workloads_seen: Vec<(&str, &str)> = Vec::new();
+    for r in &results.records {
+        if !workloads_seen.contains(&(r.suite.as_str(), r.workload.as_str())) {
+            workloads_seen.push((&r.suite, &r.workload));
+        }
+    }
+    for (suite, workload) in workloads_seen {
+        let rows: Vec<_> = results
+            .records
+            .iter()
+            .filter(|r| r.suite == suite && r.workload == workload)
+            .collect();
+        let mut metrics: Vec<(&str, &str)> = Vec::new();
+        for r in &rows {
+            if !metrics.iter().any(|(m, _)| *m == r.metric) {
+                metrics.push((&r.metric, &r.unit));
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\n{suite}/{workload}: scale {}, {} run(s); median (min-max), ratio to {baseline}",
+            params.scale, params.runs
+        );
+        let _ = write!(out, "{:<10} {:>7}", "allocator", "threads");
+        for (m, u) in &metrics {
+            let _ = write!(out, "  {:>30} {:>7}", format!("{m} [{u}]"), "ratio");
+        }
+        out.push('\n');
+        let mut keys: Vec<(&str, usize)> = Vec::new();
+        for r in &rows {
+            if !keys.contains(&(r.allocator.as_str(), r.threads)) {
+                keys.push((&r.allocator, r.threads));
+            }
+        }
+        for (allocator, threads) in keys {
+            let _ = write!(out, "{allocator:<10} {threads:>7}");
+            for (m, _) in &metrics {
+                let find = |a: &str| {
+                    rows.iter()
+                        .find(|r| r.allocator == a && r.threads == threads && r.metric == *m)
+                };
+                match find(allocator) {
+                    Some(r) => {
+                        let ratio = find(baseline)
+                            .filter(|b| b.median != 0.0)
+                            .map_or("-".to_owned(), |b| format!("{:.2}", r.median / b.median));
+                        let cell = format!("{:.3} ({:.3}-{:.3})", r.median, r.min, r.max);
+                        let _ = write!(out, "  {cell:>30} {ratio:>7}");
+                    }
+                    None => {
+                        let _ = write!(out, "  {:>30} {:>7}", "-", "-");
+                    }
+                }
+            }
+            out.push('\n');
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\ntimer overhead: {:.1} ns per clock read",
+        results.header.timer_overhead_ns
+    );
+    out
+}

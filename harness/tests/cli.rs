@@ -1,0 +1,191 @@
+//! The `alloclab` command line, run as a user runs it: results, reports and errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use alloclab_harness::results::ResultsFile;
+
+fn alloclab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_alloclab"))
+        .args(args)
+        .output()
+        .expect("alloclab runs")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A fresh scratch directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("alloclab-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn assert_one_line_error(out: &Output, needle: &str) {
+    assert!(!out.status.success(), "expected failure, got {:?}", out.status);
+    let err = stderr(out);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(
+        lines.iter().any(|l| l.contains(needle)),
+        "stderr does not mention {needle:?}: {err}"
+    );
+}
+
+#[test]
+fn list_names_every_allocator_and_workload() {
+    let out = alloclab(&["list"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for a in alloclab_harness::peers::ALLOCATORS {
+        assert!(text.contains(a.name), "list lacks allocator {}", a.name);
+    }
+    for w in alloclab_harness::workloads::all() {
+        assert!(text.contains(w.name), "list lacks workload {}", w.name);
+    }
+}
+
+#[test]
+fn run_writes_one_record_per_allocator_and_metric() {
+    let dir = scratch("run");
+    let json = dir.join("out.json");
+    let out = alloclab(&[
+        "run",
+        "larson",
+        "--alloc",
+        "system,mimalloc",
+        "--threads",
+        "2",
+        "--scale",
+        "tiny",
+        "--runs",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "run failed: {}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("ratio to system"), "no table: {stdout}");
+    let results: ResultsFile =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(results.header.parameters.allocators, ["system", "mimalloc"]);
+    assert_eq!(results.header.parameters.runs, 2);
+    for alloc in ["system", "mimalloc"] {
+        for metric in ["time", "peak_footprint", "timer_overhead"] {
+            let r = results
+                .records
+                .iter()
+                .find(|r| r.allocator == alloc && r.metric == metric)
+                .unwrap_or_else(|| panic!("no {metric} record for {alloc}"));
+            assert_eq!((r.workload.as_str(), r.threads, r.runs), ("larson", 2, 2));
+            assert!(r.min <= r.median && r.median <= r.max);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn suite_writes_report_results_and_a_chart_per_workload() {
+    let dir = scratch("suite");
+    let report = dir.join("report");
+    let out = alloclab(&[
+        "suite",
+        "--only",
+        "cpu",
+        "--alloc",
+        "system,rlsf",
+        "--scale",
+        "tiny",
+        "--runs",
+        "1",
+        "--threads",
+        "2",
+        "--out",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "suite failed: {}", stderr(&out));
+    assert!(report.join("report.md").is_file());
+    let results: ResultsFile =
+        serde_json::from_str(&std::fs::read_to_string(report.join("results.json")).unwrap())
+            .unwrap();
+    for w in alloclab_harness::workloads::all() {
+        assert!(
+            results.records.iter().any(|r| r.workload == w.name),
+            "no record for {}",
+            w.name
+        );
+        let svg = report.join(format!("{}-{}.svg", w.suite, w.name));
+        assert!(svg.is_file(), "missing chart {}", svg.display());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn unknown_allocator_is_a_one_line_error_naming_the_known_ones() {
+    let out = alloclab(&["run", "larson", "--alloc", "system,nosuch", "--scale", "tiny"]);
+    assert_one_line_error(&out, "unknown allocator 'nosuch'");
+    assert!(stderr(&out).contains("mimalloc"), "known allocators not listed");
+}
+
+#[test]
+fn unknown_workload_and_suite_are_errors() {
+    assert_one_line_error(
+        &alloclab(&["run", "nosuch", "--alloc", "system"]),
+        "unknown workload 'nosuch'",
+    );
+    assert_one_line_error(
+        &alloclab(&["suite", "--only", "nosuch"]),
+        "unknown suite 'nosuch'",
+    );
+}
+
+#[test]
+fn bad_numbers_are_rejected_before_anything_runs() {
+    for args in [
+        &["run", "larson", "--alloc", "system", "--threads", "0"][..],
+        &["run", "larson", "--alloc", "system", "--threads", "two"],
+        &["run", "larson", "--alloc", "system", "--runs", "0"],
+        &["run", "larson", "--alloc", "system", "--scale", "huge"],
+    ] {
+        let out = alloclab(args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(stderr(&out).contains("error"), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn unwritable_output_paths_fail_before_measuring_and_leave_nothing() {
+    let dir = scratch("unwritable");
+    let file = dir.join("plain-file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let under_file = file.join("report");
+    let out = alloclab(&["suite", "--scale", "tiny", "--out", under_file.to_str().unwrap()]);
+    assert_one_line_error(&out, "cannot write to");
+    let json_under_file = file.join("out.json");
+    let out = alloclab(&[
+        "run",
+        "larson",
+        "--alloc",
+        "system",
+        "--scale",
+        "tiny",
+        "--json",
+        json_under_file.to_str().unwrap(),
+    ]);
+    assert_one_line_error(&out, "cannot write to");
+    let out = alloclab(&[
+        "run",
+        "larson",
+        "--alloc",
+        "system",
+        "--json",
+        dir.to_str().unwrap(),
+    ]);
+    assert_one_line_error(&out, "is a directory");
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert_eq!(left.len(), 1, "files left behind: {left:?}");
+    assert!(Path::new(&file).is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}
