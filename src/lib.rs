@@ -14,3 +14,8 @@ pub use alloclab_core::{
     AllocError, AllocErrorKind, Allocator, BlockHandle, Checked, GlobalAdapter, HostAllocator,
     GlobalAllocHeap, Policy, Stats, SystemHeap, Violation, checked, sync,
 };
+
+/// The README's examples, compiled and run as doc tests so that they cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
