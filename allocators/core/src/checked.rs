@@ -262,10 +262,16 @@ impl<H: BlockHandle> Shadow<H> {
     /// transition. Returns the violation if the block must not reach the allocator.
     fn retire(&mut self, handle: H, layout: Layout) -> Option<Violation<H>> {
         let start = handle.address();
-        let key = self
+        // Prefer the entry whose layout matches: if a buggy allocator handed the same address
+        // out twice, freeing either block correctly must not be reported as a mismatch.
+        let mut at_start = self
             .live
             .range((start, 0)..=(start, u64::MAX))
-            .find(|(_, b)| b.handle == handle)
+            .filter(|(_, b)| b.handle == handle);
+        let key = at_start
+            .clone()
+            .find(|(_, b)| b.layout == layout)
+            .or_else(|| at_start.next())
             .map(|(k, _)| *k);
         let Some(key) = key else {
             if let Some(freed) = self.freed.get(&start).filter(|b| b.handle == handle) {
@@ -327,10 +333,12 @@ pub struct Checked<A: Allocator> {
     shadow: Mutex<Shadow<A::Handle>>,
 }
 
-// SAFETY: the shadow stores handles only to compare and print them, never to reach the
-// memory they name, so sharing or sending them between threads (which `NonNull` handles
-// forbid by default) cannot cause a data race; the shadow itself is behind a mutex, and the
-// wrapped allocator is `Send + Sync` by the `Allocator` bound.
+// SAFETY: the shadow stores handles only to copy, compare, print them and read their
+// address, never to reach the memory they name. `BlockHandle` is an unsafe trait whose
+// implementors promise exactly those operations are sound from any thread (handles are plain
+// data), so sending or sharing them — which `NonNull` forbids by default — cannot race. The
+// shadow itself is behind a mutex, and the wrapped allocator is `Send + Sync` by the
+// `Allocator` bound.
 unsafe impl<A: Allocator> Send for Checked<A> {}
 // SAFETY: as for `Send` above.
 unsafe impl<A: Allocator> Sync for Checked<A> {}
@@ -396,7 +404,8 @@ impl<A: Allocator> Checked<A> {
             let s = self.shadow();
             (s.live_bytes, s.allocations, s.deallocations)
         };
-        let since = |now: Option<u64>, then: Option<u64>| Some(now?.wrapping_sub(then.unwrap_or(0)));
+        let since =
+            |now: Option<u64>, then: Option<u64>| Some(now?.wrapping_sub(then.unwrap_or(0)));
         let mut found = None;
         if let Some(reported) = stats.live_bytes.filter(|&r| r < live_bytes) {
             found = Some(Violation::StatsInconsistent {
@@ -412,8 +421,8 @@ impl<A: Allocator> Checked<A> {
                 checker: allocations,
                 allocator: reported,
             });
-        } else if let Some(reported) = since(stats.deallocations, self.baseline.deallocations)
-            .filter(|&r| r != deallocations)
+        } else if let Some(reported) =
+            since(stats.deallocations, self.baseline.deallocations).filter(|&r| r != deallocations)
         {
             found = Some(Violation::StatsInconsistent {
                 counter: "deallocations",
@@ -608,7 +617,7 @@ mod one_slot {
         type Handle = usize;
 
         fn allocate(&self, layout: Layout) -> Result<usize, AllocError> {
-            if layout.size() > BYTES || ADDRESS % layout.align() != 0 {
+            if layout.size() > BYTES || !ADDRESS.is_multiple_of(layout.align()) {
                 return Err(AllocError::new(layout, AllocErrorKind::SizeUnsupported));
             }
             self.taken
@@ -641,7 +650,10 @@ mod one_slot {
 #[cfg(all(test, loom))]
 mod loom_tests {
     use core::alloc::Layout;
-    use std::sync::atomic::{AtomicBool as StdAtomicBool, Ordering as StdOrdering};
+    use std::sync::Arc as StdArc;
+    use std::sync::atomic::{
+        AtomicBool as StdAtomicBool, AtomicUsize as StdAtomicUsize, Ordering as StdOrdering,
+    };
 
     use super::one_slot::{ADDRESS, OneSlot};
     use super::{Checked, Policy, Violation};
@@ -675,39 +687,66 @@ mod loom_tests {
         Err(_) => panic!("valid layout"),
     };
 
-    #[test]
-    fn loom_a_block_recycled_between_threads_is_never_a_false_overlap() {
-        // Across all explored executions: did both threads ever get the one block (so the
-        // model really covers a block recycled from one thread to the other)?
-        static BOTH_GOT_IT: StdAtomicBool = StdAtomicBool::new(false);
-        model(|| {
+    /// What the executions of one model showed, across all of them.
+    #[derive(Default)]
+    struct Seen {
+        executions: StdAtomicUsize,
+        /// Executions in which every allocation attempt of both threads got the block.
+        all_got_it: StdAtomicUsize,
+    }
+
+    /// Two threads each try `rounds` times to allocate the one block and free it at once,
+    /// under one `Checked`; every explored execution must end without a violation.
+    fn recycle_between_two_threads(rounds: usize) -> Seen {
+        let seen = StdArc::new(Seen::default());
+        let in_model = StdArc::clone(&seen);
+        model(move || {
+            in_model.executions.fetch_add(1, StdOrdering::Relaxed);
             let heap = Arc::new(Checked::with_policy(OneSlot::new(), Policy::Record));
             let threads: Vec<_> = (0..2)
                 .map(|_| {
                     let heap = Arc::clone(&heap);
-                    thread::spawn(move || match heap.allocate(LAYOUT) {
-                        Ok(block) => {
-                            assert_eq!(block, ADDRESS);
-                            // SAFETY: `block` was just allocated with `LAYOUT`, freed once.
-                            unsafe { heap.deallocate(block, LAYOUT) };
-                            true
+                    thread::spawn(move || {
+                        let mut got = 0;
+                        for _ in 0..rounds {
+                            if let Ok(block) = heap.allocate(LAYOUT) {
+                                assert_eq!(block, ADDRESS);
+                                got += 1;
+                                // SAFETY: `block` was just allocated with `LAYOUT`, freed once.
+                                unsafe { heap.deallocate(block, LAYOUT) };
+                            }
                         }
-                        Err(_) => false,
+                        got
                     })
                 })
                 .collect();
-            let got: Vec<bool> = threads.into_iter().map(|t| t.join().unwrap()).collect();
-            assert_eq!(heap.violations(), vec![], "got the block: {got:?}");
+            let got: Vec<usize> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+            assert_eq!(heap.violations(), vec![], "blocks got per thread: {got:?}");
             assert_eq!(heap.live_blocks(), 0);
-            assert!(got.contains(&true), "nobody got the only block");
-            if got == [true, true] {
-                BOTH_GOT_IT.store(true, StdOrdering::Relaxed);
+            assert!(got.iter().any(|&n| n > 0), "nobody got the only block");
+            if got.iter().all(|&n| n == rounds) {
+                in_model.all_got_it.fetch_add(1, StdOrdering::Relaxed);
             }
         });
-        assert!(
-            BOTH_GOT_IT.load(StdOrdering::Relaxed),
-            "no explored execution recycled the block from one thread to the other"
-        );
+        StdArc::into_inner(seen).expect("the model is done with it")
+    }
+
+    fn assert_explored(seen: &Seen) {
+        let executions = seen.executions.load(StdOrdering::Relaxed);
+        assert!(executions > 1, "loom explored {executions} execution(s)");
+        // Some execution handed the block from one thread to the other.
+        assert!(seen.all_got_it.load(StdOrdering::Relaxed) > 0);
+        eprintln!("loom explored {executions} executions");
+    }
+
+    #[test]
+    fn loom_a_block_recycled_between_threads_is_never_a_false_overlap() {
+        assert_explored(&recycle_between_two_threads(1));
+    }
+
+    #[test]
+    fn loom_a_block_recycled_back_and_forth_twice_is_never_a_false_overlap() {
+        assert_explored(&recycle_between_two_threads(2));
     }
 
     /// The negative control: if the block reached the allocator before it was retired from
@@ -715,8 +754,9 @@ mod loom_tests {
     /// model above is able to see the difference the ordering makes.
     #[test]
     fn loom_releasing_before_retiring_would_report_a_false_overlap() {
-        static FALSE_OVERLAP: StdAtomicBool = StdAtomicBool::new(false);
-        model(|| {
+        let false_overlap = StdArc::new(StdAtomicBool::new(false));
+        let in_model = StdArc::clone(&false_overlap);
+        model(move || {
             let heap = Arc::new(Checked::with_policy(
                 ReleasedBeforeRetire(OneSlot::new()),
                 Policy::Record,
@@ -743,11 +783,11 @@ mod loom_tests {
                 .iter()
                 .any(|v| matches!(v, Violation::Overlap { .. }))
             {
-                FALSE_OVERLAP.store(true, StdOrdering::Relaxed);
+                in_model.store(true, StdOrdering::Relaxed);
             }
         });
         assert!(
-            FALSE_OVERLAP.load(StdOrdering::Relaxed),
+            false_overlap.load(StdOrdering::Relaxed),
             "loom found no interleaving in which the wrong order reports an overlap"
         );
     }
@@ -768,7 +808,7 @@ mod recycle_stress_tests {
     #[test]
     fn a_block_recycled_between_real_threads_is_never_a_false_overlap() {
         const ROUNDS: usize = 20;
-        const TRIES_PER_THREAD: usize = 5_000;
+        const TRIES_PER_THREAD: usize = 25_000;
         let layout = Layout::from_size_align(32, 8).unwrap();
         let mut got_per_thread = [0usize; 2];
         for _ in 0..ROUNDS {

@@ -47,7 +47,9 @@ impl<A> GlobalAdapter<A> {
 unsafe impl<A: HostAllocator> GlobalAlloc for GlobalAdapter<A> {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        self.0.allocate(layout).map_or(ptr::null_mut(), NonNull::as_ptr)
+        self.0
+            .allocate(layout)
+            .map_or(ptr::null_mut(), NonNull::as_ptr)
     }
 
     #[inline]

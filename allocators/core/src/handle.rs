@@ -10,26 +10,36 @@ use core::ptr::NonNull;
 /// live blocks of one allocator overlap exactly when their address ranges
 /// `address .. address + layout.size()` do, and a block honours an alignment `a` exactly
 /// when `address % a == 0`.
-pub trait BlockHandle: Copy + Eq + Debug {
+///
+/// # Safety
+///
+/// A handle is plain data: copying it, comparing it, formatting it with `Debug` and calling
+/// [`address`](Self::address) must be sound from any thread, concurrently, even where the type
+/// is not `Send` or `Sync` (as `NonNull` is not). [`Checked`](crate::Checked) relies on this to
+/// keep handles in a shadow shared between threads.
+pub unsafe trait BlockHandle: Copy + Eq + Debug {
     /// The address of the block's first byte in the allocator's address space.
     fn address(self) -> usize;
 }
 
-impl BlockHandle for NonNull<u8> {
+// SAFETY: a NonNull<u8> is a plain value; its `Eq`, `Debug` and address read no shared state.
+unsafe impl BlockHandle for NonNull<u8> {
     #[inline]
     fn address(self) -> usize {
         self.as_ptr() as usize
     }
 }
 
-impl BlockHandle for usize {
+// SAFETY: a usize is a plain value; its `Eq`, `Debug` and address read no shared state.
+unsafe impl BlockHandle for usize {
     #[inline]
     fn address(self) -> usize {
         self
     }
 }
 
-impl BlockHandle for u64 {
+// SAFETY: a u64 is a plain value; its `Eq`, `Debug` and address read no shared state.
+unsafe impl BlockHandle for u64 {
     #[inline]
     fn address(self) -> usize {
         usize::try_from(self).expect("u64 handle does not fit this platform's address space")

@@ -28,21 +28,21 @@
 
 pub mod checked;
 mod error;
+mod from_global;
 mod global;
 mod handle;
 mod stats;
 pub mod sync;
-mod from_global;
 
 use core::alloc::Layout;
 use core::ptr::NonNull;
 
 pub use checked::{Checked, Policy, Violation};
 pub use error::{AllocError, AllocErrorKind};
+pub use from_global::{GlobalAllocHeap, SystemHeap};
 pub use global::GlobalAdapter;
 pub use handle::BlockHandle;
 pub use stats::Stats;
-pub use from_global::{GlobalAllocHeap, SystemHeap};
 
 /// A memory allocator: hands out blocks that fit a [`Layout`] and takes them back.
 ///
