@@ -2,6 +2,9 @@
 //! heap the harness knows, at a few sizes. Compare allocators within one run:
 //! `cargo bench --bench alloc_free`.
 
+// criterion_group! generates an undocumented public function.
+#![allow(missing_docs)]
+
 use core::alloc::Layout;
 use std::hint::black_box;
 
