@@ -11,8 +11,8 @@
 //! The harness (binary `alloclab`, crate `alloclab-harness`) is described in the README.
 
 pub use alloclab_core::{
-    AllocError, AllocErrorKind, Allocator, BlockHandle, Checked, GlobalAdapter, HostAllocator,
-    GlobalAllocHeap, Policy, Stats, SystemHeap, Violation, checked, sync,
+    AllocError, AllocErrorKind, Allocator, BlockHandle, Checked, GlobalAdapter, GlobalAllocHeap,
+    HostAllocator, Policy, Stats, SystemHeap, Violation, checked, resized_layout, sync,
 };
 
 /// The README's examples, compiled and run as doc tests so that they cannot rot.

@@ -539,6 +539,7 @@ impl<A: HostAllocator> HostAllocator for Checked<A> {
         old_layout: Layout,
         new_size: usize,
     ) -> Result<NonNull<u8>, AllocError> {
+        let new_layout = crate::resized_layout(old_layout, new_size)?;
         if !self.retire(ptr, old_layout) {
             return Err(AllocError::new(
                 old_layout,
@@ -548,8 +549,6 @@ impl<A: HostAllocator> HostAllocator for Checked<A> {
         // SAFETY: the shadow confirmed `ptr` is live with `old_layout`.
         match unsafe { self.inner.reallocate(ptr, old_layout, new_size) } {
             Ok(new_ptr) => {
-                let new_layout = Layout::from_size_align(new_size, old_layout.align())
-                    .expect("the wrapped allocator accepted this layout");
                 self.record_allocation(new_ptr, new_layout);
                 Ok(new_ptr)
             }

@@ -112,11 +112,7 @@ impl<G: GlobalAlloc + Sync + 'static> HostAllocator for GlobalAllocHeap<G> {
         old_layout: Layout,
         new_size: usize,
     ) -> Result<NonNull<u8>, AllocError> {
-        let new_layout = Layout::from_size_align(new_size, old_layout.align())
-            .map_err(|_| AllocError::new(old_layout, AllocErrorKind::SizeUnsupported))?;
-        if new_size == 0 {
-            return Err(AllocError::new(new_layout, AllocErrorKind::ZeroSize));
-        }
+        let new_layout = crate::resized_layout(old_layout, new_size)?;
         // SAFETY: the caller guarantees `ptr`/`old_layout` name a live block of `inner`;
         // `new_size` is non-zero and does not overflow when rounded up to the alignment.
         NonNull::new(unsafe { self.inner.realloc(ptr.as_ptr(), old_layout, new_size) })

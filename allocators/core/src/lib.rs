@@ -103,8 +103,8 @@ pub trait HostAllocator: Allocator<Handle = NonNull<u8>> {
     ///
     /// # Errors
     ///
-    /// [`AllocErrorKind::SizeUnsupported`] if `new_size` rounded up to the alignment
-    /// overflows `isize`; otherwise as [`Allocator::allocate`].
+    /// As [`resized_layout`] (zero or overflowing `new_size`); otherwise as
+    /// [`Allocator::allocate`].
     ///
     /// # Safety
     ///
@@ -115,8 +115,7 @@ pub trait HostAllocator: Allocator<Handle = NonNull<u8>> {
         old_layout: Layout,
         new_size: usize,
     ) -> Result<NonNull<u8>, AllocError> {
-        let new_layout = Layout::from_size_align(new_size, old_layout.align())
-            .map_err(|_| AllocError::new(old_layout, AllocErrorKind::SizeUnsupported))?;
+        let new_layout = resized_layout(old_layout, new_size)?;
         let new_ptr = self.allocate(new_layout)?;
         // SAFETY: both blocks are live, distinct, and at least `min(old, new)` bytes long.
         unsafe {
@@ -127,4 +126,21 @@ pub trait HostAllocator: Allocator<Handle = NonNull<u8>> {
         }
         Ok(new_ptr)
     }
+}
+
+/// The layout a reallocation of a block of `old` to `new_size` bytes asks for: the same
+/// alignment, the new size.
+///
+/// # Errors
+///
+/// [`AllocErrorKind::ZeroSize`] if `new_size` is zero (resizing to nothing is a free, and
+/// should be written as one), [`AllocErrorKind::SizeUnsupported`] if `new_size` rounded up
+/// to the alignment overflows `isize`.
+pub fn resized_layout(old: Layout, new_size: usize) -> Result<Layout, AllocError> {
+    let new_layout = Layout::from_size_align(new_size, old.align())
+        .map_err(|_| AllocError::new(old, AllocErrorKind::SizeUnsupported))?;
+    if new_size == 0 {
+        return Err(AllocError::new(new_layout, AllocErrorKind::ZeroSize));
+    }
+    Ok(new_layout)
 }

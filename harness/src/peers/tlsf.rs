@@ -134,11 +134,7 @@ impl HostAllocator for TlsfHeap {
         old_layout: Layout,
         new_size: usize,
     ) -> Result<NonNull<u8>, AllocError> {
-        let new_layout = Layout::from_size_align(new_size, old_layout.align())
-            .map_err(|_| AllocError::new(old_layout, AllocErrorKind::SizeUnsupported))?;
-        if new_size == 0 {
-            return Err(AllocError::new(new_layout, AllocErrorKind::ZeroSize));
-        }
+        let new_layout = alloclab_core::resized_layout(old_layout, new_size)?;
         // SAFETY: the caller guarantees `ptr` is a live block of this heap with
         // `old_layout`, whose alignment `new_layout` keeps.
         unsafe { self.lock().0.reallocate(ptr, new_layout) }
