@@ -18,6 +18,7 @@
 //! | rptest        | rpmalloc `rpmalloc-benchmark`| random sizes with cross-thread frees              |
 
 mod cache;
+mod common;
 mod glibc;
 mod larson;
 mod mstress;
@@ -52,14 +53,38 @@ pub enum CpuWorkload {
 
 /// The registry entries of the `cpu` suite.
 pub const WORKLOADS: &[WorkloadInfo] = &[
-    info("larson", "server simulation: random sizes 16-1000 B, blocks freed by the thread that inherits them"),
-    info("xmalloc-test", "producer/consumer: each thread allocates batches that its neighbour frees"),
-    info("cache-scratch", "passive false sharing: each thread frees a neighbour's 8 B object, then allocates and writes its own"),
-    info("cache-thrash", "active false sharing: each thread allocates, writes and frees its own 8 B objects"),
-    info("glibc-simple", "one thread: tight malloc/free of 16-256 B in batches"),
-    info("glibc-thread", "every thread: random 16 B-4 KiB malloc/free over a private working set"),
-    info("mstress", "mixed sizes (mostly small, some up to 256 KiB), 1 in 4 long-lived, blocks swapped between threads"),
-    info("rptest", "random 16 B-16 KiB sizes, half of each batch freed by another thread"),
+    info(
+        "larson",
+        "server simulation: random sizes 16-1000 B, blocks freed by the thread that inherits them",
+    ),
+    info(
+        "xmalloc-test",
+        "producer/consumer: each thread allocates batches that its neighbour frees",
+    ),
+    info(
+        "cache-scratch",
+        "passive false sharing: each thread frees a neighbour's 8 B object, then allocates and writes its own",
+    ),
+    info(
+        "cache-thrash",
+        "active false sharing: each thread allocates, writes and frees its own 8 B objects",
+    ),
+    info(
+        "glibc-simple",
+        "one thread: tight malloc/free of 16-256 B in batches",
+    ),
+    info(
+        "glibc-thread",
+        "every thread: random 16 B-4 KiB malloc/free over a private working set",
+    ),
+    info(
+        "mstress",
+        "mixed sizes (mostly small, some up to 256 KiB), 1 in 4 long-lived, blocks swapped between threads",
+    ),
+    info(
+        "rptest",
+        "random 16 B-16 KiB sizes, half of each batch freed by another thread",
+    ),
 ];
 
 const fn info(name: &'static str, description: &'static str) -> WorkloadInfo {
