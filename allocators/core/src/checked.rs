@@ -218,8 +218,13 @@ struct Shadow<H> {
     live: BTreeMap<(usize, u64), Block<H>>,
     /// Blocks freed and not yet handed out again, by address.
     freed: BTreeMap<usize, Block<H>>,
-    /// The largest extent of any block seen, which bounds how far back an overlap scan goes.
+    /// The largest extent of any block seen, which bounds how far back an overlap scan goes
+    /// once live blocks may overlap.
     max_extent: usize,
+    /// Whether the live blocks are pairwise disjoint (true until an overlap is recorded).
+    /// While they are, ends increase with starts, so a scan backwards from an address can
+    /// stop at the first block that ends at or before it: `O(log n)` per check.
+    disjoint: bool,
     next_seq: u64,
     live_bytes: u64,
     allocations: u64,
@@ -237,14 +242,14 @@ impl<H: BlockHandle> Shadow<H> {
         if !start.is_multiple_of(block.layout.align()) {
             found.push(Violation::Misaligned { block });
         }
-        let scan_from = start.saturating_sub(self.max_extent);
-        for (&(other_start, _), other) in self.live.range((scan_from, 0)..(end, 0)).rev() {
-            if end_of(other_start, other.layout) > start {
-                found.push(Violation::Overlap {
-                    new: block,
-                    live: *other,
-                });
-            }
+        for other in self.live_blocks_ending_after(start, end) {
+            found.push(Violation::Overlap {
+                new: block,
+                live: *other,
+            });
+        }
+        if found.iter().any(|v| matches!(v, Violation::Overlap { .. })) {
+            self.disjoint = false;
         }
         let reused: Vec<usize> = self.freed.range(start..end).map(|(&a, _)| a).collect();
         for address in reused {
@@ -256,6 +261,29 @@ impl<H: BlockHandle> Shadow<H> {
         self.live_bytes += block.layout.size() as u64;
         self.allocations += 1;
         found
+    }
+
+    /// Live blocks that start before `before` and end after `after`, nearest first: with
+    /// `before = end, after = start` the blocks overlapping `start..end`; with both equal to
+    /// an address, the blocks containing it (other than one starting there).
+    fn live_blocks_ending_after(
+        &self,
+        after: usize,
+        before: usize,
+    ) -> impl Iterator<Item = &Block<H>> {
+        let scan_from = if self.disjoint {
+            0
+        } else {
+            after.saturating_sub(self.max_extent)
+        };
+        let disjoint = self.disjoint;
+        self.live
+            .range((scan_from, 0)..(before, 0))
+            .rev()
+            .map(move |(&(s, _), b)| (end_of(s, b.layout) > after, b))
+            .take_while(move |&(overlaps, _)| overlaps || !disjoint)
+            .filter(|&(overlaps, _)| overlaps)
+            .map(|(_, b)| b)
     }
 
     /// Retires a block the caller is about to free, checking the Allocated -> Freed
@@ -281,13 +309,7 @@ impl<H: BlockHandle> Shadow<H> {
                     allocated_with: freed.layout,
                 });
             }
-            let scan_from = start.saturating_sub(self.max_extent);
-            let inside = self
-                .live
-                .range((scan_from, 0)..(start, 0))
-                .rev()
-                .find(|&(&(s, _), b)| end_of(s, b.layout) > start)
-                .map(|(_, b)| *b);
+            let inside = self.live_blocks_ending_after(start, start).next().copied();
             return Some(Violation::ForeignFree {
                 handle,
                 layout,
@@ -360,6 +382,7 @@ impl<A: Allocator> Checked<A> {
                 live: BTreeMap::new(),
                 freed: BTreeMap::new(),
                 max_extent: 0,
+                disjoint: true,
                 next_seq: 0,
                 live_bytes: 0,
                 allocations: 0,
