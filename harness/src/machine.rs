@@ -26,7 +26,9 @@ pub fn logical_cores() -> usize {
 fn cpu_model() -> Option<String> {
     let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
     info.lines()
-        .find(|l| l.starts_with("model name") || l.starts_with("Model") || l.starts_with("CPU part"))
+        .find(|l| {
+            l.starts_with("model name") || l.starts_with("Model") || l.starts_with("CPU part")
+        })
         .and_then(|l| l.split_once(':'))
         .map(|(_, v)| v.trim().to_owned())
 }

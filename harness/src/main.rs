@@ -144,7 +144,12 @@ fn print_list() {
         }
     }
     println!("\nWhich allocator fits which workload:");
-    let width = peers::ALLOCATORS.iter().map(|a| a.name.len()).max().unwrap_or(0) + 2;
+    let width = peers::ALLOCATORS
+        .iter()
+        .map(|a| a.name.len())
+        .max()
+        .unwrap_or(0)
+        + 2;
     print!("  {:<14}", "");
     for a in peers::ALLOCATORS {
         print!("{:<width$}", a.name);
@@ -194,7 +199,10 @@ fn ensure_writable_dir(dir: &Path) -> Result<(), String> {
 
 fn ensure_writable_file(file: &Path) -> Result<(), String> {
     if file.is_dir() {
-        return Err(format!("cannot write to {}: it is a directory", file.display()));
+        return Err(format!(
+            "cannot write to {}: it is a directory",
+            file.display()
+        ));
     }
     let parent = match file.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -231,7 +239,11 @@ fn measure_plan(plan: &Plan) -> Result<Vec<alloclab_harness::results::Record>, S
     records.map_err(|e| e.to_string())
 }
 
-fn results_file(plan: &Plan, suites: Vec<String>, records: Vec<alloclab_harness::results::Record>) -> ResultsFile {
+fn results_file(
+    plan: &Plan,
+    suites: Vec<String>,
+    records: Vec<alloclab_harness::results::Record>,
+) -> ResultsFile {
     let (commit, commit_dirty) = machine::commit();
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     args.insert(0, "alloclab".to_owned());
@@ -263,7 +275,11 @@ fn results_file(plan: &Plan, suites: Vec<String>, records: Vec<alloclab_harness:
 fn run(args: RunArgs) -> Result<(), String> {
     let workload: &'static WorkloadInfo = workloads::find(&args.workload).ok_or_else(|| {
         let known: Vec<&str> = workloads::all().iter().map(|w| w.name).collect();
-        format!("unknown workload '{}' (known: {})", args.workload, known.join(", "))
+        format!(
+            "unknown workload '{}' (known: {})",
+            args.workload,
+            known.join(", ")
+        )
     })?;
     let allocators = resolve_allocators(&args.alloc)?;
     if let Some(unfit) = allocators.iter().find(|a| !a.fits(workload.requires)) {
@@ -299,9 +315,10 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
     } else {
         let mut chosen = Vec::new();
         for name in &args.only {
-            let s = SUITES.iter().find(|s| *s == name).ok_or_else(|| {
-                format!("unknown suite '{name}' (known: {})", SUITES.join(", "))
-            })?;
+            let s = SUITES
+                .iter()
+                .find(|s| *s == name)
+                .ok_or_else(|| format!("unknown suite '{name}' (known: {})", SUITES.join(", ")))?;
             chosen.push(*s);
         }
         chosen
@@ -342,10 +359,18 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
         seed: args.common.seed,
     };
     let records = measure_plan(&plan)?;
-    let results = results_file(&plan, suites.iter().map(|s| (*s).to_owned()).collect(), records);
+    let results = results_file(
+        &plan,
+        suites.iter().map(|s| (*s).to_owned()).collect(),
+        records,
+    );
     print!("{}", terminal_table(&results));
     let files = report::write_report(&args.out, &results).map_err(|e| e.to_string())?;
-    println!("wrote {} files to {}", files.paths.len(), args.out.display());
+    println!(
+        "wrote {} files to {}",
+        files.paths.len(),
+        args.out.display()
+    );
     if let Some(readme) = &args.readme {
         report::update_readme(readme, &report::render_readme_section(&results))
             .map_err(|e| e.to_string())?;

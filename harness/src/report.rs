@@ -813,13 +813,19 @@ fn timer_overhead_note(out: &mut String, results: &ResultsFile) {
     out.push('\n');
     table_header(
         out,
-        &["workload".to_owned(), "largest median over allocators".to_owned()],
+        &[
+            "workload".to_owned(),
+            "largest median over allocators".to_owned(),
+        ],
         1,
     );
     for ((suite, workload), worst) in &per_workload {
         table_row(
             out,
-            &[format!("{suite}/{workload}"), format!("{} %", fmt_value(*worst))],
+            &[
+                format!("{suite}/{workload}"),
+                format!("{} %", fmt_value(*worst)),
+            ],
         );
     }
     let mut over: Vec<&Record> = overhead

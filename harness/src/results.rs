@@ -194,7 +194,13 @@ mod tests {
 
     #[test]
     fn summary_takes_median_min_max_over_runs() {
-        let r = Record::summarise("cpu", "larson", "system", 2, &[sample(3.0), sample(1.0), sample(2.0)]);
+        let r = Record::summarise(
+            "cpu",
+            "larson",
+            "system",
+            2,
+            &[sample(3.0), sample(1.0), sample(2.0)],
+        );
         assert_eq!((r.median, r.min, r.max, r.runs), (2.0, 1.0, 3.0, 3));
         let r = Record::summarise("cpu", "larson", "system", 2, &[sample(4.0), sample(1.0)]);
         assert_eq!((r.median, r.min, r.max, r.runs), (2.5, 1.0, 4.0, 2));

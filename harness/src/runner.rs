@@ -335,7 +335,11 @@ impl HostHeapTask for MeasureHostHeap {
                 "MiB",
                 peak.saturating_sub(rss_before) as f64 / f64::from(1u32 << 20),
             ),
-            sample("timer_overhead", "%", 2.0 * overhead_ns / min_sample_ns * 100.0),
+            sample(
+                "timer_overhead",
+                "%",
+                2.0 * overhead_ns / min_sample_ns * 100.0,
+            ),
         ]
     }
 }

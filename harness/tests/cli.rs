@@ -25,7 +25,11 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 fn assert_one_line_error(out: &Output, needle: &str) {
-    assert!(!out.status.success(), "expected failure, got {:?}", out.status);
+    assert!(
+        !out.status.success(),
+        "expected failure, got {:?}",
+        out.status
+    );
     let err = stderr(out);
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
     assert!(
@@ -124,9 +128,19 @@ fn suite_writes_report_results_and_a_chart_per_workload() {
 
 #[test]
 fn unknown_allocator_is_a_one_line_error_naming_the_known_ones() {
-    let out = alloclab(&["run", "larson", "--alloc", "system,nosuch", "--scale", "tiny"]);
+    let out = alloclab(&[
+        "run",
+        "larson",
+        "--alloc",
+        "system,nosuch",
+        "--scale",
+        "tiny",
+    ]);
     assert_one_line_error(&out, "unknown allocator 'nosuch'");
-    assert!(stderr(&out).contains("mimalloc"), "known allocators not listed");
+    assert!(
+        stderr(&out).contains("mimalloc"),
+        "known allocators not listed"
+    );
 }
 
 #[test]
@@ -161,7 +175,13 @@ fn unwritable_output_paths_fail_before_measuring_and_leave_nothing() {
     let file = dir.join("plain-file");
     std::fs::write(&file, b"not a directory").unwrap();
     let under_file = file.join("report");
-    let out = alloclab(&["suite", "--scale", "tiny", "--out", under_file.to_str().unwrap()]);
+    let out = alloclab(&[
+        "suite",
+        "--scale",
+        "tiny",
+        "--out",
+        under_file.to_str().unwrap(),
+    ]);
     assert_one_line_error(&out, "cannot write to");
     let json_under_file = file.join("out.json");
     let out = alloclab(&[
