@@ -144,3 +144,28 @@ pub fn resized_layout(old: Layout, new_size: usize) -> Result<Layout, AllocError
     }
     Ok(new_layout)
 }
+
+/// A host heap that can serve C's `malloc` family: it finds a block's size from its address,
+/// since `free(ptr)` and `malloc_usable_size(ptr)` do not say it.
+///
+/// # Safety
+///
+/// Implementors guarantee that [`usable_size`](Self::usable_size) returns at least the size
+/// the block was allocated with, that the whole usable size may be written, and that
+/// [`deallocate_unsized`](Self::deallocate_unsized) frees exactly like
+/// [`Allocator::deallocate`] with the block's layout.
+pub unsafe trait MallocHeap: HostAllocator {
+    /// The number of bytes usable at `ptr` (at least the size asked for).
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of this heap.
+    unsafe fn usable_size(&self, ptr: NonNull<u8>) -> usize;
+
+    /// Frees `ptr` without being told its layout.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of this heap; it must not be used afterwards.
+    unsafe fn deallocate_unsized(&self, ptr: NonNull<u8>);
+}
