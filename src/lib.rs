@@ -19,3 +19,7 @@ pub use alloclab_core::{
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The wait-free span allocator (crate `alloclab-wfspan`).
+#[cfg(feature = "wfspan")]
+pub use alloclab_wfspan::{self as wfspan, WfSpan};

@@ -1,0 +1,704 @@
+//! [`WfSpan`]: the allocator instance, its configuration, and the trait implementations.
+
+use core::alloc::{GlobalAlloc, Layout};
+use core::ptr::{self, NonNull};
+
+use alloclab_core::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use alloclab_core::{
+    AllocError, AllocErrorKind, Allocator, HostAllocator, MallocHeap, Stats, resized_layout,
+};
+
+use crate::heap::{Heap, RUN_CLASSES, run_object_offset};
+use crate::os;
+use crate::remote_free::Node;
+use crate::size_class::{class_count, class_for};
+use crate::span::{HEADER_BYTES, Kind, SpanHeader};
+use crate::span_list::{Link, SpanList};
+use crate::thread;
+
+/// How a [`WfSpan`] is set up. [`Config::DEFAULT`] is the paper's evaluation setting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Span size: a power of two from 16 KiB to 4 MiB (default 64 KiB).
+    pub span_bytes: usize,
+    /// `K`: the most spans one heap keeps per size class (default 40, as in the paper).
+    pub spans_per_class: u32,
+    /// Free span runs (and empty spans) a heap keeps privately per run class before
+    /// publishing them for other threads (default 4).
+    pub cached_runs: u32,
+    /// Address space reserved for spans (default 64 GiB; halved until the OS agrees, down
+    /// to 1 GiB). Memory is committed only as spans are used.
+    pub region_bytes: usize,
+}
+
+impl Config {
+    /// 64 KiB spans, K = 40, 4 cached runs per class, 64 GiB of address space.
+    pub const DEFAULT: Config = Config {
+        span_bytes: 64 << 10,
+        spans_per_class: 40,
+        cached_runs: 4,
+        region_bytes: 64 << 30,
+    };
+
+    /// Checks the configuration; the message says what is wrong.
+    ///
+    /// # Errors
+    ///
+    /// A span size that is not a power of two in 16 KiB..=4 MiB, `spans_per_class` or
+    /// `cached_runs` of zero, or a region smaller than 1 GiB or 32 spans.
+    pub const fn validate(&self) -> Result<(), &'static str> {
+        if !self.span_bytes.is_power_of_two()
+            || self.span_bytes < (16 << 10)
+            || self.span_bytes > (4 << 20)
+        {
+            return Err("span_bytes must be a power of two from 16 KiB to 4 MiB");
+        }
+        if self.spans_per_class == 0 {
+            return Err("spans_per_class must be at least 1");
+        }
+        if self.cached_runs == 0 {
+            return Err("cached_runs must be at least 1");
+        }
+        if self.region_bytes < MIN_REGION_BYTES || self.region_bytes < (self.span_bytes << 5) {
+            return Err("region_bytes must be at least 1 GiB and 32 spans");
+        }
+        Ok(())
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+const MIN_REGION_BYTES: usize = 1 << 30;
+
+const UNINIT: u8 = 0;
+const INITIALIZING: u8 = 1;
+const READY: u8 = 2;
+
+/// Source of instance identifiers (0 means "not yet assigned").
+static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
+
+/// The wfspan allocator. See the [crate documentation](crate).
+pub struct WfSpan {
+    pub(crate) config: Config,
+    max_class: usize,
+    state: AtomicU8,
+    id: AtomicU64,
+    region_base: AtomicUsize,
+    region_end: AtomicUsize,
+    region_next: AtomicUsize,
+    /// Registry of every heap, newest first.
+    pub(crate) heaps: AtomicPtr<Heap>,
+    pub(crate) heap_count: AtomicUsize,
+    /// Span runs reclaimed by threads that had no heap (exiting threads): lock-free pushes.
+    pub(crate) orphans: [SpanList; RUN_CLASSES],
+    huge_bytes: AtomicU64,
+    huge_peak_bytes: AtomicU64,
+    huge_live_bytes: AtomicU64,
+    huge_allocations: AtomicU64,
+    huge_deallocations: AtomicU64,
+    metadata_bytes: AtomicU64,
+    heapless_frees: AtomicU64,
+    heapless_bytes: AtomicU64,
+}
+
+/// Most steps one operation may take (see [`step_bound`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepBound {
+    /// Any allocation served from spans or span runs.
+    pub alloc: u64,
+    /// Any free of a block from a span or span run, local or remote.
+    pub free: u64,
+}
+
+/// The most steps one operation can take with `threads` threads having used the allocator
+/// (the number of heaps), for spans of `span_bytes`.
+///
+/// With `B` blocks per span (at most `(span_bytes - header) / 16`) and `n` threads:
+///
+/// * alloc ≤ `14 + 2B + 6n`: the fast path is 1 step; the slow path drains the active
+///   span's remote frees (≤ `1 + B + 2n`: every node visited is either consumed — at most
+///   `B` — or parks one stalled producer's chain, at most one per thread), takes a partial
+///   span (1), drains one full span (≤ `2 + B + 2n`), may discard one (1), and acquires a
+///   span: spare, cache, own public list (≤ 3), helping one heap (≤ `n + 2`), one attempt
+///   on each other heap's list (≤ `n`), the orphans, the collect, a fresh span (≤ 4).
+/// * free ≤ 4: a push (local or remote), a list move or a span release (a cache push or one
+///   public-list attempt), and the reclaim of a discarded span.
+///
+/// Huge blocks (their own OS mapping) are outside the bound.
+pub const fn step_bound(span_bytes: usize, threads: u64) -> StepBound {
+    let blocks = ((span_bytes - HEADER_BYTES) / 16) as u64;
+    StepBound {
+        alloc: 14 + 2 * blocks + 6 * threads,
+        free: 4,
+    }
+}
+
+/// The paper's bound on memory that the non-linearizable lists and helping can strand,
+/// `A(N) = (N + (⌈N/P⌉ + N − 1)(N − 1)) · C · S` with `P = N` lists queried, `C` size
+/// classes and spans of `S` bytes.
+pub const fn stranded_bound_bytes(span_bytes: usize, threads: u64) -> u64 {
+    let n = threads;
+    let p = threads;
+    let classes = class_count(span_bytes) as u64;
+    let per_class = if n == 0 {
+        0
+    } else {
+        n + (n.div_ceil(p) + n - 1) * (n - 1)
+    };
+    per_class * classes * span_bytes as u64
+}
+
+impl WfSpan {
+    /// An allocator with [`Config::DEFAULT`]. Nothing is reserved until the first
+    /// allocation.
+    pub const fn new() -> Self {
+        Self::with_config(Config::DEFAULT)
+    }
+
+    /// An allocator with `config`.
+    ///
+    /// # Panics
+    ///
+    /// If `config` is invalid ([`Config::validate`]); in a `static` that is a compile error.
+    pub const fn with_config(config: Config) -> Self {
+        if let Err(message) = config.validate() {
+            panic!("{}", message);
+        }
+        Self {
+            config,
+            max_class: class_count(config.span_bytes) - 1,
+            state: AtomicU8::new(UNINIT),
+            id: AtomicU64::new(0),
+            region_base: AtomicUsize::new(0),
+            region_end: AtomicUsize::new(0),
+            region_next: AtomicUsize::new(0),
+            heaps: AtomicPtr::new(ptr::null_mut()),
+            heap_count: AtomicUsize::new(0),
+            orphans: [const { SpanList::new() }; RUN_CLASSES],
+            huge_bytes: AtomicU64::new(0),
+            huge_peak_bytes: AtomicU64::new(0),
+            huge_live_bytes: AtomicU64::new(0),
+            huge_allocations: AtomicU64::new(0),
+            huge_deallocations: AtomicU64::new(0),
+            metadata_bytes: AtomicU64::new(0),
+            heapless_frees: AtomicU64::new(0),
+            heapless_bytes: AtomicU64::new(0),
+        }
+    }
+
+    /// The configuration.
+    pub const fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The number of heaps (threads that have allocated, at most as many as were alive at
+    /// once).
+    pub fn heap_count(&self) -> usize {
+        self.heap_count.load(Ordering::Acquire)
+    }
+
+    /// [`step_bound`] for this allocator's span size and its current number of heaps.
+    pub fn current_step_bound(&self) -> StepBound {
+        step_bound(self.config.span_bytes, self.heap_count() as u64)
+    }
+
+    /// Reserves the span region on first use. Lock-free for the winner; others wait for it
+    /// (once per process).
+    #[cold]
+    fn init(&self) -> Result<(), AllocErrorKind> {
+        loop {
+            match self.state.compare_exchange(
+                UNINIT,
+                INITIALIZING,
+                Ordering::Acquire,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(READY) => return Ok(()),
+                Err(_) => core::hint::spin_loop(),
+            }
+        }
+        let reserved = os::reserve_aligned(
+            self.config.region_bytes,
+            MIN_REGION_BYTES.max(self.config.span_bytes << 5),
+            self.config.span_bytes,
+        );
+        let Some((base, len)) = reserved else {
+            self.state.store(UNINIT, Ordering::Release);
+            return Err(AllocErrorKind::OutOfMemory);
+        };
+        let base = base.as_ptr() as usize;
+        self.region_base.store(base, Ordering::Relaxed);
+        self.region_end.store(base + len, Ordering::Relaxed);
+        self.region_next.store(base, Ordering::Relaxed);
+        self.id.store(
+            NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+        self.state.store(READY, Ordering::Release);
+        Ok(())
+    }
+
+    #[inline]
+    fn ready(&self) -> bool {
+        self.state.load(Ordering::Acquire) == READY
+    }
+
+    /// The calling thread's heap, registering the thread if needed.
+    #[inline]
+    fn heap(&self) -> Result<&Heap, AllocErrorKind> {
+        if self.ready() {
+            let heap = thread::lookup(self.id.load(Ordering::Relaxed));
+            if !heap.is_null() {
+                // SAFETY: heaps are never unmapped.
+                return Ok(unsafe { &*heap });
+            }
+        }
+        self.register_thread()
+    }
+
+    /// The calling thread's heap if it has one (never registers).
+    #[inline]
+    fn heap_if_any(&self) -> *mut Heap {
+        thread::lookup(self.id.load(Ordering::Relaxed))
+    }
+
+    #[cold]
+    fn register_thread(&self) -> Result<&Heap, AllocErrorKind> {
+        if !self.ready() {
+            self.init()?;
+        }
+        let instance = self.id.load(Ordering::Relaxed);
+        let tid = thread::current_tid();
+        // Adopt a heap a finished thread left.
+        let mut heap = self.heaps.load(Ordering::Acquire);
+        while !heap.is_null() {
+            // SAFETY: heaps are never unmapped; `owner_tid` is atomic.
+            unsafe {
+                if (*heap).owner_tid.load(Ordering::Relaxed) == 0
+                    && (*heap)
+                        .owner_tid
+                        .compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    thread::bind(heap);
+                    return Ok(&*heap);
+                }
+                heap = (*heap).registry_next.load(Ordering::Acquire);
+            }
+        }
+        // None free: map a new one and publish it.
+        let bytes = core::mem::size_of::<Heap>().next_multiple_of(os::page_bytes());
+        let memory = os::map(bytes, false).ok_or(AllocErrorKind::OutOfMemory)?;
+        let heap = memory.as_ptr().cast::<Heap>();
+        // SAFETY: fresh, page-aligned, exclusively ours; `Heap` needs at most 64-byte
+        // alignment.
+        unsafe {
+            Heap::init(heap, instance);
+            (*heap).owner_tid.store(tid, Ordering::Relaxed);
+            let mut head = self.heaps.load(Ordering::Relaxed);
+            loop {
+                (*heap).registry_next.store(head, Ordering::Relaxed);
+                match self.heaps.compare_exchange_weak(
+                    head,
+                    heap,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => break,
+                    Err(now) => head = now,
+                }
+            }
+            self.heap_count.fetch_add(1, Ordering::AcqRel);
+            self.metadata_bytes
+                .fetch_add(bytes as u64, Ordering::Relaxed);
+            thread::bind(heap);
+            Ok(&*heap)
+        }
+    }
+
+    /// A fresh span run of class `run` from the region, header initialised; null when the
+    /// region is exhausted. One `fetch_add`: wait-free.
+    pub(crate) fn fresh_run(&self, run: usize) -> *mut SpanHeader {
+        let bytes = self.config.span_bytes << run;
+        let at = self.region_next.fetch_add(bytes, Ordering::Relaxed);
+        if at + bytes > self.region_end.load(Ordering::Relaxed) {
+            return ptr::null_mut();
+        }
+        let base = self.region_base.load(Ordering::Relaxed);
+        let span = at as *mut SpanHeader;
+        // SAFETY: the range `at..at + bytes` was just handed to us alone by the bump.
+        unsafe { SpanHeader::init(span, ((at - base) / self.config.span_bytes) as u32) };
+        span
+    }
+
+    /// The header of span `index` of the region.
+    #[inline]
+    pub(crate) fn span_at(&self, index: u32) -> *mut SpanHeader {
+        (self.region_base.load(Ordering::Relaxed) + index as usize * self.config.span_bytes)
+            as *mut SpanHeader
+    }
+
+    /// The public-list link of span `index`.
+    #[inline]
+    pub(crate) fn link_of(&self, index: u32) -> &Link {
+        // SAFETY: span headers inside the region stay mapped while `self` lives; a stale
+        // index read by a racing consumer still names a header of the region.
+        unsafe { &(*self.span_at(index)).link }
+    }
+
+    fn allocate_block(&self, layout: Layout) -> Result<NonNull<u8>, AllocErrorKind> {
+        let size = layout.size().max(1);
+        let align = layout.align();
+        if let Some(class) = class_for(size, align, self.max_class) {
+            let heap = self.heap()?;
+            // SAFETY: our own heap; `class` is within the class count.
+            let block = unsafe { heap.alloc_small(self, class) };
+            return NonNull::new(block).ok_or(AllocErrorKind::OutOfMemory);
+        }
+        let offset = run_object_offset(align);
+        if offset < self.config.span_bytes {
+            let need = offset
+                .checked_add(size)
+                .ok_or(AllocErrorKind::SizeUnsupported)?;
+            let spans = need.div_ceil(self.config.span_bytes).next_power_of_two();
+            let run = spans.trailing_zeros() as usize;
+            if run < RUN_CLASSES {
+                let heap = self.heap()?;
+                // SAFETY: our own heap; the object fits the run and starts in its first span.
+                let block = unsafe { heap.alloc_run(self, run, offset) };
+                return NonNull::new(block).ok_or(AllocErrorKind::OutOfMemory);
+            }
+        }
+        self.allocate_huge(size, align)
+    }
+
+    /// A block in its own mapping: the one path that makes system calls.
+    #[cold]
+    fn allocate_huge(&self, size: usize, align: usize) -> Result<NonNull<u8>, AllocErrorKind> {
+        let span_bytes = self.config.span_bytes;
+        if !self.ready() {
+            self.init()?;
+        }
+        let offset = if align >= span_bytes {
+            align
+        } else {
+            HEADER_BYTES.next_multiple_of(align)
+        };
+        let total = offset
+            .checked_add(size)
+            .and_then(|t| t.checked_next_multiple_of(os::page_bytes()))
+            .filter(|&t| t <= isize::MAX as usize / 2)
+            .ok_or(AllocErrorKind::SizeUnsupported)?;
+        let (base, len) =
+            os::map_aligned(total, align.max(span_bytes)).ok_or(AllocErrorKind::OutOfMemory)?;
+        let base = base.as_ptr() as usize;
+        let object = base + offset;
+        let header = SpanHeader::of(object as *mut u8, span_bytes);
+        // SAFETY: the header lies inside our fresh mapping, before the object.
+        unsafe {
+            SpanHeader::init(header, u32::MAX);
+            (*header).kind = Kind::Huge;
+            (*header).object_offset = offset;
+            (*header).mapping = (base, len);
+        }
+        let now = self.huge_bytes.fetch_add(len as u64, Ordering::Relaxed) + len as u64;
+        self.huge_peak_bytes.fetch_max(now, Ordering::Relaxed);
+        self.huge_allocations.fetch_add(1, Ordering::Relaxed);
+        self.huge_live_bytes
+            .fetch_add((len - offset) as u64, Ordering::Relaxed);
+        // SAFETY: inside a successful mapping, hence non-null.
+        Ok(unsafe { NonNull::new_unchecked(object as *mut u8) })
+    }
+
+    /// Frees any block of this allocator.
+    ///
+    /// # Safety
+    ///
+    /// `block` is a live block of `self`.
+    unsafe fn free_block(&self, block: NonNull<u8>) {
+        let block = block.as_ptr();
+        let span = SpanHeader::of(block, self.config.span_bytes);
+        // SAFETY: (for the whole block) `block` is live, so its header is initialised and stays so.
+        unsafe {
+            match (*span).kind {
+                Kind::Small => {
+                    let me = self.heap_if_any();
+                    let owner = (*span).owner.load(Ordering::Relaxed);
+                    if !me.is_null() && owner == me {
+                        (*me).free_local(self, span, block);
+                    } else {
+                        self.free_remote(span, block, me);
+                    }
+                }
+                Kind::Run => {
+                    let me = self.heap_if_any();
+                    if me.is_null() {
+                        let run = (*span).run_class as usize;
+                        (*span).kind = Kind::Small;
+                        self.orphans[run].push((*span).index, &(*span).link);
+                        self.heapless_frees.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        (*me).free_run(self, span);
+                    }
+                }
+                Kind::Huge => {
+                    let (base, len) = (*span).mapping;
+                    self.huge_bytes.fetch_sub(len as u64, Ordering::Relaxed);
+                    self.huge_deallocations.fetch_add(1, Ordering::Relaxed);
+                    self.huge_live_bytes
+                        .fetch_sub((len - (*span).object_offset) as u64, Ordering::Relaxed);
+                    os::unmap(NonNull::new_unchecked(base as *mut u8), len);
+                }
+            }
+        }
+    }
+
+    /// A free by a thread that does not own the span: push, count, and reclaim the span if
+    /// it was discarded and this was its last block.
+    ///
+    /// # Safety
+    ///
+    /// `block` is a live block of small span `span`; `me` is the caller's heap or null.
+    #[inline]
+    unsafe fn free_remote(&self, span: *mut SpanHeader, block: *mut u8, me: *mut Heap) {
+        // SAFETY: (for the whole block) per the contract; a reclaimed span is held exclusively.
+        unsafe {
+            let bytes = u64::from((*span).block_bytes);
+            (*span).remote.push(block.cast::<Node>());
+            let mut steps = 1;
+            if (*span).reclaim.remote_free_done() {
+                SpanHeader::reset(span);
+                if me.is_null() {
+                    self.orphans[0].push((*span).index, &(*span).link);
+                } else {
+                    steps += (*me).give_run(self, span, 0);
+                }
+            }
+            if me.is_null() {
+                self.heapless_frees.fetch_add(1, Ordering::Relaxed);
+                self.heapless_bytes.fetch_add(bytes, Ordering::Relaxed);
+            } else {
+                (*me).count_remote_free(bytes, steps);
+            }
+        }
+    }
+
+    /// The usable bytes of a live block.
+    ///
+    /// # Safety
+    ///
+    /// `block` is a live block of `self`.
+    unsafe fn block_usable_size(&self, block: NonNull<u8>) -> usize {
+        let span = SpanHeader::of(block.as_ptr(), self.config.span_bytes);
+        // SAFETY: the block is live, so its header is initialised.
+        unsafe {
+            match (*span).kind {
+                Kind::Small => (*span).block_bytes as usize,
+                Kind::Run => (self.config.span_bytes << (*span).run_class) - (*span).object_offset,
+                Kind::Huge => (*span).mapping.1 - (*span).object_offset,
+            }
+        }
+    }
+
+    /// Whether a block of `usable` bytes at `block` can serve `new_layout` in place: same
+    /// size class (or run class), or a huge block at least half used.
+    ///
+    /// # Safety
+    ///
+    /// `block` is a live block of `self`.
+    unsafe fn fits_in_place(&self, block: NonNull<u8>, new_layout: Layout) -> bool {
+        let span = SpanHeader::of(block.as_ptr(), self.config.span_bytes);
+        let size = new_layout.size();
+        // SAFETY: the block is live, so its header is initialised.
+        unsafe {
+            match (*span).kind {
+                Kind::Small => {
+                    class_for(size, new_layout.align(), self.max_class)
+                        == Some((*span).class as usize)
+                }
+                Kind::Run => {
+                    let usable = self.block_usable_size(block);
+                    size <= usable
+                        && class_for(size, new_layout.align(), self.max_class).is_none()
+                        && (size + (*span).object_offset)
+                            .div_ceil(self.config.span_bytes)
+                            .next_power_of_two()
+                            .trailing_zeros()
+                            == u32::from((*span).run_class)
+                }
+                Kind::Huge => {
+                    let usable = self.block_usable_size(block);
+                    size <= usable && size > usable / 2
+                }
+            }
+        }
+    }
+
+    /// Unmaps every span, for an instance that is not a `static`.
+    fn release_region(&mut self) {
+        let base = *self.region_base.get_mut();
+        let end = *self.region_end.get_mut();
+        if let Some(base) = NonNull::new(base as *mut u8) {
+            // SAFETY: the region was mapped by `init`; `&mut self` means no thread can use
+            // it any more (blocks still live are the caller's bug, as for any allocator).
+            unsafe { os::unmap(base, end - base.as_ptr() as usize) };
+        }
+    }
+}
+
+impl Default for WfSpan {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for WfSpan {
+    fn drop(&mut self) {
+        self.release_region();
+    }
+}
+
+impl core::fmt::Debug for WfSpan {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("WfSpan")
+            .field("config", &self.config)
+            .field("heaps", &self.heap_count())
+            .finish()
+    }
+}
+
+impl Allocator for WfSpan {
+    type Handle = NonNull<u8>;
+
+    /// Wait-free (see [`step_bound`]) except for huge blocks and a thread's first call.
+    #[inline]
+    fn allocate(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+        self.allocate_block(layout)
+            .map_err(|kind| AllocError::new(layout, kind))
+    }
+
+    #[inline]
+    unsafe fn deallocate(&self, handle: NonNull<u8>, _layout: Layout) {
+        // SAFETY: the caller guarantees `handle` is a live block of ours.
+        unsafe { self.free_block(handle) }
+    }
+
+    fn name(&self) -> &str {
+        "wfspan"
+    }
+
+    /// Live bytes count whole blocks (rounded up to the size class); footprint is the
+    /// region used so far plus huge mappings plus heap records. Step maxima are over every
+    /// heap.
+    fn stats(&self) -> Stats {
+        let mut stats = Stats::default();
+        let (mut allocs, mut frees, mut bytes_out, mut bytes_in) = (0, 0, 0, 0);
+        let (mut alloc_steps, mut free_steps) = (0, 0);
+        let mut heap = self.heaps.load(Ordering::Acquire);
+        while !heap.is_null() {
+            // SAFETY: heaps are never unmapped; the counters are atomics.
+            unsafe {
+                let c = &(*heap).counters;
+                allocs += c.allocations.load(Ordering::Relaxed);
+                frees += c.deallocations.load(Ordering::Relaxed);
+                bytes_out += c.bytes_allocated.load(Ordering::Relaxed);
+                bytes_in += c.bytes_freed.load(Ordering::Relaxed);
+                alloc_steps = c.max_alloc_steps.load(Ordering::Relaxed).max(alloc_steps);
+                free_steps = c.max_free_steps.load(Ordering::Relaxed).max(free_steps);
+                heap = (*heap).registry_next.load(Ordering::Acquire);
+            }
+        }
+        frees += self.heapless_frees.load(Ordering::Relaxed);
+        bytes_in += self.heapless_bytes.load(Ordering::Relaxed);
+        allocs += self.huge_allocations.load(Ordering::Relaxed);
+        frees += self.huge_deallocations.load(Ordering::Relaxed);
+        bytes_out += self.huge_live_bytes.load(Ordering::Relaxed);
+        let base = self.region_base.load(Ordering::Relaxed);
+        let region = self
+            .region_next
+            .load(Ordering::Relaxed)
+            .min(self.region_end.load(Ordering::Relaxed))
+            .saturating_sub(base) as u64;
+        let meta = self.metadata_bytes.load(Ordering::Relaxed);
+        stats.allocations = Some(allocs);
+        stats.deallocations = Some(frees);
+        stats.live_bytes = Some(bytes_out.saturating_sub(bytes_in));
+        stats.footprint_bytes = Some(region + meta + self.huge_bytes.load(Ordering::Relaxed));
+        stats.peak_footprint_bytes =
+            Some(region + meta + self.huge_peak_bytes.load(Ordering::Relaxed));
+        stats.max_alloc_steps = Some(alloc_steps);
+        stats.max_free_steps = Some(free_steps);
+        stats
+    }
+}
+
+impl HostAllocator for WfSpan {
+    /// In place when the new size falls in the block's own size class (or run class); else
+    /// allocate, copy, free.
+    unsafe fn reallocate(
+        &self,
+        ptr: NonNull<u8>,
+        old_layout: Layout,
+        new_size: usize,
+    ) -> Result<NonNull<u8>, AllocError> {
+        let new_layout = resized_layout(old_layout, new_size)?;
+        // SAFETY: the caller guarantees `ptr` is a live block of ours.
+        if unsafe { self.fits_in_place(ptr, new_layout) } {
+            return Ok(ptr);
+        }
+        let new_ptr = self.allocate(new_layout)?;
+        // SAFETY: both blocks are live and distinct; the old one is freed once.
+        unsafe {
+            new_ptr
+                .as_ptr()
+                .copy_from_nonoverlapping(ptr.as_ptr(), old_layout.size().min(new_size));
+            self.free_block(ptr);
+        }
+        Ok(new_ptr)
+    }
+}
+
+// SAFETY: `usable_size` reports the block's class size, run or mapping remainder, all of
+// which were set aside for the block; `deallocate_unsized` is `deallocate`, which never
+// reads the layout.
+unsafe impl MallocHeap for WfSpan {
+    unsafe fn usable_size(&self, ptr: NonNull<u8>) -> usize {
+        // SAFETY: per the trait contract `ptr` is live.
+        unsafe { self.block_usable_size(ptr) }
+    }
+
+    unsafe fn deallocate_unsized(&self, ptr: NonNull<u8>) {
+        // SAFETY: per the trait contract `ptr` is live.
+        unsafe { self.free_block(ptr) }
+    }
+}
+
+// SAFETY: forwards to the `Allocator`/`HostAllocator` implementation, which returns blocks
+// that fit their layout, keeps them live until freed, and keeps contents on reallocation.
+unsafe impl GlobalAlloc for WfSpan {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        self.allocate_block(layout)
+            .map_or(ptr::null_mut(), NonNull::as_ptr)
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
+        // SAFETY: `GlobalAlloc::dealloc` requires a live block of ours, hence non-null.
+        unsafe { self.free_block(NonNull::new_unchecked(ptr)) }
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: as in `dealloc`; `GlobalAlloc::realloc`'s contract is `reallocate`'s.
+        unsafe {
+            HostAllocator::reallocate(self, NonNull::new_unchecked(ptr), layout, new_size)
+                .map_or(ptr::null_mut(), NonNull::as_ptr)
+        }
+    }
+}

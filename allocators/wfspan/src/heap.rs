@@ -1,0 +1,620 @@
+//! Per-thread heaps: the allocation and free paths.
+//!
+//! Each thread that allocates owns one heap (see `thread`); a heap outlives its thread and
+//! is adopted by the next thread that needs one. Per size class a heap keeps:
+//!
+//! ```text
+//!   active ──▶ the span blocks are taken from
+//!   partial ─▶ spans with blocks on their local free list        (owner only)
+//!   full ────▶ spans without local free blocks; remote frees may  (owner only)
+//!              be waiting on their remote lists
+//! ```
+//!
+//! at most `K` spans in all (`Config::spans_per_class`). Empty spans and free span runs go
+//! to a small private cache, and beyond it to the heap's **public** list, from which any
+//! thread may take them with one attempt. A heap's help record lets a thread whose search
+//! failed ask the others for a span.
+//!
+//! **Fast paths.** Allocation: pop the active span's local free list, or carve the next
+//! block. Free by the owner: push on the span's local free list. Free by another thread:
+//! push on the span's remote list (one swap, one store) and count it.
+//!
+//! **Slow path (span acquisition)**, in this order, each step bounded:
+//! drain the active span's remote frees; take a partial span; look at **one** full span's
+//! remote frees (round robin); the spare span a helper left; the private cache; the own
+//! public list (one attempt); help **one** other heap (H = 1); publish a help request, then
+//! try every other heap's public list once (P = N) and the orphan list; collect the request;
+//! finally carve a fresh span from the region (one `fetch_add`). When the class already
+//! holds `K` spans, the oldest full span is **discarded** first: the owner forgets it and
+//! its last remote freer reclaims it.
+//!
+//! Every operation counts its steps (list nodes visited, CAS attempts, spans looked at);
+//! [`step_bound`](crate::step_bound) states the bound.
+
+use core::cell::UnsafeCell;
+use core::ptr;
+
+use alloclab_core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use crossbeam_utils::CachePadded;
+
+use crate::WfSpan;
+use crate::help::{Collected, HelpRecord};
+use crate::size_class::MAX_CLASSES;
+use crate::span::{HEADER_BYTES, Kind, ListId, SpanHeader};
+use crate::span_list::SpanList;
+
+/// Run classes: runs of 1, 2, 4, ..., 32 spans. Class 0 (one span) also holds empty spans
+/// waiting to be formatted for any size class.
+pub const RUN_CLASSES: usize = 6;
+
+/// A doubly linked list of a class's spans (partial or full), owner only.
+#[derive(Clone, Copy)]
+struct SpanQueue {
+    head: *mut SpanHeader,
+    tail: *mut SpanHeader,
+    len: u32,
+}
+
+impl SpanQueue {
+    const EMPTY: Self = Self {
+        head: ptr::null_mut(),
+        tail: ptr::null_mut(),
+        len: 0,
+    };
+
+    /// # Safety
+    /// Owner only; `span` is on no list.
+    unsafe fn push_back(&mut self, span: *mut SpanHeader, id: ListId) {
+        // SAFETY: owner-only links of spans this heap owns.
+        unsafe {
+            let l = (*span).local();
+            l.prev = self.tail;
+            l.next = ptr::null_mut();
+            l.list = id;
+            if self.tail.is_null() {
+                self.head = span;
+            } else {
+                (*self.tail).local().next = span;
+            }
+        }
+        self.tail = span;
+        self.len += 1;
+    }
+
+    /// # Safety
+    /// Owner only; `span` is on this list.
+    unsafe fn unlink(&mut self, span: *mut SpanHeader) {
+        // SAFETY: owner-only links of spans on this list.
+        unsafe {
+            let (prev, next) = {
+                let l = (*span).local();
+                (l.prev, l.next)
+            };
+            if prev.is_null() {
+                self.head = next;
+            } else {
+                (*prev).local().next = next;
+            }
+            if next.is_null() {
+                self.tail = prev;
+            } else {
+                (*next).local().prev = prev;
+            }
+            (*span).local().list = ListId::None;
+        }
+        self.len -= 1;
+    }
+
+    /// # Safety
+    /// Owner only.
+    unsafe fn pop_front(&mut self) -> *mut SpanHeader {
+        let span = self.head;
+        if !span.is_null() {
+            // SAFETY: `span` is on this list.
+            unsafe { self.unlink(span) };
+        }
+        span
+    }
+}
+
+/// A heap's spans of one size class.
+#[derive(Clone, Copy)]
+struct ClassState {
+    active: *mut SpanHeader,
+    partial: SpanQueue,
+    full: SpanQueue,
+    /// Spans of this class the heap owns (active + partial + full).
+    owned: u32,
+}
+
+/// A private cache of free span runs of one run class, linked through `SpanLocal::next`.
+#[derive(Clone, Copy)]
+struct RunCache {
+    head: *mut SpanHeader,
+    len: u32,
+}
+
+/// Owner-only state of a heap.
+pub struct HeapLocal {
+    /// Next heap bound to the same thread (one per allocator instance it used).
+    pub bound_next: *mut Heap,
+    classes: [ClassState; MAX_CLASSES],
+    runs: [RunCache; RUN_CLASSES],
+    /// A span a helper left when the heap had already found one, and its run class.
+    spare: (*mut SpanHeader, usize),
+    /// Which heap to help next.
+    help_cursor: usize,
+}
+
+/// Counters a heap's owner updates (plain load + store: one writer) and anyone may read.
+#[derive(Default)]
+pub struct Counters {
+    /// Successful allocations.
+    pub allocations: AtomicU64,
+    /// Frees performed by this heap's thread (local or remote).
+    pub deallocations: AtomicU64,
+    /// Block bytes handed out.
+    pub bytes_allocated: AtomicU64,
+    /// Block bytes freed by this heap's thread.
+    pub bytes_freed: AtomicU64,
+    /// Most steps of one allocation.
+    pub max_alloc_steps: AtomicU64,
+    /// Most steps of one free.
+    pub max_free_steps: AtomicU64,
+}
+
+#[inline]
+fn bump(counter: &AtomicU64, by: u64) {
+    counter.store(counter.load(Ordering::Relaxed) + by, Ordering::Relaxed);
+}
+
+#[inline]
+fn raise(max: &AtomicU64, value: u64) {
+    if value > max.load(Ordering::Relaxed) {
+        max.store(value, Ordering::Relaxed);
+    }
+}
+
+/// A per-thread heap. Lives in its own small mapping, never unmapped, so a pointer to it
+/// stays valid for the life of the process.
+pub struct Heap {
+    /// `pthread_self()` of the owning thread, or 0 when free to adopt.
+    pub owner_tid: AtomicUsize,
+    /// Next heap of the same allocator (registry list; set before the heap is published).
+    pub registry_next: AtomicPtr<Heap>,
+    /// Allocator instance this heap belongs to.
+    pub instance: u64,
+    /// This heap's help record.
+    pub help: CachePadded<HelpRecord>,
+    /// Public lists of free span runs, one per run class.
+    pub public: [SpanList; RUN_CLASSES],
+    /// Counters.
+    pub counters: Counters,
+    /// Owner-only state.
+    pub local: UnsafeCell<HeapLocal>,
+}
+
+impl Heap {
+    /// Writes a fresh heap at `at`.
+    ///
+    /// # Safety
+    ///
+    /// `at` is writable, aligned, exclusively owned memory for a `Heap`.
+    pub unsafe fn init(at: *mut Heap, instance: u64) {
+        // SAFETY: the caller gives us the memory.
+        unsafe {
+            at.write(Heap {
+                owner_tid: AtomicUsize::new(0),
+                registry_next: AtomicPtr::new(ptr::null_mut()),
+                instance,
+                help: CachePadded::new(HelpRecord::new()),
+                public: [const { SpanList::new() }; RUN_CLASSES],
+                counters: Counters::default(),
+                local: UnsafeCell::new(HeapLocal {
+                    bound_next: ptr::null_mut(),
+                    classes: [ClassState {
+                        active: ptr::null_mut(),
+                        partial: SpanQueue::EMPTY,
+                        full: SpanQueue::EMPTY,
+                        owned: 0,
+                    }; MAX_CLASSES],
+                    runs: [RunCache {
+                        head: ptr::null_mut(),
+                        len: 0,
+                    }; RUN_CLASSES],
+                    spare: (ptr::null_mut(), 0),
+                    help_cursor: 0,
+                }),
+            })
+        }
+    }
+
+    /// Owner-only state.
+    ///
+    /// # Safety
+    ///
+    /// Only the owning thread calls this, and does not hold two results at once.
+    #[inline]
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn local(&self) -> &mut HeapLocal {
+        // SAFETY: per the contract.
+        unsafe { &mut *self.local.get() }
+    }
+
+    fn as_ptr(&self) -> *mut Heap {
+        self as *const Heap as *mut Heap
+    }
+
+    /// Allocates a block of size class `class`. Null if out of memory.
+    ///
+    /// # Safety
+    ///
+    /// Called by the heap's owner; `class` is below the allocator's class count.
+    #[inline]
+    pub unsafe fn alloc_small(&self, wf: &WfSpan, class: usize) -> *mut u8 {
+        // SAFETY: owner-only access per the contract.
+        let span = unsafe { self.local().classes[class].active };
+        if !span.is_null() {
+            // SAFETY: the active span is owned by this heap.
+            let block = unsafe { (*span).take_local(wf.config.span_bytes) };
+            if !block.is_null() {
+                self.count_alloc(class_block_bytes(span), 1);
+                return block;
+            }
+        }
+        // SAFETY: as above.
+        unsafe { self.alloc_small_slow(wf, class) }
+    }
+
+    #[cold]
+    unsafe fn alloc_small_slow(&self, wf: &WfSpan, class: usize) -> *mut u8 {
+        let span_bytes = wf.config.span_bytes;
+        let mut steps = 1;
+        // SAFETY: (for the whole block) owner-only access to this heap and the spans it owns.
+        unsafe {
+            let cs: *mut ClassState = ptr::addr_of_mut!((*self.local.get()).classes[class]);
+            let active = (*cs).active;
+            if !active.is_null() {
+                // 1. Remote frees of the active span.
+                steps += (*active).drain_remote();
+                let block = (*active).take_local(span_bytes);
+                if !block.is_null() {
+                    return self.finish_alloc(active, block, steps);
+                }
+                (*cs).full.push_back(active, ListId::Full);
+                (*cs).active = ptr::null_mut();
+            }
+            // 2. A span with local free blocks.
+            let span = (*cs).partial.pop_front();
+            if !span.is_null() {
+                steps += 1;
+                return self.activate(cs, span, span_bytes, steps);
+            }
+            // 3. One full span's remote frees (round robin: it goes to the back).
+            let span = (*cs).full.pop_front();
+            if !span.is_null() {
+                steps += 1 + (*span).drain_remote();
+                if (*span).has_local() {
+                    return self.activate(cs, span, span_bytes, steps);
+                }
+                (*cs).full.push_back(span, ListId::Full);
+            }
+            // 4. A new span; discard the oldest full span first if the class is at K.
+            if (*cs).owned >= wf.config.spans_per_class {
+                let old = (*cs).full.pop_front();
+                if !old.is_null() {
+                    steps += 1;
+                    (*cs).owned -= 1;
+                    self.discard(wf, old);
+                }
+            }
+            let span = self.acquire_run(wf, 0, &mut steps);
+            if span.is_null() {
+                raise(&self.counters.max_alloc_steps, steps);
+                return ptr::null_mut();
+            }
+            SpanHeader::format_small(span, class, span_bytes, self.as_ptr());
+            (*cs).owned += 1;
+            self.activate(cs, span, span_bytes, steps)
+        }
+    }
+
+    /// Makes `span` the active span of its class and takes a block from it.
+    ///
+    /// # Safety
+    /// Owner only; `span` is owned by this heap, on no list, and has a free block.
+    unsafe fn activate(
+        &self,
+        cs: *mut ClassState,
+        span: *mut SpanHeader,
+        span_bytes: usize,
+        steps: u64,
+    ) -> *mut u8 {
+        // SAFETY: per the contract.
+        unsafe {
+            (*cs).active = span;
+            let block = (*span).take_local(span_bytes);
+            debug_assert!(!block.is_null());
+            self.finish_alloc(span, block, steps)
+        }
+    }
+
+    #[inline]
+    fn finish_alloc(&self, span: *mut SpanHeader, block: *mut u8, steps: u64) -> *mut u8 {
+        self.count_alloc(class_block_bytes(span), steps);
+        block
+    }
+
+    #[inline]
+    fn count_alloc(&self, bytes: u64, steps: u64) {
+        bump(&self.counters.allocations, 1);
+        bump(&self.counters.bytes_allocated, bytes);
+        raise(&self.counters.max_alloc_steps, steps);
+    }
+
+    #[inline]
+    fn count_free(&self, bytes: u64, steps: u64) {
+        bump(&self.counters.deallocations, 1);
+        bump(&self.counters.bytes_freed, bytes);
+        raise(&self.counters.max_free_steps, steps);
+    }
+
+    /// Frees `block` of small span `span`, which this heap owns.
+    ///
+    /// # Safety
+    /// Owner only; `block` is a live block of `span`, and `span.owner` is this heap.
+    #[inline]
+    pub unsafe fn free_local(&self, wf: &WfSpan, span: *mut SpanHeader, block: *mut u8) {
+        // SAFETY: per the contract.
+        unsafe {
+            (*span).put_local(block);
+            let class = (*span).class as usize;
+            let cs: *mut ClassState = ptr::addr_of_mut!((*self.local.get()).classes[class]);
+            let mut steps = 1;
+            if (*cs).active != span {
+                let local = (*span).local();
+                if local.allocated == 0 {
+                    // Every block is back: the span returns to the run cache.
+                    match local.list {
+                        ListId::Partial => (*cs).partial.unlink(span),
+                        ListId::Full => (*cs).full.unlink(span),
+                        ListId::None => {}
+                    }
+                    (*cs).owned -= 1;
+                    SpanHeader::reset(span);
+                    steps += self.give_run(wf, span, 0);
+                } else if local.list == ListId::Full {
+                    (*cs).full.unlink(span);
+                    (*cs).partial.push_back(span, ListId::Partial);
+                    steps += 1;
+                }
+            }
+            self.count_free(u64::from((*span).block_bytes), steps);
+        }
+    }
+
+    /// Forgets a full span that still has blocks out; its last remote freer reclaims it.
+    ///
+    /// # Safety
+    /// Owner only; `span` is owned by this heap and on no list.
+    unsafe fn discard(&self, wf: &WfSpan, span: *mut SpanHeader) {
+        // SAFETY: per the contract; after the `discard` below we touch the span again only
+        // if the counter says every block is already back.
+        unsafe {
+            (*span).owner.store(ptr::null_mut(), Ordering::Relaxed);
+            let local = (*span).local();
+            let total = local.remote_consumed + u64::from(local.allocated);
+            if (*span).reclaim.discard(total) {
+                SpanHeader::reset(span);
+                self.give_run(wf, span, 0);
+            }
+        }
+    }
+
+    /// Returns a free span run of class `run` to this heap: the private cache if it has
+    /// room, else one attempt at the public list, else the private cache anyway (over its
+    /// limit until the next release). Returns the steps taken (at most 2).
+    ///
+    /// # Safety
+    /// Owner only; the caller holds `span` exclusively and nothing in it is live.
+    pub unsafe fn give_run(&self, wf: &WfSpan, span: *mut SpanHeader, run: usize) -> u64 {
+        // SAFETY: per the contract.
+        unsafe {
+            let cache = &mut self.local().runs[run];
+            if cache.len >= wf.config.cached_runs
+                && self.public[run].push_once((*span).index, &(*span).link)
+            {
+                return 2;
+            }
+            (*span).local().next = cache.head;
+            cache.head = span;
+            cache.len += 1;
+            1
+        }
+    }
+
+    /// Takes a free span run of class `run` (one span for `run == 0`): see the module
+    /// documentation for the order of sources. Null if the region is exhausted.
+    ///
+    /// # Safety
+    /// Owner only.
+    pub unsafe fn acquire_run(&self, wf: &WfSpan, run: usize, steps: &mut u64) -> *mut SpanHeader {
+        // SAFETY: (for the whole block) owner-only access; spans taken from lists are held exclusively.
+        unsafe {
+            let local = self.local();
+            // The spare span a helper left.
+            if !local.spare.0.is_null() && local.spare.1 == run {
+                *steps += 1;
+                return core::mem::replace(&mut local.spare.0, ptr::null_mut());
+            }
+            // The private cache.
+            let cache = &mut local.runs[run];
+            if !cache.head.is_null() {
+                *steps += 1;
+                let span = cache.head;
+                cache.head = (*span).local().next;
+                cache.len -= 1;
+                return span;
+            }
+            // The own public list, one attempt.
+            *steps += 1;
+            if let Some(index) = self.public[run].pop_once(|i| wf.link_of(i)) {
+                return wf.span_at(index);
+            }
+            // Help one other heap (H = 1).
+            *steps += self.help_one(wf);
+            // Ask for help, then try every other heap once (P = N) and the orphans.
+            self.help.request(run as u32);
+            let mut found = ptr::null_mut();
+            let mut heap = wf.heaps.load(Ordering::Acquire);
+            while !heap.is_null() {
+                *steps += 1;
+                if heap != self.as_ptr()
+                    && let Some(index) = (*heap).public[run].pop_once(|i| wf.link_of(i))
+                {
+                    found = wf.span_at(index);
+                    break;
+                }
+                heap = (*heap).registry_next.load(Ordering::Acquire);
+            }
+            if found.is_null() {
+                *steps += 1;
+                if let Some(index) = wf.orphans[run].pop_once(|i| wf.link_of(i)) {
+                    found = wf.span_at(index);
+                }
+            }
+            *steps += 1;
+            if let Collected::Span(index) = self.help.collect() {
+                let given = wf.span_at(index);
+                if found.is_null() {
+                    found = given;
+                } else {
+                    // Two spans: keep the helper's for the next acquisition.
+                    let local = self.local();
+                    if local.spare.0.is_null() {
+                        local.spare = (given, run);
+                    } else {
+                        let cache = &mut local.runs[run];
+                        (*given).local().next = cache.head;
+                        cache.head = given;
+                        cache.len += 1;
+                        *steps += 1;
+                    }
+                }
+            }
+            if !found.is_null() {
+                return found;
+            }
+            // A fresh span run from the region.
+            *steps += 1;
+            wf.fresh_run(run)
+        }
+    }
+
+    /// Looks at one other heap's help record and, if it asks for a kind of span this heap
+    /// has spare in its private cache, hands one over. Returns the steps taken.
+    ///
+    /// # Safety
+    /// Owner only.
+    unsafe fn help_one(&self, wf: &WfSpan) -> u64 {
+        // SAFETY: (for the whole block) owner-only access; a span handed over leaves our cache first.
+        unsafe {
+            let count = wf.heap_count.load(Ordering::Acquire);
+            if count < 2 {
+                return 0;
+            }
+            let local = self.local();
+            local.help_cursor = (local.help_cursor + 1) % count;
+            let mut steps = 1;
+            let mut heap = wf.heaps.load(Ordering::Acquire);
+            for _ in 0..local.help_cursor {
+                if heap.is_null() {
+                    break;
+                }
+                heap = (*heap).registry_next.load(Ordering::Acquire);
+                steps += 1;
+            }
+            if heap.is_null() || heap == self.as_ptr() {
+                return steps;
+            }
+            let Some(run) = (*heap).help.pending() else {
+                return steps;
+            };
+            let run = run as usize;
+            if run >= RUN_CLASSES {
+                return steps;
+            }
+            let cache = &mut local.runs[run];
+            if cache.head.is_null() {
+                return steps;
+            }
+            let span = cache.head;
+            cache.head = (*span).local().next;
+            cache.len -= 1;
+            steps += 1;
+            if !(*heap).help.complete(run as u32, (*span).index) {
+                // The request was withdrawn or already served: keep the span.
+                (*span).local().next = cache.head;
+                cache.head = span;
+                cache.len += 1;
+            }
+            steps
+        }
+    }
+
+    /// Allocates an object in a span run of class `run`. Null if out of memory.
+    ///
+    /// # Safety
+    /// Owner only; `offset + size` fits the run and `offset < span_bytes`.
+    pub unsafe fn alloc_run(&self, wf: &WfSpan, run: usize, offset: usize) -> *mut u8 {
+        let mut steps = 1;
+        // SAFETY: per the contract; the run is held exclusively until handed out.
+        unsafe {
+            let span = self.acquire_run(wf, run, &mut steps);
+            if span.is_null() {
+                raise(&self.counters.max_alloc_steps, steps);
+                return ptr::null_mut();
+            }
+            (*span).kind = Kind::Run;
+            (*span).run_class = run as u8;
+            (*span).object_offset = offset;
+            self.count_alloc((wf.config.span_bytes << run) as u64 - offset as u64, steps);
+            span.cast::<u8>().add(offset)
+        }
+    }
+
+    /// Frees the object of span run `span` (any thread may: the freer adopts the run).
+    ///
+    /// # Safety
+    /// Owner of this heap only; the run's object is live and is not used again.
+    pub unsafe fn free_run(&self, wf: &WfSpan, span: *mut SpanHeader) {
+        // SAFETY: per the contract: the object was the run's only block, so the freer holds
+        // the whole run now.
+        unsafe {
+            let run = (*span).run_class as usize;
+            let bytes = (wf.config.span_bytes << run) as u64 - (*span).object_offset as u64;
+            (*span).kind = Kind::Small;
+            (*span).local().list = ListId::None;
+            let steps = 1 + self.give_run(wf, span, run);
+            self.count_free(bytes, steps);
+        }
+    }
+
+    /// Counts a remote free of a small block performed by this heap's thread.
+    pub fn count_remote_free(&self, bytes: u64, steps: u64) {
+        self.count_free(bytes, steps);
+    }
+}
+
+/// Block size of a small span, as a counter value.
+#[inline]
+fn class_block_bytes(span: *mut SpanHeader) -> u64 {
+    // SAFETY: `span` is a formatted small span; `block_bytes` is immutable while it is.
+    u64::from(unsafe { (*span).block_bytes })
+}
+
+/// Where the object of a span run of `run_bytes` with alignment `align` starts: after the
+/// header, aligned.
+pub fn run_object_offset(align: usize) -> usize {
+    HEADER_BYTES.next_multiple_of(align)
+}

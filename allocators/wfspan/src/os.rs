@@ -1,0 +1,88 @@
+//! What wfspan takes from the OS: one large reservation of address space for spans, small
+//! mappings for heap metadata, and direct mappings for huge blocks.
+//!
+//! The span region is reserved once (`MAP_NORESERVE`: address space, not memory) and handed
+//! out with a `fetch_add` on a bump pointer, so taking a fresh span is one wait-free RMW; the
+//! kernel supplies physical pages on first touch. Huge blocks are the one place wfspan calls
+//! `mmap`/`munmap` on the allocation path: documented as not wait-free.
+
+use core::ptr::{self, NonNull};
+
+/// Maps `len` bytes of fresh zeroed memory, or `None`.
+///
+/// `reserve_only`: address space without committing swap (`MAP_NORESERVE`).
+pub fn map(len: usize, reserve_only: bool) -> Option<NonNull<u8>> {
+    let flags = libc::MAP_PRIVATE
+        | libc::MAP_ANONYMOUS
+        | if reserve_only { libc::MAP_NORESERVE } else { 0 };
+    // SAFETY: an anonymous mapping without an address hint has no preconditions.
+    let addr = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            -1,
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        None
+    } else {
+        NonNull::new(addr.cast())
+    }
+}
+
+/// Unmaps `len` bytes at `addr`.
+///
+/// # Safety
+///
+/// `addr..addr + len` is (part of) a mapping made by [`map`] that nothing uses any more.
+pub unsafe fn unmap(addr: NonNull<u8>, len: usize) {
+    // SAFETY: the caller guarantees the range is ours and unused.
+    unsafe { libc::munmap(addr.as_ptr().cast(), len) };
+}
+
+/// Reserves an address range of up to `len` bytes aligned to `align` (a power of two): tries
+/// `len`, then halves down to `min_len`. Returns the aligned start and the usable length.
+pub fn reserve_aligned(len: usize, min_len: usize, align: usize) -> Option<(NonNull<u8>, usize)> {
+    let mut want = len;
+    while want >= min_len {
+        if let Some(start) = map_aligned_with(want, align, true) {
+            return Some((start, want));
+        }
+        want /= 2;
+    }
+    None
+}
+
+/// Maps `len` bytes of committed memory aligned to `align` (a power of two). Returns the
+/// start and the length (to unmap with [`unmap`]).
+pub fn map_aligned(len: usize, align: usize) -> Option<(NonNull<u8>, usize)> {
+    map_aligned_with(len, align, false).map(|start| (start, len))
+}
+
+fn map_aligned_with(len: usize, align: usize, reserve_only: bool) -> Option<NonNull<u8>> {
+    let base = map(len.checked_add(align)?, reserve_only)?;
+    let start = (base.as_ptr() as usize).next_multiple_of(align);
+    let lead = start - base.as_ptr() as usize;
+    // SAFETY: trimming the unaligned lead and the unused tail of our own fresh mapping.
+    unsafe {
+        if lead > 0 {
+            unmap(base, lead);
+        }
+        let tail = align - lead;
+        if tail > 0 {
+            unmap(NonNull::new_unchecked((start + len) as *mut u8), tail);
+        }
+        // `start` lies inside a successful mapping, hence non-null.
+        Some(NonNull::new_unchecked(start as *mut u8))
+    }
+}
+
+/// The system page size.
+pub fn page_bytes() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if page > 0 { page as usize } else { 4096 }
+}

@@ -1,0 +1,281 @@
+//! Per-span remote-free lists: wait-free multi-producer, single-consumer.
+//!
+//! A thread that frees a block of a span it does not own pushes the block here; the span's
+//! owner takes the whole list with one swap. The push is the paper's non-linearizable
+//! two-step:
+//!
+//! ```text
+//!   producer:  node.next = PENDING;  prev = head.swap(node);  node.next = prev;
+//!   consumer:  chain = head.swap(null);  walk chain while next != PENDING
+//! ```
+//!
+//! Both sides finish in a bounded number of steps (no CAS retry loop). The price: a producer
+//! paused between its swap and its link leaves its node — and everything pushed before it
+//! that the consumer has not yet taken — unreachable for a while. The consumer must not hand
+//! out such a *stalled* node (the producer is about to write its link word), so it parks it
+//! on a *deferred* list, threaded through the node's second word, which producers never
+//! touch, and looks again at the next [`RemoteFreeList::drain`]. Memory stranded this way is
+//! bounded by one chain per paused producer.
+//!
+//! Nodes are the freed blocks themselves (every block is at least 16 bytes: two words).
+//!
+//! Memory ordering: the producer's final `Release` store of `next` pairs with the consumer's
+//! `Acquire` load of it, so a consumer that sees a link also sees the node it points to as
+//! it was when pushed. The producer's swap (`AcqRel`) pairs with the consumer's swap
+//! (`Acquire`) so the consumer sees `PENDING` or the link, never the block's old contents.
+
+use core::ptr;
+
+use alloclab_core::sync::atomic::{AtomicPtr, Ordering};
+
+/// The first two words of a free block on a remote-free list.
+#[repr(C)]
+pub struct Node {
+    /// Link to the node pushed before this one; [`PENDING`] between the producer's swap and
+    /// its link.
+    next: AtomicPtr<Node>,
+    /// Consumer-only: link in the consumer's deferred list.
+    deferred_next: *mut Node,
+}
+
+/// The link value of a node whose producer has swapped it in but not yet linked it. Blocks
+/// are at least 16-byte aligned, so address 1 is never a node.
+pub const PENDING: *mut Node = ptr::without_provenance_mut(1);
+
+impl Node {
+    /// A node as it is before being pushed.
+    pub fn new() -> Self {
+        Self {
+            next: AtomicPtr::new(ptr::null_mut()),
+            deferred_next: ptr::null_mut(),
+        }
+    }
+}
+
+impl Default for Node {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A wait-free MPSC list of free blocks (see the [module documentation](self)).
+pub struct RemoteFreeList {
+    head: AtomicPtr<Node>,
+}
+
+/// Consumer-side state kept between drains: nodes whose producers had not linked them yet.
+#[derive(Debug)]
+pub struct Deferred {
+    head: *mut Node,
+    len: usize,
+}
+
+impl Deferred {
+    /// No deferred nodes.
+    pub const fn new() -> Self {
+        Self {
+            head: ptr::null_mut(),
+            len: 0,
+        }
+    }
+
+    /// How many stalled chains are parked.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether none is parked.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Default for Deferred {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RemoteFreeList {
+    /// An empty list.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        Self {
+            head: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    /// An empty list.
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self {
+            head: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    /// Pushes a freed block: three stores, no retry. Wait-free, 1 step.
+    ///
+    /// # Safety
+    ///
+    /// `node` points to at least two writable, 8-aligned words that nobody else uses until a
+    /// consumer hands the node out again.
+    #[inline]
+    pub unsafe fn push(&self, node: *mut Node) {
+        // SAFETY: the caller gives us the node's memory; `next` is its first word, written
+        // as an atomic so a consumer may read it concurrently.
+        unsafe {
+            ptr::addr_of_mut!((*node).next).write(AtomicPtr::new(PENDING));
+            let prev = self.head.swap(node, Ordering::AcqRel);
+            (*node).next.store(prev, Ordering::Release);
+        }
+    }
+
+    /// Forgets every node, for a span being reused.
+    ///
+    /// Only when no push is under way and none will start: every block of the span is back.
+    pub fn reset(&self) {
+        self.head.store(ptr::null_mut(), Ordering::Relaxed);
+    }
+
+    /// Whether the list looks empty (a hint: a push may be under way).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.head.load(Ordering::Relaxed).is_null()
+    }
+
+    /// Takes every node pushed so far and hands each linked one to `consume`, parking
+    /// stalled chains in `deferred` and retrying those parked before. Returns the number of
+    /// steps taken (nodes visited plus deferred entries looked at), which is at most the
+    /// number of nodes handed out plus `2 × deferred.len()` plus one.
+    ///
+    /// `consume` receives each node exactly once over the life of the list, after its `next`
+    /// has been read: it may reuse the node's memory at once.
+    ///
+    /// # Safety
+    ///
+    /// Only one thread (the owner) calls `drain` on this list, always with the same
+    /// `deferred`, and every node was pushed with [`push`](Self::push).
+    pub unsafe fn drain(&self, deferred: &mut Deferred, mut consume: impl FnMut(*mut Node)) -> u64 {
+        let mut steps = 1;
+        // Retry parked nodes first: a parked node whose link has arrived leads to the rest
+        // of its chain.
+        let mut parked = core::mem::take(deferred);
+        while !parked.head.is_null() {
+            let node = parked.head;
+            // SAFETY: parked nodes belong to this consumer; `deferred_next` is consumer-only.
+            parked.head = unsafe { (*node).deferred_next };
+            steps += 1;
+            // SAFETY: as in `walk`.
+            steps += unsafe { Self::walk(node, deferred, &mut consume) };
+        }
+        let chain = self.head.swap(ptr::null_mut(), Ordering::Acquire);
+        if !chain.is_null() {
+            // SAFETY: the chain was pushed with `push`; we are its only consumer.
+            steps += unsafe { Self::walk(chain, deferred, &mut consume) };
+        }
+        steps
+    }
+
+    /// Walks a chain from `node`, consuming linked nodes, parking the first stalled one.
+    ///
+    /// # Safety
+    ///
+    /// `node` heads a chain taken from the list by its only consumer.
+    unsafe fn walk(
+        mut node: *mut Node,
+        deferred: &mut Deferred,
+        consume: &mut impl FnMut(*mut Node),
+    ) -> u64 {
+        let mut steps = 0;
+        while !node.is_null() {
+            steps += 1;
+            // SAFETY: `node` was pushed and not yet consumed: its first word is the atomic
+            // link, written by its producer only.
+            let next = unsafe { (*node).next.load(Ordering::Acquire) };
+            if next == PENDING {
+                // SAFETY: the second word is consumer-only; the producer writes only `next`.
+                unsafe { (*node).deferred_next = deferred.head };
+                deferred.head = node;
+                deferred.len += 1;
+                return steps;
+            }
+            consume(node);
+            node = next;
+        }
+        steps
+    }
+}
+
+impl Default for RemoteFreeList {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Tells the last remote freer of a discarded span that it must reclaim it.
+///
+/// Every remote free, after its push, counts itself with one `fetch_add`. An owner that
+/// discards a span (stops tracking it while blocks are still out) sets the total number of
+/// remote frees the span will ever see — those it consumed plus the blocks still out — and
+/// raises the `DISCARDED` flag with one RMW. Exactly one party then sees the count reach the
+/// target: the owner, if every free already happened, or else the freer whose increment
+/// completes it. Both sides are one RMW: wait-free.
+pub struct ReclaimCounter {
+    count: AtomicU64,
+    target: AtomicU64,
+}
+
+use alloclab_core::sync::atomic::AtomicU64;
+
+const DISCARDED: u64 = 1 << 63;
+
+impl ReclaimCounter {
+    /// A counter for a span with no remote frees yet.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        Self {
+            count: AtomicU64::new(0),
+            target: AtomicU64::new(0),
+        }
+    }
+
+    /// A counter for a span with no remote frees yet.
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self {
+            count: AtomicU64::new(0),
+            target: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one remote free (after its push). Returns `true` if the span was discarded and
+    /// this free was the last one out: the caller must reclaim the span.
+    #[inline]
+    pub fn remote_free_done(&self) -> bool {
+        let old = self.count.fetch_add(1, Ordering::AcqRel);
+        // The target was stored before the `Release` half of `discard`'s RMW, and this RMW
+        // reads from its release sequence, so the load below sees it.
+        old & DISCARDED != 0 && (old & !DISCARDED) + 1 == self.target.load(Ordering::Relaxed)
+    }
+
+    /// Discards the span: it will see `total_remote_frees` remote frees over its life (those
+    /// already counted included). Returns `true` if all of them already happened: the caller
+    /// must reclaim the span itself. Called once, by the owner.
+    pub fn discard(&self, total_remote_frees: u64) -> bool {
+        self.target.store(total_remote_frees, Ordering::Relaxed);
+        let old = self.count.fetch_or(DISCARDED, Ordering::AcqRel);
+        old & !DISCARDED == total_remote_frees
+    }
+
+    /// Forgets all counts, for a span being reused. Only by the one party that owns the span.
+    pub fn reset(&self) {
+        self.count.store(0, Ordering::Relaxed);
+        self.target.store(0, Ordering::Relaxed);
+    }
+}
+
+impl Default for ReclaimCounter {
+    fn default() -> Self {
+        Self::new()
+    }
+}

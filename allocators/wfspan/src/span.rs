@@ -1,0 +1,297 @@
+//! Spans: the unit wfspan manages.
+//!
+//! A span is `span_bytes` of the region (64 KiB by default), aligned to its size, starting
+//! with a [`SpanHeader`]. Any block's header is found by masking:
+//! `header = (block - 1) & !(span_bytes - 1)` (minus one, so that a block aligned to the
+//! span size — only huge ones — finds a header placed one span before it).
+//!
+//! Three kinds share the header:
+//!
+//! ```text
+//!  small span  [header | ... uncarved ... | blk | blk | blk ]   blocks of one class, carved
+//!                                                               backwards from the end
+//!  span run    [header | object ........................ ]      2^r spans, one object
+//!  huge        [header | object ............................ ]  its own mapping
+//! ```
+//!
+//! A small span's state is split by who may touch it:
+//!
+//! * owner-only ([`SpanLocal`]): the local free list, the carving cursor, how many blocks
+//!   are out, the deferred stalled remote frees, list links. Only the thread that owns the
+//!   span's heap touches them.
+//! * shared: the owner word, the public-list link, the remote-free list and the reclaim
+//!   counter — on their own cache lines, so remote freers do not bounce the owner's line.
+
+use core::cell::UnsafeCell;
+use core::ptr;
+
+use alloclab_core::sync::atomic::{AtomicPtr, Ordering};
+use crossbeam_utils::CachePadded;
+
+use crate::heap::Heap;
+use crate::remote_free::{Deferred, Node, ReclaimCounter, RemoteFreeList};
+use crate::size_class::class_bytes;
+use crate::span_list::Link;
+
+/// What a span holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// Blocks of one size class.
+    Small = 1,
+    /// One object in a run of 2^r spans.
+    Run = 2,
+    /// One object in its own OS mapping.
+    Huge = 3,
+}
+
+/// Which of its heap's lists a small span is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListId {
+    /// None: the active span, a cached empty span, or not owned.
+    None,
+    /// Spans with free blocks on their local free list.
+    Partial,
+    /// Spans whose free blocks, if any, are on their remote list.
+    Full,
+}
+
+/// Owner-only state of a small span.
+pub struct SpanLocal {
+    /// Local free list (through the blocks' first word).
+    pub free: *mut u8,
+    /// Blocks carved so far (carving goes from the span's end backwards).
+    pub carved: u32,
+    /// Blocks handed out and not yet back on the local free list (includes blocks freed
+    /// remotely whose frees the owner has not consumed yet).
+    pub allocated: u32,
+    /// Remote frees the owner consumed since the span was formatted.
+    pub remote_consumed: u64,
+    /// Stalled remote frees (see `remote_free`).
+    pub deferred: Deferred,
+    /// Links in the owner's partial/full list, or in a run cache (`next` only).
+    pub prev: *mut SpanHeader,
+    /// See `prev`.
+    pub next: *mut SpanHeader,
+    /// Which list the span is on.
+    pub list: ListId,
+}
+
+/// The header at the start of every span, span run and huge mapping.
+#[repr(C)]
+pub struct SpanHeader {
+    /// What the span holds.
+    pub kind: Kind,
+    /// Run class (2^r spans) of a span run; 0 for a small span.
+    pub run_class: u8,
+    /// Size class of a small span.
+    pub class: u16,
+    /// Block size of a small span.
+    pub block_bytes: u32,
+    /// Blocks that fit in a small span.
+    pub block_count: u32,
+    /// Index of the span in the region (runs: of their first span).
+    pub index: u32,
+    /// Runs and huge blocks: offset of the object from the mapping start.
+    pub object_offset: usize,
+    /// Huge blocks: the mapping's start and length.
+    pub mapping: (usize, usize),
+    /// The heap that owns a small span; null when none does (published, discarded, cached
+    /// by nobody). Compared, never dereferenced, by non-owners.
+    pub owner: AtomicPtr<Heap>,
+    /// Link for the public span lists.
+    pub link: Link,
+    /// Owner-only state.
+    pub local: UnsafeCell<SpanLocal>,
+    /// Frees from threads other than the owner.
+    pub remote: CachePadded<RemoteFreeList>,
+    /// Who reclaims a discarded span.
+    pub reclaim: CachePadded<ReclaimCounter>,
+}
+
+/// Bytes reserved for the header at the start of a span.
+pub const HEADER_BYTES: usize = core::mem::size_of::<SpanHeader>().next_multiple_of(64);
+
+impl SpanHeader {
+    /// Writes a fresh header for span `index` at `at`.
+    ///
+    /// # Safety
+    ///
+    /// `at` is the writable, exclusively owned start of a span, run or huge mapping.
+    pub unsafe fn init(at: *mut SpanHeader, index: u32) {
+        // SAFETY: the caller gives us the memory.
+        unsafe {
+            at.write(SpanHeader {
+                kind: Kind::Small,
+                run_class: 0,
+                class: 0,
+                block_bytes: 0,
+                block_count: 0,
+                index,
+                object_offset: 0,
+                mapping: (0, 0),
+                owner: AtomicPtr::new(ptr::null_mut()),
+                link: Link::new(),
+                local: UnsafeCell::new(SpanLocal {
+                    free: ptr::null_mut(),
+                    carved: 0,
+                    allocated: 0,
+                    remote_consumed: 0,
+                    deferred: Deferred::new(),
+                    prev: ptr::null_mut(),
+                    next: ptr::null_mut(),
+                    list: ListId::None,
+                }),
+                remote: CachePadded::new(RemoteFreeList::new()),
+                reclaim: CachePadded::new(ReclaimCounter::new()),
+            })
+        }
+    }
+
+    /// The header of the span holding `block`.
+    #[inline]
+    pub fn of(block: *mut u8, span_bytes: usize) -> *mut SpanHeader {
+        ((block as usize - 1) & !(span_bytes - 1)) as *mut SpanHeader
+    }
+
+    /// Formats an unowned, empty span for blocks of `class`, owned by `owner`.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns `span` exclusively: no block of it is live, nobody else holds it.
+    pub unsafe fn format_small(
+        span: *mut SpanHeader,
+        class: usize,
+        span_bytes: usize,
+        owner: *mut Heap,
+    ) {
+        let block_bytes = class_bytes(class);
+        // SAFETY: exclusive ownership per the contract.
+        unsafe {
+            (*span).kind = Kind::Small;
+            (*span).run_class = 0;
+            (*span).class = class as u16;
+            (*span).block_bytes = block_bytes as u32;
+            (*span).block_count = ((span_bytes - HEADER_BYTES) / block_bytes) as u32;
+            (*span).owner.store(owner, Ordering::Relaxed);
+            let local = &mut *(*span).local.get();
+            local.free = ptr::null_mut();
+            local.carved = 0;
+            local.allocated = 0;
+            local.remote_consumed = 0;
+            local.deferred = Deferred::new();
+            local.prev = ptr::null_mut();
+            local.next = ptr::null_mut();
+            local.list = ListId::None;
+        }
+    }
+
+    /// Forgets every block of a span whose blocks are all free, so it can be reused for
+    /// anything: the one party that holds it calls this.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds `span` exclusively and no block of it is live; every remote free of
+    /// it has completed (so its remote list may be dropped).
+    pub unsafe fn reset(span: *mut SpanHeader) {
+        // SAFETY: exclusive ownership per the contract.
+        unsafe {
+            (*span).owner.store(ptr::null_mut(), Ordering::Relaxed);
+            (*span).remote.reset();
+            (*span).reclaim.reset();
+            let local = &mut *(*span).local.get();
+            local.free = ptr::null_mut();
+            local.carved = 0;
+            local.allocated = 0;
+            local.remote_consumed = 0;
+            local.deferred = Deferred::new();
+            local.list = ListId::None;
+        }
+    }
+
+    /// Owner-only state.
+    ///
+    /// # Safety
+    ///
+    /// Only the owner of the span (or the one party holding an unowned span) calls this, and
+    /// does not keep two of the references alive at once.
+    #[inline]
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn local(&self) -> &mut SpanLocal {
+        // SAFETY: per the contract, nobody else touches the owner-only state.
+        unsafe { &mut *self.local.get() }
+    }
+
+    /// Pops a block from the local free list or carves a new one; null if neither can.
+    ///
+    /// # Safety
+    ///
+    /// Owner only; `span_bytes` is the span size it was formatted with.
+    #[inline]
+    pub unsafe fn take_local(&self, span_bytes: usize) -> *mut u8 {
+        // SAFETY: owner-only access per the contract.
+        let local = unsafe { self.local() };
+        let block = local.free;
+        if !block.is_null() {
+            // SAFETY: a block on the local free list holds the next link in its first word.
+            local.free = unsafe { block.cast::<*mut u8>().read() };
+            local.allocated += 1;
+            return block;
+        }
+        if local.carved < self.block_count {
+            local.carved += 1;
+            local.allocated += 1;
+            let from_end = local.carved as usize * self.block_bytes as usize;
+            return (self as *const Self as usize + span_bytes - from_end) as *mut u8;
+        }
+        ptr::null_mut()
+    }
+
+    /// Puts a block back on the local free list (a local free, or a consumed remote free).
+    ///
+    /// # Safety
+    ///
+    /// Owner only; `block` is a block of this span that is no longer live.
+    #[inline]
+    pub unsafe fn put_local(&self, block: *mut u8) {
+        // SAFETY: owner-only access per the contract; the block is free memory of ours.
+        unsafe {
+            let local = self.local();
+            block.cast::<*mut u8>().write(local.free);
+            local.free = block;
+            local.allocated -= 1;
+        }
+    }
+
+    /// Consumes the span's remote frees onto its local free list. Returns the steps taken.
+    ///
+    /// # Safety
+    ///
+    /// Owner only.
+    #[inline]
+    pub unsafe fn drain_remote(&self) -> u64 {
+        // SAFETY: owner-only access. The deferred list is moved out for the walk so that
+        // `put_local` below never aliases it.
+        unsafe {
+            let mut deferred = core::mem::take(&mut self.local().deferred);
+            let steps = self.remote.drain(&mut deferred, |node: *mut Node| {
+                self.put_local(node.cast());
+                self.local().remote_consumed += 1;
+            });
+            self.local().deferred = deferred;
+            steps
+        }
+    }
+
+    /// Whether the owner could take a block now without draining.
+    ///
+    /// # Safety
+    ///
+    /// Owner only.
+    #[inline]
+    pub unsafe fn has_local(&self) -> bool {
+        // SAFETY: owner-only access.
+        let local = unsafe { self.local() };
+        !local.free.is_null() || local.carved < self.block_count
+    }
+}

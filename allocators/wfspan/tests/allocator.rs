@@ -1,0 +1,245 @@
+//! wfspan as an `Allocator`: every size and alignment, threads, remote frees, reallocation,
+//! step bounds and thread churn — under the `Checked` typestate wrapper where it applies.
+
+use core::alloc::Layout;
+use core::ptr::NonNull;
+use std::sync::mpsc;
+
+use alloclab_core::{Allocator, Checked, HostAllocator, MallocHeap, Policy};
+use alloclab_wfspan::{Config, WfSpan, step_bound};
+
+fn layout(size: usize, align: usize) -> Layout {
+    Layout::from_size_align(size, align).unwrap()
+}
+
+fn fill(ptr: NonNull<u8>, len: usize, seed: u8) {
+    // SAFETY: callers pass live blocks of at least `len` bytes.
+    unsafe { ptr.as_ptr().write_bytes(seed, len) };
+}
+
+fn check(ptr: NonNull<u8>, len: usize, seed: u8) {
+    // SAFETY: callers pass live blocks of at least `len` bytes that they filled.
+    let bytes = unsafe { core::slice::from_raw_parts(ptr.as_ptr(), len) };
+    assert!(bytes.iter().all(|&b| b == seed), "block contents changed");
+}
+
+#[test]
+fn every_size_and_alignment_is_served_aligned_and_disjoint() {
+    let heap = Checked::with_policy(WfSpan::new(), Policy::Record);
+    let mut live = Vec::new();
+    let sizes = [
+        1,
+        7,
+        16,
+        17,
+        100,
+        128,
+        129,
+        1000,
+        4096,
+        16384,
+        16385,
+        60000,
+        65536,
+        300_000,
+        3 << 20,
+    ];
+    let aligns = [1, 8, 16, 32, 64, 256, 4096, 65536, 1 << 20];
+    for (i, &size) in sizes.iter().enumerate() {
+        for &align in &aligns {
+            let l = layout(size, align);
+            let p = heap.allocate(l).unwrap();
+            assert_eq!(p.as_ptr() as usize % align, 0, "{size} B aligned {align}");
+            // SAFETY: live block of ours.
+            assert!(unsafe { heap.inner().usable_size(p) } >= size);
+            fill(p, size, i as u8);
+            live.push((p, l, i as u8));
+        }
+    }
+    for (p, l, seed) in live {
+        check(p, l.size(), seed);
+        // SAFETY: allocated above with `l`, freed once.
+        unsafe { heap.deallocate(p, l) };
+    }
+    assert!(heap.violations().is_empty(), "{:?}", heap.violations());
+    heap.check_stats().unwrap();
+    assert_eq!(heap.inner().stats().live_bytes, Some(0));
+}
+
+#[test]
+fn freed_blocks_are_reused_rather_than_growing_the_footprint() {
+    let heap = WfSpan::new();
+    let l = layout(64, 8);
+    for _ in 0..100 {
+        let blocks: Vec<_> = (0..10_000).map(|_| heap.allocate(l).unwrap()).collect();
+        for b in blocks {
+            // SAFETY: allocated above, freed once.
+            unsafe { heap.deallocate(b, l) };
+        }
+    }
+    let footprint = heap.stats().footprint_bytes.unwrap();
+    assert!(footprint < 4 << 20, "footprint grew to {footprint} bytes");
+}
+
+#[test]
+fn cross_thread_frees_under_checked_lose_nothing() {
+    let heap = Checked::with_policy(WfSpan::new(), Policy::Record);
+    let threads = 4;
+    let per_thread = 20_000;
+    std::thread::scope(|s| {
+        let mut senders = Vec::new();
+        let mut receivers = Vec::new();
+        for _ in 0..threads {
+            let (tx, rx) = mpsc::channel::<Vec<(usize, usize)>>();
+            senders.push(tx);
+            receivers.push(rx);
+        }
+        for (t, rx) in receivers.into_iter().enumerate() {
+            let tx = senders[(t + 1) % threads].clone();
+            let heap = &heap;
+            s.spawn(move || {
+                let mut batch = Vec::new();
+                for i in 0..per_thread {
+                    let size = 8 + (i * 37 + t * 11) % 3000;
+                    let p = heap.allocate(layout(size, 8)).unwrap();
+                    fill(p, size, (size % 251) as u8);
+                    batch.push((p.as_ptr() as usize, size));
+                    if batch.len() == 64 {
+                        tx.send(std::mem::take(&mut batch)).unwrap();
+                    }
+                    while let Ok(got) = rx.try_recv() {
+                        for (addr, size) in got {
+                            let p = NonNull::new(addr as *mut u8).unwrap();
+                            check(p, size, (size % 251) as u8);
+                            // SAFETY: allocated by a neighbour with this layout, sent here.
+                            unsafe { heap.deallocate(p, layout(size, 8)) };
+                        }
+                    }
+                }
+                tx.send(batch).unwrap();
+                drop(tx);
+                for got in rx {
+                    for (addr, size) in got {
+                        let p = NonNull::new(addr as *mut u8).unwrap();
+                        check(p, size, (size % 251) as u8);
+                        // SAFETY: as above.
+                        unsafe { heap.deallocate(p, layout(size, 8)) };
+                    }
+                }
+            });
+        }
+        drop(senders);
+    });
+    assert!(heap.violations().is_empty(), "{:?}", heap.violations());
+    assert_eq!(heap.live_blocks(), 0);
+    heap.check_stats().unwrap();
+}
+
+#[test]
+fn reallocation_within_the_size_class_stays_in_place_and_keeps_contents() {
+    let heap = WfSpan::new();
+    let p = heap.allocate(layout(100, 8)).unwrap();
+    fill(p, 100, 9);
+    // SAFETY: live block with that layout.
+    let q = unsafe { heap.reallocate(p, layout(100, 8), 110) }.unwrap();
+    assert_eq!(p, q, "100 -> 110 B stays in the 112 B class");
+    check(q, 100, 9);
+    // SAFETY: live block with that layout.
+    let r = unsafe { heap.reallocate(q, layout(110, 8), 5000) }.unwrap();
+    assert_ne!(q, r);
+    check(r, 100, 9);
+    // SAFETY: live block with that layout.
+    unsafe { heap.deallocate(r, layout(5000, 8)) };
+}
+
+#[test]
+fn steps_stay_within_the_bound_when_every_free_is_remote() {
+    let heap = WfSpan::new();
+    let threads = 4;
+    std::thread::scope(|s| {
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..threads)
+            .map(|_| mpsc::sync_channel::<Vec<usize>>(4))
+            .unzip();
+        for (t, rx) in rxs.into_iter().enumerate() {
+            let tx = txs[(t + 1) % threads].clone();
+            let heap = &heap;
+            s.spawn(move || {
+                for round in 0..200 {
+                    let blocks: Vec<usize> = (0..500)
+                        .map(|i| {
+                            heap.allocate(layout(16 + (i * 13 + round) % 2000, 8))
+                                .unwrap()
+                                .as_ptr() as usize
+                        })
+                        .collect();
+                    tx.send(blocks).unwrap();
+                    for addr in rx.recv().unwrap() {
+                        // SAFETY: a neighbour's block, freed once here: every free is remote.
+                        unsafe { heap.deallocate_unsized(NonNull::new(addr as *mut u8).unwrap()) };
+                    }
+                }
+            });
+        }
+    });
+    let stats = heap.stats();
+    let bound = step_bound(Config::DEFAULT.span_bytes, heap.heap_count() as u64);
+    let (alloc, free) = (
+        stats.max_alloc_steps.unwrap(),
+        stats.max_free_steps.unwrap(),
+    );
+    assert!(alloc >= 2, "the slow path never ran: {alloc}");
+    assert!(
+        alloc <= bound.alloc,
+        "alloc took {alloc} steps, bound {}",
+        bound.alloc
+    );
+    assert!(
+        free <= bound.free,
+        "free took {free} steps, bound {}",
+        bound.free
+    );
+}
+
+#[test]
+fn ten_thousand_short_lived_threads_reuse_a_handful_of_heaps() {
+    static HEAP: WfSpan = WfSpan::new();
+    for _ in 0..10_000 {
+        std::thread::spawn(|| {
+            let l = layout(48, 8);
+            let p = HEAP.allocate(l).unwrap();
+            // SAFETY: allocated just above.
+            unsafe { HEAP.deallocate(p, l) };
+        })
+        .join()
+        .unwrap();
+    }
+    assert!(
+        HEAP.heap_count() <= 4,
+        "{} heaps for sequential threads",
+        HEAP.heap_count()
+    );
+    let footprint = HEAP.stats().footprint_bytes.unwrap();
+    assert!(footprint < 8 << 20, "footprint {footprint}");
+}
+
+#[test]
+fn zero_size_requests_get_distinct_blocks() {
+    let heap = WfSpan::new();
+    let a = heap.allocate(layout(0, 1)).unwrap();
+    let b = heap.allocate(layout(0, 1)).unwrap();
+    assert_ne!(a, b);
+    // SAFETY: both live, freed once.
+    unsafe {
+        heap.deallocate(a, layout(0, 1));
+        heap.deallocate(b, layout(0, 1));
+    }
+}
+
+#[test]
+fn impossible_sizes_are_errors_not_crashes() {
+    let heap = WfSpan::new();
+    let err = heap
+        .allocate(layout(isize::MAX as usize - 4096, 8))
+        .unwrap_err();
+    assert_eq!(err.layout.size(), isize::MAX as usize - 4096);
+}
