@@ -52,6 +52,14 @@ impl Node {
     }
 }
 
+#[cfg(all(test, loom))]
+impl Node {
+    /// The link word, for models that emulate the consumer reusing a block.
+    pub(crate) fn link_word(&self) -> &AtomicPtr<Node> {
+        &self.next
+    }
+}
+
 impl Default for Node {
     fn default() -> Self {
         Self::new()

@@ -1,0 +1,211 @@
+//! loom models of wfspan's concurrent structures — the same code the allocator runs, with
+//! loom's atomics swapped in through `alloclab_core::sync`.
+//!
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release -p alloclab-wfspan --lib loom`
+//! (or `cargo xtask test`).
+
+use std::collections::HashSet;
+
+use alloclab_core::sync::atomic::Ordering;
+use alloclab_core::sync::{Arc, model, thread};
+
+use crate::help::{Collected, HelpRecord};
+use crate::remote_free::{Deferred, Node, ReclaimCounter, RemoteFreeList};
+use crate::span_list::{Link, SpanList};
+
+/// Nodes for a model, leaked so raw pointers stay valid across threads.
+fn nodes(n: usize) -> Vec<usize> {
+    (0..n)
+        .map(|_| Box::into_raw(Box::new(Node::new())) as usize)
+        .collect()
+}
+
+/// Drains `list` with `deferred`, collecting the addresses handed out.
+fn drain_into(list: &RemoteFreeList, deferred: &mut Deferred, out: &mut Vec<usize>) {
+    // SAFETY: the model's one consumer, always with the same `deferred`.
+    unsafe { list.drain(deferred, |n| out.push(n as usize)) };
+}
+
+#[test]
+fn loom_remote_free_list_with_a_stalled_producer_loses_and_duplicates_nothing() {
+    model(|| {
+        let list = Arc::new(RemoteFreeList::new());
+        let blocks = nodes(3);
+        let producers: Vec<_> = [vec![blocks[0], blocks[1]], vec![blocks[2]]]
+            .into_iter()
+            .map(|mine| {
+                let list = list.clone();
+                thread::spawn(move || {
+                    for node in mine {
+                        // SAFETY: each node is pushed once, by one producer; a producer can
+                        // be preempted between the swap and the link inside `push`.
+                        unsafe { list.push(node as *mut Node) };
+                    }
+                })
+            })
+            .collect();
+        // The consumer drains while producers may be stalled mid-push.
+        let mut deferred = Deferred::new();
+        let mut got = Vec::new();
+        drain_into(&list, &mut deferred, &mut got);
+        for p in producers {
+            p.join().unwrap();
+        }
+        // Once every producer finished, parked chains resolve: everything arrives once.
+        drain_into(&list, &mut deferred, &mut got);
+        assert!(
+            deferred.is_empty(),
+            "a chain stayed parked after all producers finished"
+        );
+        let unique: HashSet<_> = got.iter().copied().collect();
+        assert_eq!(
+            unique.len(),
+            got.len(),
+            "a block was handed out twice: {got:?}"
+        );
+        assert_eq!(unique, blocks.iter().copied().collect(), "a block was lost");
+    });
+}
+
+#[test]
+fn loom_remote_free_list_never_hands_out_a_node_its_producer_will_still_write() {
+    // A handed-out block is reused at once (the allocator writes its free-list link into the
+    // same word). If the consumer handed out a node whose producer had not linked it yet,
+    // the producer's late link store would overwrite that reuse.
+    model(|| {
+        let reused = core::ptr::without_provenance_mut::<Node>(0x40);
+        let list = Arc::new(RemoteFreeList::new());
+        let blocks = nodes(2);
+        let producer = {
+            let (list, node) = (list.clone(), blocks[1]);
+            thread::spawn(move || {
+                // SAFETY: pushed once, by this producer.
+                unsafe { list.push(node as *mut Node) };
+            })
+        };
+        // SAFETY: pushed once, by this thread, before it turns consumer.
+        unsafe { list.push(blocks[0] as *mut Node) };
+        let mut deferred = Deferred::new();
+        let mut got = Vec::new();
+        let mut reuse = |node: *mut Node| {
+            got.push(node as usize);
+            // SAFETY: a node of this model, handed to us by `drain`.
+            unsafe { (*node).link_word().store(reused, Ordering::Relaxed) };
+        };
+        // SAFETY: the model's one consumer, always with the same `deferred`.
+        unsafe { list.drain(&mut deferred, &mut reuse) };
+        producer.join().unwrap();
+        // SAFETY: as above.
+        unsafe { list.drain(&mut deferred, &mut reuse) };
+        assert_eq!(got.len(), 2, "a block was lost");
+        for node in &blocks {
+            // SAFETY: nodes of this model.
+            let word = unsafe { (*(*node as *mut Node)).link_word().load(Ordering::Relaxed) };
+            assert_eq!(
+                word, reused,
+                "a producer wrote a block after it was handed out"
+            );
+        }
+    });
+}
+
+#[test]
+fn loom_one_shot_pop_racing_a_push_takes_each_span_at_most_once() {
+    model(|| {
+        let links: Arc<Vec<Link>> = Arc::new((0..3).map(|_| Link::new()).collect());
+        let list = Arc::new(SpanList::new());
+        // The owner publishes span 0 before the race.
+        assert!(list.push_once(0, &links[0]));
+        let consumers: Vec<_> = (0..2)
+            .map(|_| {
+                let (list, links) = (list.clone(), links.clone());
+                thread::spawn(move || list.pop_once(|i| &links[i as usize]))
+            })
+            .collect();
+        // The owner pushes spans 1 and 2 while the consumers pop; a push may lose to a pop.
+        let mut kept = Vec::new();
+        for span in [1, 2] {
+            if !list.push_once(span, &links[span as usize]) {
+                kept.push(span);
+            }
+        }
+        let mut taken: Vec<u32> = consumers
+            .into_iter()
+            .filter_map(|c| c.join().unwrap())
+            .collect();
+        while let Some(span) = list.pop_once(|i| &links[i as usize]) {
+            taken.push(span);
+        }
+        taken.extend(kept);
+        taken.sort_unstable();
+        assert_eq!(taken, [0, 1, 2], "a span was lost or taken twice");
+    });
+}
+
+#[test]
+fn loom_help_record_completed_by_two_helpers_gives_the_requester_exactly_one_span() {
+    model(|| {
+        let record = Arc::new(HelpRecord::new());
+        record.request(0);
+        let helpers: Vec<_> = [10u32, 11]
+            .into_iter()
+            .map(|span| {
+                let record = record.clone();
+                thread::spawn(move || {
+                    // A helper offers its spare span once; it keeps it if it loses.
+                    match record.pending() {
+                        Some(0) if record.complete(0, span) => None,
+                        _ => Some(span),
+                    }
+                })
+            })
+            .collect();
+        let collected = record.collect();
+        let kept: Vec<u32> = helpers
+            .into_iter()
+            .filter_map(|h| h.join().unwrap())
+            .collect();
+        let mut owners: Vec<u32> = kept.clone();
+        if let Collected::Span(span) = collected {
+            owners.push(span);
+        }
+        owners.sort_unstable();
+        assert_eq!(owners, [10, 11], "a span was lost or duplicated");
+        // After the collect, a late helper cannot complete the withdrawn request.
+        assert_eq!(record.pending(), None);
+    });
+}
+
+#[test]
+fn loom_span_discarded_while_a_remote_free_arrives_is_reclaimed_exactly_once() {
+    model(|| {
+        // A span with two blocks out: one freed remotely before the discard is decided,
+        // one freed remotely racing the discard.
+        let counter = Arc::new(ReclaimCounter::new());
+        let list = Arc::new(RemoteFreeList::new());
+        let blocks = nodes(2);
+        // SAFETY: the first remote free, completed before the race.
+        unsafe { list.push(blocks[0] as *mut Node) };
+        assert!(!counter.remote_free_done());
+        // The owner consumed it.
+        let mut deferred = Deferred::new();
+        let mut consumed = Vec::new();
+        drain_into(&list, &mut deferred, &mut consumed);
+        let remote_consumed = consumed.len() as u64;
+        let freer = {
+            let (counter, list, node) = (counter.clone(), list.clone(), blocks[1]);
+            thread::spawn(move || {
+                // SAFETY: pushed once.
+                unsafe { list.push(node as *mut Node) };
+                counter.remote_free_done()
+            })
+        };
+        // The owner discards: one block is still out (allocated == 1).
+        let owner_reclaims = counter.discard(remote_consumed + 1);
+        let freer_reclaims = freer.join().unwrap();
+        assert!(
+            owner_reclaims ^ freer_reclaims,
+            "reclaimed by owner: {owner_reclaims}, by freer: {freer_reclaims}"
+        );
+    });
+}
