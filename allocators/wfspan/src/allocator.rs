@@ -251,12 +251,12 @@ impl WfSpan {
     /// The calling thread's heap, registering the thread if needed.
     #[inline]
     fn heap(&self) -> Result<&Heap, AllocErrorKind> {
-        if self.ready() {
-            let heap = thread::lookup(self.id.load(Ordering::Relaxed));
-            if !heap.is_null() {
-                // SAFETY: heaps are never unmapped.
-                return Ok(unsafe { &*heap });
-            }
+        // Before `init` the id is 0, which no heap carries: the lookup misses and the thread
+        // registers, which initialises first.
+        let heap = thread::lookup(self.id.load(Ordering::Relaxed));
+        if !heap.is_null() {
+            // SAFETY: heaps are never unmapped.
+            return Ok(unsafe { &*heap });
         }
         self.register_thread()
     }
@@ -597,7 +597,7 @@ impl Allocator for WfSpan {
     /// heap.
     fn stats(&self) -> Stats {
         let mut stats = Stats::default();
-        let (mut allocs, mut frees, mut bytes_out, mut bytes_in) = (0, 0, 0, 0);
+        let (mut allocs, mut frees, mut net_bytes) = (0, 0, 0u64);
         let (mut alloc_steps, mut free_steps) = (0, 0);
         let mut heap = self.heaps.load(Ordering::Acquire);
         while !heap.is_null() {
@@ -606,18 +606,18 @@ impl Allocator for WfSpan {
                 let c = &(*heap).counters;
                 allocs += c.allocations.load(Ordering::Relaxed);
                 frees += c.deallocations.load(Ordering::Relaxed);
-                bytes_out += c.bytes_allocated.load(Ordering::Relaxed);
-                bytes_in += c.bytes_freed.load(Ordering::Relaxed);
+                net_bytes = net_bytes.wrapping_add(c.net_bytes.load(Ordering::Relaxed));
                 alloc_steps = c.max_alloc_steps.load(Ordering::Relaxed).max(alloc_steps);
                 free_steps = c.max_free_steps.load(Ordering::Relaxed).max(free_steps);
                 heap = (*heap).registry_next.load(Ordering::Acquire);
             }
         }
         frees += self.heapless_frees.load(Ordering::Relaxed);
-        bytes_in += self.heapless_bytes.load(Ordering::Relaxed);
         allocs += self.huge_allocations.load(Ordering::Relaxed);
         frees += self.huge_deallocations.load(Ordering::Relaxed);
-        bytes_out += self.huge_live_bytes.load(Ordering::Relaxed);
+        let live = net_bytes
+            .wrapping_sub(self.heapless_bytes.load(Ordering::Relaxed))
+            .wrapping_add(self.huge_live_bytes.load(Ordering::Relaxed));
         let base = self.region_base.load(Ordering::Relaxed);
         let region = self
             .region_next
@@ -627,7 +627,9 @@ impl Allocator for WfSpan {
         let meta = self.metadata_bytes.load(Ordering::Relaxed);
         stats.allocations = Some(allocs);
         stats.deallocations = Some(frees);
-        stats.live_bytes = Some(bytes_out.saturating_sub(bytes_in));
+        // A snapshot taken while other threads run may catch a free counted before its
+        // allocation: clamp the wrapped difference.
+        stats.live_bytes = Some(if live > u64::MAX / 2 { 0 } else { live });
         stats.footprint_bytes = Some(region + meta + self.huge_bytes.load(Ordering::Relaxed));
         stats.peak_footprint_bytes =
             Some(region + meta + self.huge_peak_bytes.load(Ordering::Relaxed));

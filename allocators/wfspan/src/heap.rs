@@ -153,10 +153,10 @@ pub struct Counters {
     pub allocations: AtomicU64,
     /// Frees performed by this heap's thread (local or remote).
     pub deallocations: AtomicU64,
-    /// Block bytes handed out.
-    pub bytes_allocated: AtomicU64,
-    /// Block bytes freed by this heap's thread.
-    pub bytes_freed: AtomicU64,
+    /// Block bytes handed out minus block bytes freed by this heap's thread, wrapping: a
+    /// heap whose thread frees other heaps' blocks goes "negative", and the sum over all
+    /// heaps is the live total.
+    pub net_bytes: AtomicU64,
     /// Most steps of one allocation.
     pub max_alloc_steps: AtomicU64,
     /// Most steps of one free.
@@ -165,7 +165,10 @@ pub struct Counters {
 
 #[inline]
 fn bump(counter: &AtomicU64, by: u64) {
-    counter.store(counter.load(Ordering::Relaxed) + by, Ordering::Relaxed);
+    counter.store(
+        counter.load(Ordering::Relaxed).wrapping_add(by),
+        Ordering::Relaxed,
+    );
 }
 
 #[inline]
@@ -209,7 +212,11 @@ impl Heap {
                 instance,
                 help: CachePadded::new(HelpRecord::new()),
                 public: [const { SpanList::new() }; RUN_CLASSES],
-                counters: Counters::default(),
+                counters: Counters {
+                    max_alloc_steps: AtomicU64::new(1),
+                    max_free_steps: AtomicU64::new(1),
+                    ..Counters::default()
+                },
                 local: UnsafeCell::new(HeapLocal {
                     bound_next: ptr::null_mut(),
                     classes: [ClassState {
@@ -258,7 +265,9 @@ impl Heap {
             // SAFETY: the active span is owned by this heap.
             let block = unsafe { (*span).take_local(wf.config.span_bytes) };
             if !block.is_null() {
-                self.count_alloc(class_block_bytes(span), 1);
+                // One step: no need to raise the step maximum (heaps start at 1).
+                bump(&self.counters.allocations, 1);
+                bump(&self.counters.net_bytes, class_block_bytes(span));
                 return block;
             }
         }
@@ -348,15 +357,17 @@ impl Heap {
     #[inline]
     fn count_alloc(&self, bytes: u64, steps: u64) {
         bump(&self.counters.allocations, 1);
-        bump(&self.counters.bytes_allocated, bytes);
+        bump(&self.counters.net_bytes, bytes);
         raise(&self.counters.max_alloc_steps, steps);
     }
 
     #[inline]
     fn count_free(&self, bytes: u64, steps: u64) {
         bump(&self.counters.deallocations, 1);
-        bump(&self.counters.bytes_freed, bytes);
-        raise(&self.counters.max_free_steps, steps);
+        bump(&self.counters.net_bytes, bytes.wrapping_neg());
+        if steps > 1 {
+            raise(&self.counters.max_free_steps, steps);
+        }
     }
 
     /// Frees `block` of small span `span`, which this heap owns.

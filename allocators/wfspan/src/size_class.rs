@@ -52,10 +52,28 @@ pub const fn class_align(class: usize) -> usize {
     1 << class_bytes(class).trailing_zeros()
 }
 
+/// Sizes up to this are classed by a table lookup (the common case: no bit scan).
+const TABLE_MAX: usize = 1024;
+
+/// `SMALL_CLASS[(size + 15) / 16]` is the class of `size` for `size <= TABLE_MAX`.
+static SMALL_CLASS: [u8; TABLE_MAX / MIN_BLOCK_BYTES + 1] = {
+    let mut table = [0u8; TABLE_MAX / MIN_BLOCK_BYTES + 1];
+    let mut i = 1;
+    while i < table.len() {
+        table[i] = class_of(i * MIN_BLOCK_BYTES) as u8;
+        i += 1;
+    }
+    table
+};
+
 /// The class serving `size` bytes at alignment `align` among classes up to `max_class`, or
 /// `None` if none does. Takes at most [`MAX_CLASSES`] steps (in practice one to four).
 #[inline]
 pub fn class_for(size: usize, align: usize, max_class: usize) -> Option<usize> {
+    if align <= MIN_BLOCK_BYTES && size <= TABLE_MAX {
+        // `max_class` is at least the class of a quarter of 16 KiB spans, above 1 KiB.
+        return Some(SMALL_CLASS[size.div_ceil(MIN_BLOCK_BYTES)] as usize);
+    }
     let mut class = class_of(size.max(align).max(1));
     if align <= MIN_BLOCK_BYTES {
         return (class <= max_class).then_some(class);

@@ -59,8 +59,15 @@ impl AllocatorInfo {
     }
 }
 
-/// Every allocator the harness knows, peers first in the order reports compare them.
+/// Every allocator the harness knows: alloclab's first, then the peers, in the order reports
+/// compare them.
 pub const ALLOCATORS: &[AllocatorInfo] = &[
+    AllocatorInfo {
+        name: "wfspan",
+        description: "alloclab's wait-free span allocator (Ouyang & Zhu 2022): bounded steps per alloc and free",
+        origin: Origin::Alloclab,
+        capabilities: &[Capability::HostHeap],
+    },
     peer(
         "system",
         "the C library's malloc (glibc ptmalloc2 here): per-thread arenas, bins, locks",
@@ -97,6 +104,8 @@ pub fn find(name: &str) -> Option<&'static AllocatorInfo> {
     ALLOCATORS.iter().find(|a| a.name == name)
 }
 
+/// wfspan, alloclab's wait-free span allocator.
+pub static WFSPAN: alloclab_wfspan::WfSpan = alloclab_wfspan::WfSpan::new();
 /// The C library's malloc.
 pub static SYSTEM: SystemHeap = SystemHeap::new();
 /// mimalloc.
@@ -128,6 +137,7 @@ pub trait HostHeapTask {
 pub fn with_host_heap<T: HostHeapTask>(name: &str, task: T) -> Option<T::Output> {
     // Keep the match in step with ALLOCATORS (a test checks it).
     Some(match name {
+        "wfspan" => task.run(&WFSPAN),
         "system" => task.run(&SYSTEM),
         "mimalloc" => task.run(&MIMALLOC),
         "jemalloc" => task.run(&JEMALLOC),
