@@ -117,22 +117,23 @@ pub struct StepBound {
 /// The most steps one operation can take with `threads` threads having used the allocator
 /// (the number of heaps), for spans of `span_bytes`.
 ///
-/// With `B` blocks per span (at most `(span_bytes - header) / 16`) and `n` threads:
+/// With `n` threads (so at most `n` producers stalled mid-push, each parking one chain):
 ///
-/// * alloc ≤ `14 + 2B + 6n`: the fast path is 1 step; the slow path drains the active
-///   span's remote frees (≤ `1 + B + 2n`: every node visited is either consumed — at most
-///   `B` — or parks one stalled producer's chain, at most one per thread), takes a partial
-///   span (1), drains one full span (≤ `2 + B + 2n`), may discard one (1), and acquires a
-///   span: spare, cache, own public list (≤ 3), helping one heap (≤ `n + 2`), one attempt
-///   on each other heap's list (≤ `n`), the orphans, the collect, a fresh span (≤ 4).
+/// * alloc ≤ `20 + 4n`. The fast path is 1 step. The slow path takes one remote free of the
+///   active span (≤ `3 + n`: the backlog, each parked chain, one swap), a partial span (1),
+///   one full span (1, then ≤ `3 + n` to take its remote free), and otherwise acquires a new
+///   span: a discard (≤ 3), the spare, cache and own public list (≤ 3), helping one heap
+///   (≤ `n + 2`), one attempt on each other heap's list (≤ `n`), the orphans, the collect and
+///   a fresh span (≤ 3). Remote frees are handed out one at a time, so no step depends on
+///   how many blocks a span holds.
 /// * free ≤ 4: a push (local or remote), a list move or a span release (a cache push or one
 ///   public-list attempt), and the reclaim of a discarded span.
 ///
 /// Huge blocks (their own OS mapping) are outside the bound.
 pub const fn step_bound(span_bytes: usize, threads: u64) -> StepBound {
-    let blocks = ((span_bytes - HEADER_BYTES) / 16) as u64;
+    let _ = span_bytes;
     StepBound {
-        alloc: 14 + 2 * blocks + 6 * threads,
+        alloc: 20 + 4 * threads,
         free: 4,
     }
 }

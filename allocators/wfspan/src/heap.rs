@@ -20,8 +20,9 @@
 //! push on the span's remote list (one swap, one store) and count it.
 //!
 //! **Slow path (span acquisition)**, in this order, each step bounded:
-//! drain the active span's remote frees; take a partial span; look at **one** full span's
-//! remote frees (round robin); the spare span a helper left; the private cache; the own
+//! take one remote free of the active span (the owner takes remote frees one at a time,
+//! never walking the whole list); take a partial span; look at **one** full span for remote
+//! frees (round robin); the spare span a helper left; the private cache; the own
 //! public list (one attempt); help **one** other heap (H = 1); publish a help request, then
 //! try every other heap's public list once (P = N) and the orphan list; collect the request;
 //! finally carve a fresh span from the region (one `fetch_add`). When the class already
@@ -277,16 +278,14 @@ impl Heap {
 
     #[cold]
     unsafe fn alloc_small_slow(&self, wf: &WfSpan, class: usize) -> *mut u8 {
-        let span_bytes = wf.config.span_bytes;
         let mut steps = 1;
         // SAFETY: (for the whole block) owner-only access to this heap and the spans it owns.
         unsafe {
             let cs: *mut ClassState = ptr::addr_of_mut!((*self.local.get()).classes[class]);
             let active = (*cs).active;
             if !active.is_null() {
-                // 1. Remote frees of the active span.
-                steps += (*active).drain_remote();
-                let block = (*active).take_local(span_bytes);
+                // 1. A remote free of the active span.
+                let block = (*active).take_remote(&mut steps);
                 if !block.is_null() {
                     return self.finish_alloc(active, block, steps);
                 }
@@ -297,24 +296,41 @@ impl Heap {
             let span = (*cs).partial.pop_front();
             if !span.is_null() {
                 steps += 1;
-                return self.activate(cs, span, span_bytes, steps);
+                return self.activate(wf, cs, class, span, steps);
             }
             // 3. One full span's remote frees (round robin: it goes to the back).
             let span = (*cs).full.pop_front();
             if !span.is_null() {
-                steps += 1 + (*span).drain_remote();
-                if (*span).has_local() {
-                    return self.activate(cs, span, span_bytes, steps);
+                steps += 1;
+                if (*span).has_free_block() {
+                    return self.activate(wf, cs, class, span, steps);
                 }
                 (*cs).full.push_back(span, ListId::Full);
             }
-            // 4. A new span; discard the oldest full span first if the class is at K.
+            // 4. A new span.
+            self.alloc_small_fresh(wf, cs, class, steps)
+        }
+    }
+
+    /// Takes a new span for `class` (discarding the oldest full span first if the class
+    /// holds `K`), makes it active and takes a block from it.
+    ///
+    /// # Safety
+    /// Owner only; `cs` is this heap's state of `class`, whose active span is null.
+    unsafe fn alloc_small_fresh(
+        &self,
+        wf: &WfSpan,
+        cs: *mut ClassState,
+        class: usize,
+        mut steps: u64,
+    ) -> *mut u8 {
+        // SAFETY: (for the whole block) owner-only access to this heap and its spans.
+        unsafe {
             if (*cs).owned >= wf.config.spans_per_class {
                 let old = (*cs).full.pop_front();
                 if !old.is_null() {
-                    steps += 1;
                     (*cs).owned -= 1;
-                    self.discard(wf, old);
+                    steps += 1 + self.discard(wf, old);
                 }
             }
             let span = self.acquire_run(wf, 0, &mut steps);
@@ -322,28 +338,39 @@ impl Heap {
                 raise(&self.counters.max_alloc_steps, steps);
                 return ptr::null_mut();
             }
-            SpanHeader::format_small(span, class, span_bytes, self.as_ptr());
+            SpanHeader::format_small(span, class, wf.config.span_bytes, self.as_ptr());
             (*cs).owned += 1;
-            self.activate(cs, span, span_bytes, steps)
+            self.activate(wf, cs, class, span, steps)
         }
     }
 
-    /// Makes `span` the active span of its class and takes a block from it.
+    /// Makes `span` the active span of its class and takes a block from it: a local one, or
+    /// a remote free. If the remote free was only under way (the hint saw a push that is not
+    /// linked yet), the span goes back to the full list and a new span is taken instead.
     ///
     /// # Safety
-    /// Owner only; `span` is owned by this heap, on no list, and has a free block.
+    /// Owner only; `span` is owned by this heap and on no list.
     unsafe fn activate(
         &self,
+        wf: &WfSpan,
         cs: *mut ClassState,
+        class: usize,
         span: *mut SpanHeader,
-        span_bytes: usize,
-        steps: u64,
+        mut steps: u64,
     ) -> *mut u8 {
         // SAFETY: per the contract.
         unsafe {
             (*cs).active = span;
-            let block = (*span).take_local(span_bytes);
-            debug_assert!(!block.is_null());
+            let mut block = (*span).take_local(wf.config.span_bytes);
+            if block.is_null() {
+                block = (*span).take_remote(&mut steps);
+            }
+            if block.is_null() {
+                // Nothing after all: fall back to a fresh acquisition next time round.
+                (*cs).active = ptr::null_mut();
+                (*cs).full.push_back(span, ListId::Full);
+                return self.alloc_small_fresh(wf, cs, class, steps);
+            }
             self.finish_alloc(span, block, steps)
         }
     }
@@ -405,10 +432,11 @@ impl Heap {
     }
 
     /// Forgets a full span that still has blocks out; its last remote freer reclaims it.
+    /// Returns the steps taken beyond the first.
     ///
     /// # Safety
     /// Owner only; `span` is owned by this heap and on no list.
-    unsafe fn discard(&self, wf: &WfSpan, span: *mut SpanHeader) {
+    unsafe fn discard(&self, wf: &WfSpan, span: *mut SpanHeader) -> u64 {
         // SAFETY: per the contract; after the `discard` below we touch the span again only
         // if the counter says every block is already back.
         unsafe {
@@ -417,8 +445,9 @@ impl Heap {
             let total = local.remote_consumed + u64::from(local.allocated);
             if (*span).reclaim.discard(total) {
                 SpanHeader::reset(span);
-                self.give_run(wf, span, 0);
+                return self.give_run(wf, span, 0);
             }
+            0
         }
     }
 

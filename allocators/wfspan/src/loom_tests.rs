@@ -10,7 +10,7 @@ use alloclab_core::sync::atomic::Ordering;
 use alloclab_core::sync::{Arc, model, thread};
 
 use crate::help::{Collected, HelpRecord};
-use crate::remote_free::{Deferred, Node, ReclaimCounter, RemoteFreeList};
+use crate::remote_free::{Consumer, Node, ReclaimCounter, RemoteFreeList};
 use crate::span_list::{Link, SpanList};
 
 /// Nodes for a model, leaked so raw pointers stay valid across threads.
@@ -21,7 +21,7 @@ fn nodes(n: usize) -> Vec<usize> {
 }
 
 /// Drains `list` with `deferred`, collecting the addresses handed out.
-fn drain_into(list: &RemoteFreeList, deferred: &mut Deferred, out: &mut Vec<usize>) {
+fn drain_into(list: &RemoteFreeList, deferred: &mut Consumer, out: &mut Vec<usize>) {
     // SAFETY: the model's one consumer, always with the same `deferred`.
     unsafe { list.drain(deferred, |n| out.push(n as usize)) };
 }
@@ -45,7 +45,7 @@ fn loom_remote_free_list_with_a_stalled_producer_loses_and_duplicates_nothing() 
             })
             .collect();
         // The consumer drains while producers may be stalled mid-push.
-        let mut deferred = Deferred::new();
+        let mut deferred = Consumer::new();
         let mut got = Vec::new();
         drain_into(&list, &mut deferred, &mut got);
         for p in producers {
@@ -54,7 +54,7 @@ fn loom_remote_free_list_with_a_stalled_producer_loses_and_duplicates_nothing() 
         // Once every producer finished, parked chains resolve: everything arrives once.
         drain_into(&list, &mut deferred, &mut got);
         assert!(
-            deferred.is_empty(),
+            deferred.parked() == 0,
             "a chain stayed parked after all producers finished"
         );
         let unique: HashSet<_> = got.iter().copied().collect();
@@ -85,7 +85,7 @@ fn loom_remote_free_list_never_hands_out_a_node_its_producer_will_still_write() 
         };
         // SAFETY: pushed once, by this thread, before it turns consumer.
         unsafe { list.push(blocks[0] as *mut Node) };
-        let mut deferred = Deferred::new();
+        let mut deferred = Consumer::new();
         let mut got = Vec::new();
         let mut reuse = |node: *mut Node| {
             got.push(node as usize);
@@ -188,7 +188,7 @@ fn loom_span_discarded_while_a_remote_free_arrives_is_reclaimed_exactly_once() {
         unsafe { list.push(blocks[0] as *mut Node) };
         assert!(!counter.remote_free_done());
         // The owner consumed it.
-        let mut deferred = Deferred::new();
+        let mut deferred = Consumer::new();
         let mut consumed = Vec::new();
         drain_into(&list, &mut deferred, &mut consumed);
         let remote_consumed = consumed.len() as u64;

@@ -13,9 +13,15 @@
 //! paused between its swap and its link leaves its node — and everything pushed before it
 //! that the consumer has not yet taken — unreachable for a while. The consumer must not hand
 //! out such a *stalled* node (the producer is about to write its link word), so it parks it
-//! on a *deferred* list, threaded through the node's second word, which producers never
-//! touch, and looks again at the next [`RemoteFreeList::drain`]. Memory stranded this way is
-//! bounded by one chain per paused producer.
+//! on a list threaded through the node's second word, which producers never touch, and looks
+//! again when it next runs dry. Memory stranded this way is bounded by one chain per paused
+//! producer.
+//!
+//! The consumer takes nodes **one at a time** ([`RemoteFreeList::pop`]): from the chain it
+//! took last (its *backlog*), else from a parked chain whose link has arrived, else by taking
+//! the whole list with one swap. So handing out a remotely freed block costs `O(1)` steps
+//! plus a look at each parked chain (at most one per stalled producer) — never a walk of the
+//! whole list.
 //!
 //! Nodes are the freed blocks themselves (every block is at least 16 bytes: two words).
 //!
@@ -71,34 +77,90 @@ pub struct RemoteFreeList {
     head: AtomicPtr<Node>,
 }
 
-/// Consumer-side state kept between drains: nodes whose producers had not linked them yet.
+/// The consumer's side of a list: the chain it took and has not handed out yet (its
+/// backlog), and the parked nodes whose producers had not linked them yet.
 #[derive(Debug)]
-pub struct Deferred {
-    head: *mut Node,
-    len: usize,
+pub struct Consumer {
+    backlog: *mut Node,
+    parked: *mut Node,
+    parked_len: usize,
 }
 
-impl Deferred {
-    /// No deferred nodes.
+impl Consumer {
+    /// Nothing taken, nothing parked.
     pub const fn new() -> Self {
         Self {
-            head: ptr::null_mut(),
-            len: 0,
+            backlog: ptr::null_mut(),
+            parked: ptr::null_mut(),
+            parked_len: 0,
         }
     }
 
     /// How many stalled chains are parked.
-    pub fn len(&self) -> usize {
-        self.len
+    pub fn parked(&self) -> usize {
+        self.parked_len
     }
 
-    /// Whether none is parked.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
+    /// Pops the backlog's first node if its link has arrived; parks it otherwise.
+    ///
+    /// # Safety
+    ///
+    /// Consumer only; backlog nodes were pushed with [`RemoteFreeList::push`].
+    #[inline]
+    unsafe fn pop_backlog(&mut self, steps: &mut u64) -> *mut Node {
+        let node = self.backlog;
+        if node.is_null() {
+            return node;
+        }
+        *steps += 1;
+        // SAFETY: `node` was pushed and not yet handed out: its first word is the atomic link,
+        // written by its producer only.
+        let next = unsafe { (*node).next.load(Ordering::Acquire) };
+        if next == PENDING {
+            // SAFETY: the second word is consumer-only; the producer writes only `next`.
+            unsafe { (*node).deferred_next = self.parked };
+            self.parked = node;
+            self.parked_len += 1;
+            self.backlog = ptr::null_mut();
+            return ptr::null_mut();
+        }
+        self.backlog = next;
+        node
+    }
+
+    /// Makes the first parked node whose link has arrived the backlog. Returns whether one
+    /// was found; adds a step per parked node looked at.
+    ///
+    /// # Safety
+    ///
+    /// Consumer only.
+    unsafe fn unpark(&mut self, steps: &mut u64) -> bool {
+        let mut prev: *mut Node = ptr::null_mut();
+        let mut node = self.parked;
+        while !node.is_null() {
+            *steps += 1;
+            // SAFETY: parked nodes are pushed, not handed out; `deferred_next` is ours.
+            unsafe {
+                let next_parked = (*node).deferred_next;
+                if (*node).next.load(Ordering::Acquire) != PENDING {
+                    if prev.is_null() {
+                        self.parked = next_parked;
+                    } else {
+                        (*prev).deferred_next = next_parked;
+                    }
+                    self.parked_len -= 1;
+                    self.backlog = node;
+                    return true;
+                }
+                prev = node;
+                node = next_parked;
+            }
+        }
+        false
     }
 }
 
-impl Default for Deferred {
+impl Default for Consumer {
     fn default() -> Self {
         Self::new()
     }
@@ -151,66 +213,58 @@ impl RemoteFreeList {
         self.head.load(Ordering::Relaxed).is_null()
     }
 
-    /// Takes every node pushed so far and hands each linked one to `consume`, parking
-    /// stalled chains in `deferred` and retrying those parked before. Returns the number of
-    /// steps taken (nodes visited plus deferred entries looked at), which is at most the
-    /// number of nodes handed out plus `2 × deferred.len()` plus one.
-    ///
-    /// `consume` receives each node exactly once over the life of the list, after its `next`
-    /// has been read: it may reuse the node's memory at once.
-    ///
-    /// # Safety
-    ///
-    /// Only one thread (the owner) calls `drain` on this list, always with the same
-    /// `deferred`, and every node was pushed with [`push`](Self::push).
-    pub unsafe fn drain(&self, deferred: &mut Deferred, mut consume: impl FnMut(*mut Node)) -> u64 {
-        let mut steps = 1;
-        // Retry parked nodes first: a parked node whose link has arrived leads to the rest
-        // of its chain.
-        let mut parked = core::mem::take(deferred);
-        while !parked.head.is_null() {
-            let node = parked.head;
-            // SAFETY: parked nodes belong to this consumer; `deferred_next` is consumer-only.
-            parked.head = unsafe { (*node).deferred_next };
-            steps += 1;
-            // SAFETY: as in `walk`.
-            steps += unsafe { Self::walk(node, deferred, &mut consume) };
-        }
-        let chain = self.head.swap(ptr::null_mut(), Ordering::Acquire);
-        if !chain.is_null() {
-            // SAFETY: the chain was pushed with `push`; we are its only consumer.
-            steps += unsafe { Self::walk(chain, deferred, &mut consume) };
-        }
-        steps
+    /// Whether the consumer could get a node now (a hint: reads the list head relaxed).
+    #[inline]
+    pub fn has_nodes(&self, consumer: &Consumer) -> bool {
+        !consumer.backlog.is_null() || consumer.parked_len > 0 || !self.is_empty()
     }
 
-    /// Walks a chain from `node`, consuming linked nodes, parking the first stalled one.
+    /// Takes one freed node: from the backlog, else a parked chain whose link arrived, else
+    /// the whole list (one swap). Null if none can be handed out now. Adds its steps to
+    /// `steps`: at most `3 + consumer.parked()`.
+    ///
+    /// The node's link has been read: the caller may reuse its memory at once.
     ///
     /// # Safety
     ///
-    /// `node` heads a chain taken from the list by its only consumer.
-    unsafe fn walk(
-        mut node: *mut Node,
-        deferred: &mut Deferred,
-        consume: &mut impl FnMut(*mut Node),
-    ) -> u64 {
+    /// Only one thread (the owner) pops from this list, always with the same `consumer`,
+    /// and every node was pushed with [`push`](Self::push).
+    #[inline]
+    pub unsafe fn pop(&self, consumer: &mut Consumer, steps: &mut u64) -> *mut Node {
+        // SAFETY: (for the whole block) we are the one consumer, per the contract.
+        unsafe {
+            let node = consumer.pop_backlog(steps);
+            if !node.is_null() {
+                return node;
+            }
+            if consumer.parked_len > 0 && consumer.unpark(steps) {
+                return consumer.pop_backlog(steps);
+            }
+            if self.is_empty() {
+                return ptr::null_mut();
+            }
+            *steps += 1;
+            consumer.backlog = self.head.swap(ptr::null_mut(), Ordering::Acquire);
+            consumer.pop_backlog(steps)
+        }
+    }
+
+    /// Pops until nothing more can be handed out now, giving each node to `consume`.
+    /// Returns the steps taken.
+    ///
+    /// # Safety
+    ///
+    /// As [`pop`](Self::pop).
+    pub unsafe fn drain(&self, consumer: &mut Consumer, mut consume: impl FnMut(*mut Node)) -> u64 {
         let mut steps = 0;
-        while !node.is_null() {
-            steps += 1;
-            // SAFETY: `node` was pushed and not yet consumed: its first word is the atomic
-            // link, written by its producer only.
-            let next = unsafe { (*node).next.load(Ordering::Acquire) };
-            if next == PENDING {
-                // SAFETY: the second word is consumer-only; the producer writes only `next`.
-                unsafe { (*node).deferred_next = deferred.head };
-                deferred.head = node;
-                deferred.len += 1;
+        loop {
+            // SAFETY: per the contract.
+            let node = unsafe { self.pop(consumer, &mut steps) };
+            if node.is_null() {
                 return steps;
             }
             consume(node);
-            node = next;
         }
-        steps
     }
 }
 

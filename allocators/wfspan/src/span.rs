@@ -29,7 +29,7 @@ use alloclab_core::sync::atomic::{AtomicPtr, Ordering};
 use crossbeam_utils::CachePadded;
 
 use crate::heap::Heap;
-use crate::remote_free::{Deferred, Node, ReclaimCounter, RemoteFreeList};
+use crate::remote_free::{Consumer, ReclaimCounter, RemoteFreeList};
 use crate::size_class::class_bytes;
 use crate::span_list::Link;
 
@@ -67,8 +67,8 @@ pub struct SpanLocal {
     pub allocated: u32,
     /// Remote frees the owner consumed since the span was formatted.
     pub remote_consumed: u64,
-    /// Stalled remote frees (see `remote_free`).
-    pub deferred: Deferred,
+    /// The owner's side of the remote-free list: taken, not yet handed out, and stalled.
+    pub remote: Consumer,
     /// Links in the owner's partial/full list, or in a run cache (`next` only).
     pub prev: *mut SpanHeader,
     /// See `prev`.
@@ -137,7 +137,7 @@ impl SpanHeader {
                     carved: 0,
                     allocated: 0,
                     remote_consumed: 0,
-                    deferred: Deferred::new(),
+                    remote: Consumer::new(),
                     prev: ptr::null_mut(),
                     next: ptr::null_mut(),
                     list: ListId::None,
@@ -179,7 +179,7 @@ impl SpanHeader {
             local.carved = 0;
             local.allocated = 0;
             local.remote_consumed = 0;
-            local.deferred = Deferred::new();
+            local.remote = Consumer::new();
             local.prev = ptr::null_mut();
             local.next = ptr::null_mut();
             local.list = ListId::None;
@@ -204,7 +204,7 @@ impl SpanHeader {
             local.carved = 0;
             local.allocated = 0;
             local.remote_consumed = 0;
-            local.deferred = Deferred::new();
+            local.remote = Consumer::new();
             local.list = ListId::None;
         }
     }
@@ -263,35 +263,41 @@ impl SpanHeader {
         }
     }
 
-    /// Consumes the span's remote frees onto its local free list. Returns the steps taken.
+    /// Takes one remotely freed block and hands it out at once; null if none can be taken
+    /// now. Adds its steps (at most `3 + stalled producers`) to `steps`.
     ///
     /// # Safety
     ///
     /// Owner only.
     #[inline]
-    pub unsafe fn drain_remote(&self) -> u64 {
-        // SAFETY: owner-only access. The deferred list is moved out for the walk so that
-        // `put_local` below never aliases it.
+    pub unsafe fn take_remote(&self, steps: &mut u64) -> *mut u8 {
+        // SAFETY: owner-only access. The consumer state is moved out for the pop so that no
+        // two references to the owner-only state overlap.
         unsafe {
-            let mut deferred = core::mem::take(&mut self.local().deferred);
-            let steps = self.remote.drain(&mut deferred, |node: *mut Node| {
-                self.put_local(node.cast());
-                self.local().remote_consumed += 1;
-            });
-            self.local().deferred = deferred;
-            steps
+            let mut consumer = core::mem::take(&mut self.local().remote);
+            let node = self.remote.pop(&mut consumer, steps);
+            let local = self.local();
+            local.remote = consumer;
+            if !node.is_null() {
+                // The block goes straight back out: `allocated` is unchanged.
+                local.remote_consumed += 1;
+            }
+            node.cast()
         }
     }
 
-    /// Whether the owner could take a block now without draining.
+    /// Whether the owner could take a block now, locally or from remote frees (a hint for
+    /// remote frees: one may be under way).
     ///
     /// # Safety
     ///
     /// Owner only.
     #[inline]
-    pub unsafe fn has_local(&self) -> bool {
+    pub unsafe fn has_free_block(&self) -> bool {
         // SAFETY: owner-only access.
         let local = unsafe { self.local() };
-        !local.free.is_null() || local.carved < self.block_count
+        !local.free.is_null()
+            || local.carved < self.block_count
+            || self.remote.has_nodes(&local.remote)
     }
 }
