@@ -284,8 +284,11 @@ impl Heap {
             let cs: *mut ClassState = ptr::addr_of_mut!((*self.local.get()).classes[class]);
             let active = (*cs).active;
             if !active.is_null() {
-                // 1. A remote free of the active span.
-                let block = (*active).take_remote(&mut steps);
+                // 1. A remote free of the active span, or a block still to carve.
+                let mut block = (*active).take_remote(&mut steps);
+                if block.is_null() {
+                    block = (*active).carve(wf.config.span_bytes);
+                }
                 if !block.is_null() {
                     return self.finish_alloc(active, block, steps);
                 }
@@ -364,6 +367,9 @@ impl Heap {
             let mut block = (*span).take_local(wf.config.span_bytes);
             if block.is_null() {
                 block = (*span).take_remote(&mut steps);
+            }
+            if block.is_null() {
+                block = (*span).carve(wf.config.span_bytes);
             }
             if block.is_null() {
                 // Nothing after all: fall back to a fresh acquisition next time round.

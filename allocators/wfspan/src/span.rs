@@ -222,7 +222,9 @@ impl SpanHeader {
         unsafe { &mut *self.local.get() }
     }
 
-    /// Pops a block from the local free list or carves a new one; null if neither can.
+    /// Pops a block from the local free list, or carves a new one unless remote frees are
+    /// waiting (those are reused first, to keep the footprint down: the caller's slow path
+    /// takes them). Null if neither applies.
     ///
     /// # Safety
     ///
@@ -238,6 +240,23 @@ impl SpanHeader {
             local.allocated += 1;
             return block;
         }
+        if self.remote.has_nodes(&local.remote) {
+            return ptr::null_mut();
+        }
+        // SAFETY: owner-only access per the contract.
+        unsafe { self.carve(span_bytes) }
+    }
+
+    /// Carves the next never-used block (from the span's end backwards); null when the span
+    /// is fully carved.
+    ///
+    /// # Safety
+    ///
+    /// Owner only; `span_bytes` is the span size it was formatted with.
+    #[inline]
+    pub unsafe fn carve(&self, span_bytes: usize) -> *mut u8 {
+        // SAFETY: owner-only access per the contract.
+        let local = unsafe { self.local() };
         if local.carved < self.block_count {
             local.carved += 1;
             local.allocated += 1;
