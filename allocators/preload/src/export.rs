@@ -1,0 +1,181 @@
+//! [`export_malloc_api!`](crate::export_malloc_api): the C symbols a preload library exports.
+
+/// Exports the C allocation API, bound to one heap, from the crate that invokes it (a
+/// `cdylib` built for `LD_PRELOAD`).
+///
+/// ```ignore
+/// static HEAP: MyHeap = MyHeap::new();
+///
+/// alloclab_preload::export_malloc_api! {
+///     heap: HEAP,            // a `static` (any place expression of `'static` lifetime)
+///                            //   whose type implements `MallocHeap`
+///     name: "myheap",        // what `alloclab_preload_heap_name()` returns
+///     fork_hooks: HEAP,      // optional: a `'static` place implementing `ForkHooks`,
+///                            //   registered with `pthread_atfork` at the first allocation
+/// }
+/// ```
+///
+/// Exported (unmangled, `extern "C"`): `malloc`, `free`, `calloc`, `realloc`,
+/// `reallocarray`, `posix_memalign`, `aligned_alloc`, `memalign`, `valloc`, `pvalloc`,
+/// `malloc_usable_size`, each with the semantics of the function of the same name in
+/// [`api`](crate::api), and `const char *alloclab_preload_heap_name(void)`, which a
+/// program (or a test) can look up with `dlsym(RTLD_DEFAULT, ...)` to see which heap, if
+/// any, is preloaded.
+///
+/// Invoke it once per library, and only in a `cdylib`: in an executable or a library
+/// linked into one, it replaces `malloc` for the whole process, Rust's global allocator
+/// included. (A preload package is also an `rlib`, so that `cargo test` builds it before
+/// its integration tests; nothing may link that `rlib`.)
+#[macro_export]
+macro_rules! export_malloc_api {
+    (heap: $heap:expr, name: $name:literal $(,)?) => {
+        const _: () = {
+            #[inline(always)]
+            fn __alloclab_before_allocation() {}
+    $crate::export_malloc_api!(@symbols $heap, $name);
+        };
+    };
+    (heap: $heap:expr, name: $name:literal, fork_hooks: $hooks:expr $(,)?) => {
+        const _: () = {
+            static __ALLOCLAB_AT_FORK: $crate::fork::AtFork = $crate::fork::AtFork::new();
+
+            unsafe extern "C" fn __alloclab_prepare_fork() {
+                $crate::fork::ForkHooks::prepare_fork(&$hooks)
+            }
+            unsafe extern "C" fn __alloclab_after_fork_in_parent() {
+                $crate::fork::ForkHooks::after_fork_in_parent(&$hooks)
+            }
+            unsafe extern "C" fn __alloclab_after_fork_in_child() {
+                $crate::fork::ForkHooks::after_fork_in_child(&$hooks)
+            }
+
+            #[inline(always)]
+            fn __alloclab_before_allocation() {
+                __ALLOCLAB_AT_FORK.ensure_registered(
+                    __alloclab_prepare_fork,
+                    __alloclab_after_fork_in_parent,
+                    __alloclab_after_fork_in_child,
+                );
+            }
+    $crate::export_malloc_api!(@symbols $heap, $name);
+        };
+    };
+    (@symbols $heap:expr, $name:literal) => {
+        /// C `malloc`; see `alloclab_preload::api::malloc`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn malloc(size: usize) -> *mut ::core::ffi::c_void {
+            __alloclab_before_allocation();
+            $crate::api::malloc(&$heap, size)
+        }
+
+        /// C `free`; see `alloclab_preload::api::free`.
+        ///
+        /// # Safety
+        ///
+        /// `ptr` is NULL or a live block of this heap.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn free(ptr: *mut ::core::ffi::c_void) {
+            // SAFETY: forwarded from the C caller.
+            unsafe { $crate::api::free(&$heap, ptr) }
+        }
+
+        /// C `calloc`; see `alloclab_preload::api::calloc`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn calloc(count: usize, size: usize) -> *mut ::core::ffi::c_void {
+            __alloclab_before_allocation();
+            $crate::api::calloc(&$heap, count, size)
+        }
+
+        /// C `realloc`; see `alloclab_preload::api::realloc`.
+        ///
+        /// # Safety
+        ///
+        /// `ptr` is NULL or a live block of this heap.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn realloc(
+            ptr: *mut ::core::ffi::c_void,
+            size: usize,
+        ) -> *mut ::core::ffi::c_void {
+            __alloclab_before_allocation();
+            // SAFETY: forwarded from the C caller.
+            unsafe { $crate::api::realloc(&$heap, ptr, size) }
+        }
+
+        /// C `reallocarray`; see `alloclab_preload::api::reallocarray`.
+        ///
+        /// # Safety
+        ///
+        /// `ptr` is NULL or a live block of this heap.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn reallocarray(
+            ptr: *mut ::core::ffi::c_void,
+            count: usize,
+            size: usize,
+        ) -> *mut ::core::ffi::c_void {
+            __alloclab_before_allocation();
+            // SAFETY: forwarded from the C caller.
+            unsafe { $crate::api::reallocarray(&$heap, ptr, count, size) }
+        }
+
+        /// C `posix_memalign`; see `alloclab_preload::api::posix_memalign`.
+        ///
+        /// # Safety
+        ///
+        /// `memptr` is valid for a write of one pointer.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn posix_memalign(
+            memptr: *mut *mut ::core::ffi::c_void,
+            alignment: usize,
+            size: usize,
+        ) -> ::core::ffi::c_int {
+            __alloclab_before_allocation();
+            // SAFETY: forwarded from the C caller.
+            unsafe { $crate::api::posix_memalign(&$heap, memptr, alignment, size) }
+        }
+
+        /// C `aligned_alloc`; see `alloclab_preload::api::aligned_alloc`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn aligned_alloc(alignment: usize, size: usize) -> *mut ::core::ffi::c_void {
+            __alloclab_before_allocation();
+            $crate::api::aligned_alloc(&$heap, alignment, size)
+        }
+
+        /// C `memalign`; see `alloclab_preload::api::memalign`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn memalign(alignment: usize, size: usize) -> *mut ::core::ffi::c_void {
+            __alloclab_before_allocation();
+            $crate::api::memalign(&$heap, alignment, size)
+        }
+
+        /// C `valloc`; see `alloclab_preload::api::valloc`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn valloc(size: usize) -> *mut ::core::ffi::c_void {
+            __alloclab_before_allocation();
+            $crate::api::valloc(&$heap, size)
+        }
+
+        /// C `pvalloc`; see `alloclab_preload::api::pvalloc`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn pvalloc(size: usize) -> *mut ::core::ffi::c_void {
+            __alloclab_before_allocation();
+            $crate::api::pvalloc(&$heap, size)
+        }
+
+        /// C `malloc_usable_size`; see `alloclab_preload::api::malloc_usable_size`.
+        ///
+        /// # Safety
+        ///
+        /// `ptr` is NULL or a live block of this heap.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn malloc_usable_size(ptr: *mut ::core::ffi::c_void) -> usize {
+            // SAFETY: forwarded from the C caller.
+            unsafe { $crate::api::malloc_usable_size(&$heap, ptr) }
+        }
+
+        /// The name of the preloaded heap, NUL-terminated, for `dlsym(RTLD_DEFAULT, ...)`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn alloclab_preload_heap_name() -> *const ::core::ffi::c_char {
+            ::core::concat!($name, "\0").as_ptr().cast()
+        }
+    };
+}

@@ -1,0 +1,175 @@
+//! Fork safety: hooks a heap with locks runs around `fork`, registered once with
+//! `pthread_atfork`.
+//!
+//! After `fork` the child has one thread, a copy of the one that forked. A lock some other
+//! thread held at that moment is held forever in the child, and the next `malloc` there
+//! deadlocks. The classic cure (glibc's own malloc does it) is to take every heap lock
+//! before the fork and release them on both sides after it: [`ForkHooks`].
+//!
+//! [`AtFork`] registers the hooks with `pthread_atfork` on the first allocation rather than
+//! in a constructor, so that it happens on the first thread that uses the heap, after libc
+//! is up, and early: `fork` runs `prepare` handlers in reverse order of registration and
+//! child handlers in order, so a heap registered first locks last (after other libraries'
+//! `prepare` handlers, which may still allocate) and is unlocked first in the child (before
+//! their child handlers, which may allocate too).
+//!
+//! A wait-free or lock-free heap needs no hooks; see the crate documentation for what it
+//! must still guarantee.
+
+use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+
+/// What a heap with locks does around `fork`.
+///
+/// The three run on the forking thread: `prepare` just before the fork (take every lock,
+/// in a fixed order), `parent` and `child` just after it in each process (release them; in
+/// the child, reinitialising is fine, since no other thread exists there).
+pub trait ForkHooks: Sync {
+    /// Before `fork`: brings the heap to a state that is consistent without other threads
+    /// (typically: takes all its locks).
+    fn prepare_fork(&self);
+    /// After `fork`, in the parent: undoes [`prepare_fork`](Self::prepare_fork).
+    fn after_fork_in_parent(&self);
+    /// After `fork`, in the child: makes the heap usable by the one thread there.
+    fn after_fork_in_child(&self);
+}
+
+const UNREGISTERED: u8 = 0;
+const REGISTERING: u8 = 1;
+const REGISTERED: u8 = 2;
+
+/// A once-only `pthread_atfork` registration that is safe to attempt from inside `malloc`.
+///
+/// `std::sync::Once` would not do: `pthread_atfork` may itself call `malloc` (glibc keeps
+/// the first 48 handlers in a static array, then allocates), and a `Once` entered again
+/// from its own initialiser deadlocks or panics. Here a nested call from the registering
+/// thread goes straight on; other threads wait for the registration (a few hundred
+/// nanoseconds, once), so no thread can fork between "heap in use" and "hooks registered"
+/// except the registering one, which is inside `pthread_atfork`.
+#[derive(Debug)]
+pub struct AtFork {
+    state: AtomicU8,
+    /// `pthread_self()` of the thread registering, while `state == REGISTERING`.
+    registering_thread: AtomicUsize,
+}
+
+impl AtFork {
+    /// Not yet registered.
+    pub const fn new() -> Self {
+        Self {
+            state: AtomicU8::new(UNREGISTERED),
+            registering_thread: AtomicUsize::new(0),
+        }
+    }
+
+    /// Registers `prepare`, `parent` and `child` with `pthread_atfork` unless that was done
+    /// already; cheap (one load) after the first call. If `pthread_atfork` fails (it can
+    /// only fail for lack of memory) the next call tries again.
+    #[inline]
+    pub fn ensure_registered(
+        &self,
+        prepare: unsafe extern "C" fn(),
+        parent: unsafe extern "C" fn(),
+        child: unsafe extern "C" fn(),
+    ) {
+        if self.state.load(Ordering::Acquire) != REGISTERED {
+            self.register_slow(prepare, parent, child);
+        }
+    }
+
+    /// Whether the hooks are registered.
+    pub fn is_registered(&self) -> bool {
+        self.state.load(Ordering::Acquire) == REGISTERED
+    }
+
+    #[cold]
+    fn register_slow(
+        &self,
+        prepare: unsafe extern "C" fn(),
+        parent: unsafe extern "C" fn(),
+        child: unsafe extern "C" fn(),
+    ) {
+        let me = current_thread();
+        match self.state.compare_exchange(
+            UNREGISTERED,
+            REGISTERING,
+            Ordering::Acquire,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => {
+                self.registering_thread.store(me, Ordering::Relaxed);
+                // SAFETY: the three are `extern "C"` functions without arguments that live
+                // as long as the library (its `__dso_handle` unregisters them if it is
+                // unloaded). `pthread_atfork` has no other precondition.
+                let rc = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+                self.registering_thread.store(0, Ordering::Relaxed);
+                let next = if rc == 0 { REGISTERED } else { UNREGISTERED };
+                self.state.store(next, Ordering::Release);
+            }
+            Err(_) => {
+                // Registered meanwhile, or being registered: by this thread (a nested call
+                // from inside `pthread_atfork`: go on) or by another (wait for it).
+                while self.state.load(Ordering::Acquire) == REGISTERING
+                    && self.registering_thread.load(Ordering::Relaxed) != me
+                {
+                    core::hint::spin_loop();
+                    // SAFETY: `sched_yield` has no preconditions.
+                    unsafe { libc::sched_yield() };
+                }
+            }
+        }
+    }
+}
+
+impl Default for AtFork {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn current_thread() -> usize {
+    // SAFETY: `pthread_self` has no preconditions and never fails.
+    let id = unsafe { libc::pthread_self() };
+    // `pthread_t` is an address-sized integer on Linux; only equality matters here.
+    id as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    static PREPARED: AtomicU32 = AtomicU32::new(0);
+    static IN_PARENT: AtomicU32 = AtomicU32::new(0);
+
+    unsafe extern "C" fn prepare() {
+        PREPARED.fetch_add(1, Ordering::SeqCst);
+    }
+    unsafe extern "C" fn parent() {
+        IN_PARENT.fetch_add(1, Ordering::SeqCst);
+    }
+    unsafe extern "C" fn child() {}
+
+    #[test]
+    fn hooks_are_registered_once_and_run_around_fork() {
+        static AT_FORK: AtFork = AtFork::new();
+        assert!(!AT_FORK.is_registered());
+        AT_FORK.ensure_registered(prepare, parent, child);
+        AT_FORK.ensure_registered(prepare, parent, child);
+        assert!(AT_FORK.is_registered());
+
+        // SAFETY: the child only calls `_exit`, which is async-signal-safe.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            // SAFETY: ends the child at once, without running the parent's exit handlers.
+            unsafe { libc::_exit(0) };
+        }
+        let mut status = 0;
+        // SAFETY: `pid` is our child; `status` is writable.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        // Registered once: each handler ran exactly once for this one fork.
+        assert_eq!(PREPARED.load(Ordering::SeqCst), 1);
+        assert_eq!(IN_PARENT.load(Ordering::SeqCst), 1);
+    }
+}

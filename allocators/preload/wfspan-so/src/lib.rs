@@ -1,0 +1,21 @@
+//! `liballoclab_preload_wfspan.so`: `malloc` and friends backed by [`WfSpan`], for
+//! `LD_PRELOAD` — any C or C++ program gets the wait-free span allocator without relinking.
+//!
+//! ```sh
+//! cargo build --release -p alloclab-preload-wfspan
+//! LD_PRELOAD=target/release/liballoclab_preload_wfspan.so python3 -c 'print(sum(range(10)))'
+//! ```
+//!
+//! wfspan holds no lock on any path, so `fork` needs no hooks: the child keeps the heaps of
+//! the parent's other threads (they are never adopted while marked owned) and allocates
+//! from its own, and frees of the other threads' blocks take the remote path.
+
+use alloclab_wfspan::WfSpan;
+
+/// The process-wide heap every exported function uses.
+static HEAP: WfSpan = WfSpan::new();
+
+alloclab_preload::export_malloc_api! {
+    heap: HEAP,
+    name: "wfspan",
+}
