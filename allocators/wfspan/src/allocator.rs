@@ -11,7 +11,7 @@ use alloclab_core::{
 use crate::heap::{Heap, RUN_CLASSES, run_object_offset};
 use crate::os;
 use crate::remote_free::Node;
-use crate::size_class::{class_count, class_for};
+use crate::size_class::{class_count, class_for, small_class};
 use crate::span::{HEADER_BYTES, Kind, SpanHeader};
 use crate::span_list::{Link, SpanList};
 use crate::thread;
@@ -352,7 +352,24 @@ impl WfSpan {
         unsafe { &(*self.span_at(index)).link }
     }
 
+    #[inline]
     fn allocate_block(&self, layout: Layout) -> Result<NonNull<u8>, AllocErrorKind> {
+        // Fast path: a small request from a registered thread, served from its active span.
+        if let Some(class) = small_class(layout.size(), layout.align()) {
+            let heap = thread::lookup(self.id.load(Ordering::Relaxed));
+            if !heap.is_null() {
+                // SAFETY: our own heap (never unmapped); `class` is within the class count.
+                if let Some(block) = NonNull::new(unsafe { (*heap).alloc_small(self, class) }) {
+                    return Ok(block);
+                }
+            }
+        }
+        self.allocate_block_slow(layout)
+    }
+
+    /// Everything but the fast path: registration, classes by bit scan, runs, huge blocks.
+    #[inline(never)]
+    fn allocate_block_slow(&self, layout: Layout) -> Result<NonNull<u8>, AllocErrorKind> {
         let size = layout.size().max(1);
         let align = layout.align();
         if let Some(class) = class_for(size, align, self.max_class) {
@@ -421,9 +438,31 @@ impl WfSpan {
     /// # Safety
     ///
     /// `block` is a live block of `self`.
+    #[inline]
     unsafe fn free_block(&self, block: NonNull<u8>) {
         let block = block.as_ptr();
         let span = SpanHeader::of(block, self.config.span_bytes);
+        // SAFETY: `block` is live, so its header is initialised; a small span's owner is
+        // compared, not dereferenced, and equals our heap only if we own the span.
+        unsafe {
+            if (*span).kind == Kind::Small {
+                let me = self.heap_if_any();
+                if !me.is_null() && (*span).owner.load(Ordering::Relaxed) == me {
+                    (*me).free_local(self, span, block);
+                    return;
+                }
+            }
+            self.free_block_slow(span, block);
+        }
+    }
+
+    /// Every free but the owner's free of a small block.
+    ///
+    /// # Safety
+    ///
+    /// `block` is a live block of `self` whose header is `span`.
+    #[inline(never)]
+    unsafe fn free_block_slow(&self, span: *mut SpanHeader, block: *mut u8) {
         // SAFETY: (for the whole block) `block` is live, so its header is initialised and stays so.
         unsafe {
             match (*span).kind {

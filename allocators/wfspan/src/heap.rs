@@ -414,26 +414,51 @@ impl Heap {
             (*span).put_local(block);
             let class = (*span).class as usize;
             let cs: *mut ClassState = ptr::addr_of_mut!((*self.local.get()).classes[class]);
-            let mut steps = 1;
-            if (*cs).active != span {
-                let local = (*span).local();
-                if local.allocated == 0 {
-                    // Every block is back: the span returns to the run cache.
-                    match local.list {
-                        ListId::Partial => (*cs).partial.unlink(span),
-                        ListId::Full => (*cs).full.unlink(span),
-                        ListId::None => {}
-                    }
-                    (*cs).owned -= 1;
-                    SpanHeader::reset(span);
-                    steps += self.give_run(wf, span, 0);
-                } else if local.list == ListId::Full {
-                    (*cs).full.unlink(span);
-                    (*cs).partial.push_back(span, ListId::Partial);
-                    steps += 1;
-                }
-            }
+            let steps = if (*cs).active != span && (*span).local().list != ListId::Partial
+                || (*span).local().allocated == 0
+            {
+                self.free_local_moves(wf, cs, span)
+            } else {
+                1
+            };
             self.count_free(u64::from((*span).block_bytes), steps);
+        }
+    }
+
+    /// After a local free into an inactive span: a full span becomes partial; a span whose
+    /// blocks are all back returns to the run cache. Returns the free's steps.
+    ///
+    /// # Safety
+    /// Owner only; `cs` is the state of `span`'s class.
+    #[cold]
+    unsafe fn free_local_moves(
+        &self,
+        wf: &WfSpan,
+        cs: *mut ClassState,
+        span: *mut SpanHeader,
+    ) -> u64 {
+        // SAFETY: per the contract.
+        unsafe {
+            if (*cs).active == span {
+                return 1;
+            }
+            let local = (*span).local();
+            if local.allocated == 0 {
+                match local.list {
+                    ListId::Partial => (*cs).partial.unlink(span),
+                    ListId::Full => (*cs).full.unlink(span),
+                    ListId::None => {}
+                }
+                (*cs).owned -= 1;
+                SpanHeader::reset(span);
+                1 + self.give_run(wf, span, 0)
+            } else if local.list == ListId::Full {
+                (*cs).full.unlink(span);
+                (*cs).partial.push_back(span, ListId::Partial);
+                2
+            } else {
+                1
+            }
         }
     }
 
