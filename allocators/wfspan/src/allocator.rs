@@ -119,10 +119,11 @@ pub struct StepBound {
 ///
 /// With `n` threads (so at most `n` producers stalled mid-push, each parking one chain):
 ///
-/// * alloc ≤ `20 + 4n`. The fast path is 1 step. The slow path takes one remote free of the
+/// * alloc ≤ `28 + 4n`. The fast path is 1 step. The slow path takes one remote free of the
 ///   active span (≤ `3 + n`: the backlog, each parked chain, one swap), a partial span (1),
 ///   one full span (1, then ≤ `3 + n` to take its remote free), and otherwise acquires a new
-///   span: a discard (≤ 3), the spare, cache and own public list (≤ 3), helping one heap
+///   span: a discard (≤ 3), the spare, cache, idle spans (≤ 8) and own public list (≤ 3),
+///   helping one heap
 ///   (≤ `n + 2`), one attempt on each other heap's list (≤ `n`), the orphans, the collect and
 ///   a fresh span (≤ 3). Remote frees are handed out one at a time, so no step depends on
 ///   how many blocks a span holds.
@@ -133,7 +134,7 @@ pub struct StepBound {
 pub const fn step_bound(span_bytes: usize, threads: u64) -> StepBound {
     let _ = span_bytes;
     StepBound {
-        alloc: 20 + 4 * threads,
+        alloc: 28 + 4 * threads,
         free: 4,
     }
 }

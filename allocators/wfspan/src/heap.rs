@@ -44,6 +44,9 @@ use crate::size_class::MAX_CLASSES;
 use crate::span::{HEADER_BYTES, Kind, ListId, SpanHeader};
 use crate::span_list::SpanList;
 
+/// Empty active spans remembered as candidates for reuse by other classes.
+const IDLE_HINTS: usize = 8;
+
 /// Run classes: runs of 1, 2, 4, ..., 32 spans. Class 0 (one span) also holds empty spans
 /// waiting to be formatted for any size class.
 pub const RUN_CLASSES: usize = 6;
@@ -143,6 +146,12 @@ pub struct HeapLocal {
     runs: [RunCache; RUN_CLASSES],
     /// A span a helper left when the heap had already found one, and its run class.
     spare: (*mut SpanHeader, usize),
+    /// Active spans that went empty (every block back): candidates to give up when another
+    /// class needs a span, so that an idle class does not sit on a whole span. Hints only:
+    /// checked again before use.
+    idle: [*mut SpanHeader; IDLE_HINTS],
+    /// Next `idle` slot to overwrite.
+    idle_cursor: usize,
     /// Which heap to help next.
     help_cursor: usize,
 }
@@ -231,6 +240,8 @@ impl Heap {
                         len: 0,
                     }; RUN_CLASSES],
                     spare: (ptr::null_mut(), 0),
+                    idle: [ptr::null_mut(); IDLE_HINTS],
+                    idle_cursor: 0,
                     help_cursor: 0,
                 }),
             })
@@ -440,6 +451,11 @@ impl Heap {
         // SAFETY: per the contract.
         unsafe {
             if (*cs).active == span {
+                if (*span).local().allocated == 0 {
+                    let local = self.local();
+                    local.idle[local.idle_cursor] = span;
+                    local.idle_cursor = (local.idle_cursor + 1) % IDLE_HINTS;
+                }
                 return 1;
             }
             let local = (*span).local();
@@ -527,6 +543,13 @@ impl Heap {
                 cache.len -= 1;
                 return span;
             }
+            // An idle class's empty active span.
+            if run == 0 {
+                let span = self.take_idle(steps);
+                if !span.is_null() {
+                    return span;
+                }
+            }
             // The own public list, one attempt.
             *steps += 1;
             if let Some(index) = self.public[run].pop_once(|i| wf.link_of(i)) {
@@ -579,6 +602,39 @@ impl Heap {
             // A fresh span run from the region.
             *steps += 1;
             wf.fresh_run(run)
+        }
+    }
+
+    /// Takes an empty active span of some class (remembered in the idle hints), detaching it
+    /// from its class; null if no hint still holds. At most [`IDLE_HINTS`] steps.
+    ///
+    /// # Safety
+    /// Owner only.
+    unsafe fn take_idle(&self, steps: &mut u64) -> *mut SpanHeader {
+        // SAFETY: (for the whole block) owner-only access; a hinted span is checked to be
+        // still this heap's active span of its class, with every block back, before use.
+        unsafe {
+            let heap = self.local.get();
+            for slot in 0..IDLE_HINTS {
+                let span = (*heap).idle[slot];
+                if span.is_null() {
+                    continue;
+                }
+                *steps += 1;
+                (*heap).idle[slot] = ptr::null_mut();
+                let class = (*span).class as usize;
+                let cs = ptr::addr_of_mut!((*heap).classes[class]);
+                if (*span).kind == Kind::Small
+                    && (*cs).active == span
+                    && (*span).local().allocated == 0
+                {
+                    (*cs).active = ptr::null_mut();
+                    (*cs).owned -= 1;
+                    SpanHeader::reset(span);
+                    return span;
+                }
+            }
+            ptr::null_mut()
         }
     }
 
