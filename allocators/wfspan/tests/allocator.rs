@@ -243,3 +243,49 @@ fn impossible_sizes_are_errors_not_crashes() {
         .unwrap_err();
     assert_eq!(err.layout.size(), isize::MAX as usize - 4096);
 }
+
+#[test]
+fn discarded_spans_are_reclaimed_by_their_last_remote_freer_and_reused() {
+    // K = 2 spans per class: the owner must discard full spans while another thread still
+    // holds their blocks; the last remote free of each discarded span reclaims it.
+    let config = Config {
+        spans_per_class: 2,
+        ..Config::DEFAULT
+    };
+    let heap = Checked::with_policy(WfSpan::with_config(config), Policy::Record);
+    let l = layout(1024, 16);
+    let per_span = (config.span_bytes / 1024) as usize;
+    for _round in 0..20 {
+        // Ten spans' worth of blocks, allocated here, freed by another thread.
+        let blocks: Vec<usize> = (0..10 * per_span)
+            .map(|_| heap.allocate(l).unwrap().as_ptr() as usize)
+            .collect();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // Give this thread a heap, so that its frees are counted and the spans it
+                // reclaims go to its cache (a thread without one hands them to the orphans).
+                let own = heap.allocate(layout(16, 8)).unwrap();
+                // SAFETY: allocated just above.
+                unsafe { heap.deallocate(own, layout(16, 8)) };
+                for addr in blocks {
+                    // SAFETY: allocated above with `l`, freed once, on another thread.
+                    unsafe { heap.deallocate(NonNull::new(addr as *mut u8).unwrap(), l) };
+                }
+            });
+        });
+    }
+    assert!(heap.violations().is_empty(), "{:?}", heap.violations());
+    assert_eq!(heap.live_blocks(), 0);
+    heap.check_stats().unwrap();
+    let stats = heap.inner().stats();
+    assert!(
+        stats.max_free_steps.unwrap() >= 2,
+        "no remote free ever reclaimed a discarded span"
+    );
+    // Reclaimed spans are reused: twenty rounds of ten spans fit in far fewer than 200.
+    let footprint = stats.footprint_bytes.unwrap() as usize;
+    assert!(
+        footprint < 40 * config.span_bytes,
+        "footprint {footprint} B: discarded spans were not reused"
+    );
+}
