@@ -48,7 +48,8 @@ enum Cmd {
 
 #[derive(Args)]
 struct Common {
-    /// Worker threads; a comma-separated list measures each [default: the number of cores].
+    /// Worker threads for every workload; a comma-separated list measures each [default:
+    /// each suite's own: cpu at the number of cores, realtime at 1x, 2x and 4x that].
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=1024))]
     threads: Vec<u32>,
     /// Amount of work per run: tiny (smoke test), small, medium (4x) or large (16x).
@@ -180,12 +181,10 @@ fn resolve_allocators(names: &[String]) -> Result<Vec<&'static AllocatorInfo>, S
     Ok(out)
 }
 
-fn thread_counts(common: &Common) -> Vec<usize> {
-    if common.threads.is_empty() {
-        vec![machine::logical_cores()]
-    } else {
-        common.threads.iter().map(|&t| t as usize).collect()
-    }
+/// The thread counts given on the command line; `None` lets each workload use its suite's
+/// default for this machine.
+fn thread_counts(common: &Common) -> Option<Vec<usize>> {
+    (!common.threads.is_empty()).then(|| common.threads.iter().map(|&t| t as usize).collect())
 }
 
 /// Checks that `dir` can be created and written, before any minutes are spent measuring.
@@ -261,7 +260,7 @@ fn results_file(
             parameters: Parameters {
                 scale: plan.scale.as_str().to_owned(),
                 runs: plan.runs,
-                threads: plan.threads.clone(),
+                threads: plan.all_thread_counts(),
                 seed: plan.seed,
                 suites,
                 allocators: plan.allocators.iter().map(|a| a.name.to_owned()).collect(),
@@ -398,7 +397,9 @@ fn worker(args: WorkerArgs) -> Result<(), String> {
 }
 
 /// A plain-text table per workload: median (min-max) of each metric, and the ratio of the
-/// median to the first allocator's at the same thread count.
+/// median to the first allocator's at the same thread count; a workload with many metrics
+/// gets one table per metric family, as in `report.md`. The clock-read cost and the timer
+/// overhead are summed up at the end.
 fn terminal_table(results: &ResultsFile) -> String {
     use std::fmt::Write as _;
     let params = &results.header.parameters;
@@ -410,7 +411,15 @@ fn terminal_table(results: &ResultsFile) -> String {
             workloads_seen.push((&r.suite, &r.workload));
         }
     }
-    for (suite, workload) in workloads_seen {
+    let cell = |r: &alloclab_harness::results::Record| {
+        format!(
+            "{} ({}-{})",
+            report::fmt_value(r.median),
+            report::fmt_value(r.min),
+            report::fmt_value(r.max)
+        )
+    };
+    for &(suite, workload) in &workloads_seen {
         let rows: Vec<_> = results
             .records
             .iter()
@@ -418,62 +427,111 @@ fn terminal_table(results: &ResultsFile) -> String {
             .collect();
         let mut metrics: Vec<(&str, &str)> = Vec::new();
         for r in &rows {
-            if r.metric != report::TIMER_OVERHEAD_METRIC
+            if !report::QUALIFIER_METRICS.contains(&r.metric.as_str())
                 && !metrics.iter().any(|(m, _)| *m == r.metric)
             {
                 metrics.push((&r.metric, &r.unit));
             }
         }
+        metrics.sort_by_key(|(m, _)| {
+            report::METRIC_ORDER
+                .iter()
+                .position(|o| o == m)
+                .unwrap_or(report::METRIC_ORDER.len())
+        });
         let _ = writeln!(
             out,
             "\n{suite}/{workload}: scale {}, {} run(s); median (min-max), ratio to {baseline}",
             params.scale, params.runs
         );
-        let _ = write!(out, "{:<10} {:>7}", "allocator", "threads");
-        for (m, u) in &metrics {
-            let _ = write!(out, "  {:>30} {:>7}", format!("{m} [{u}]"), "ratio");
-        }
-        out.push('\n');
         let mut keys: Vec<(&str, usize)> = Vec::new();
         for r in &rows {
             if !keys.contains(&(r.allocator.as_str(), r.threads)) {
                 keys.push((&r.allocator, r.threads));
             }
         }
-        for (allocator, threads) in keys {
-            let _ = write!(out, "{allocator:<10} {threads:>7}");
-            for (m, _) in &metrics {
-                let find = |a: &str| {
-                    rows.iter()
-                        .find(|r| r.allocator == a && r.threads == threads && r.metric == *m)
-                };
-                match find(allocator) {
-                    Some(r) => {
-                        let ratio = find(baseline)
-                            .filter(|b| b.median != 0.0)
-                            .map_or("-".to_owned(), |b| format!("{:.2}", r.median / b.median));
-                        let cell = format!("{:.3} ({:.3}-{:.3})", r.median, r.min, r.max);
-                        let _ = write!(out, "  {cell:>30} {ratio:>7}");
-                    }
-                    None => {
-                        let _ = write!(out, "  {:>30} {:>7}", "-", "-");
-                    }
-                }
+        for (title, metrics) in report::split_into_tables(metrics, |(m, _)| m) {
+            if let Some(title) = title {
+                let _ = writeln!(out, "{title}");
+            }
+            let _ = write!(out, "{:<10} {:>7}", "allocator", "threads");
+            for (m, u) in &metrics {
+                let _ = write!(out, "  {:>24} {:>7}", format!("{m} [{u}]"), "ratio");
             }
             out.push('\n');
+            for &(allocator, threads) in &keys {
+                let _ = write!(out, "{allocator:<10} {threads:>7}");
+                for (m, _) in &metrics {
+                    let find = |a: &str| {
+                        rows.iter()
+                            .find(|r| r.allocator == a && r.threads == threads && r.metric == *m)
+                    };
+                    match find(allocator) {
+                        Some(r) => {
+                            let ratio = find(baseline)
+                                .filter(|b| b.median != 0.0)
+                                .map_or("-".to_owned(), |b| format!("{:.2}", r.median / b.median));
+                            let _ = write!(out, "  {:>24} {ratio:>7}", cell(r));
+                        }
+                        None => {
+                            let _ = write!(out, "  {:>24} {:>7}", "-", "-");
+                        }
+                    }
+                }
+                out.push('\n');
+            }
         }
     }
+    // Workloads that time each call report the clock's cost instead of a small overhead.
+    let single_operations: Vec<(&str, &str)> = workloads_seen
+        .iter()
+        .copied()
+        .filter(|(s, w)| {
+            results
+                .records
+                .iter()
+                .any(|r| r.suite == *s && r.workload == *w && r.metric == report::CLOCK_READ_METRIC)
+        })
+        .collect();
     let worst = results
         .records
         .iter()
         .filter(|r| r.metric == report::TIMER_OVERHEAD_METRIC)
+        .filter(|r| !single_operations.contains(&(r.suite.as_str(), r.workload.as_str())))
         .map(|r| r.max)
-        .fold(0.0, f64::max);
-    let _ = writeln!(
+        .filter(|v| v.is_finite())
+        .max_by(f64::total_cmp);
+    let _ = write!(
         out,
-        "\ntimer overhead: {:.1} ns per clock read, at most {worst:.5}% of any timed sample (limit {}%)",
-        results.header.timer_overhead_ns,
-        report::TIMER_OVERHEAD_WARN_PERCENT
+        "\ntimer overhead: {:.1} ns per clock read",
+        results.header.timer_overhead_ns
     );
+    match worst {
+        Some(worst) => {
+            let _ = writeln!(
+                out,
+                ", at most {worst:.5}% of any timed sample (limit {}%)",
+                report::TIMER_OVERHEAD_WARN_PERCENT
+            );
+        }
+        None => out.push('\n'),
+    }
+    for (suite, workload) in single_operations {
+        let clock: Vec<f64> = results
+            .records
+            .iter()
+            .filter(|r| {
+                r.suite == suite && r.workload == workload && r.metric == report::CLOCK_READ_METRIC
+            })
+            .flat_map(|r| [r.min, r.max])
+            .collect();
+        let lo = clock.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = clock.iter().copied().fold(0.0, f64::max);
+        let _ = writeln!(
+            out,
+            "{suite}/{workload} times each call: every figure includes about one clock read \
+             ({lo:.1}-{hi:.1} ns in its workers), not subtracted"
+        );
+    }
     out
 }

@@ -12,8 +12,23 @@
 //! renamed over the target, so a failure never leaves a half-written file behind.
 //!
 //! Nothing here depends on the metric names of a particular suite, except that
-//! [`METRIC_ORDER`] puts the known metrics first and [`TIMER_OVERHEAD_METRIC`] feeds the
-//! timer-overhead note. Output is deterministic: suites follow `parameters.suites`,
+//! [`METRIC_ORDER`] puts the known metrics first, [`HEADLINE_METRICS`] picks the chart
+//! panels of a workload with many metrics, and the two [`QUALIFIER_METRICS`] — they describe
+//! the measurement, not the allocator — get notes instead of comparison columns:
+//! [`TIMER_OVERHEAD_METRIC`] feeds the timer-overhead section, [`CLOCK_READ_METRIC`] (reported
+//! by workloads that time single operations) a note under the workload's table.
+//!
+//! Many metrics (the `realtime` suite has a dozen) are kept readable by two small rules:
+//!
+//! * **Tables.** A workload or summary table with more than [`MAX_METRICS_PER_TABLE`]
+//!   metrics is split into one table per metric family — the metrics that share the name
+//!   before their first `_` (`alloc_p50` … `alloc_max_steps`) — and one table of the metrics
+//!   that have no family.
+//! * **Charts, and the README's summary.** Where there are more than [`MAX_CHART_PANELS`]
+//!   metrics, only the first [`MAX_CHART_PANELS`] in [`HEADLINE_METRICS`] order are drawn
+//!   (or summarised): for `realtime`, the p99.999 and the max of alloc and free.
+//!
+//! Output is deterministic: suites follow `parameters.suites`,
 //! allocators follow `parameters.allocators` (the first is the baseline of every ratio),
 //! anything else is sorted by name, workloads are sorted by name and thread counts
 //! ascending.
@@ -37,10 +52,54 @@ pub const README_BEGIN: &str = "<!-- alloclab:results:begin -->";
 pub const README_END: &str = "<!-- alloclab:results:end -->";
 /// The metric that measures the share of a timed sample spent reading the clock, in %.
 pub const TIMER_OVERHEAD_METRIC: &str = "timer_overhead";
-/// A `timer_overhead` median above this many percent makes the report warn.
+/// A `timer_overhead` median above this many percent makes the report warn, except for
+/// workloads that time single operations (they report [`CLOCK_READ_METRIC`]), where it is
+/// large by design.
 pub const TIMER_OVERHEAD_WARN_PERCENT: f64 = 5.0;
-/// Metrics listed first, in this order; any other metric follows, sorted by name.
-pub const METRIC_ORDER: &[&str] = &["time", "peak_footprint", TIMER_OVERHEAD_METRIC];
+/// The metric that reports the cost of one clock read, in ns, for workloads that time each
+/// operation on its own: every figure of theirs contains about one, not subtracted.
+pub const CLOCK_READ_METRIC: &str = "clock_read";
+/// Metrics that describe the measurement rather than the allocator: no comparison column,
+/// chart panel or mean, but notes of their own.
+pub const QUALIFIER_METRICS: &[&str] = &[TIMER_OVERHEAD_METRIC, CLOCK_READ_METRIC];
+/// Metrics listed first, in this order (percentiles ascending, so that a row reads from the
+/// median to the worst case); any other metric follows, sorted by name.
+pub const METRIC_ORDER: &[&str] = &[
+    "time",
+    "alloc_p50",
+    "alloc_p99",
+    "alloc_p99.9",
+    "alloc_p99.99",
+    "alloc_p99.999",
+    "alloc_max",
+    "alloc_max_steps",
+    "free_p50",
+    "free_p99",
+    "free_p99.9",
+    "free_p99.99",
+    "free_p99.999",
+    "free_max",
+    "free_max_steps",
+    "remote_free_p99.999",
+    "remote_free_max",
+    "peak_footprint",
+    CLOCK_READ_METRIC,
+    TIMER_OVERHEAD_METRIC,
+];
+/// The metrics a chart (and the README's summary) shows first, in this order, when there are
+/// more than [`MAX_CHART_PANELS`]; any other metric follows in [`METRIC_ORDER`].
+pub const HEADLINE_METRICS: &[&str] = &[
+    "time",
+    "alloc_p99.999",
+    "alloc_max",
+    "free_p99.999",
+    "free_max",
+    "peak_footprint",
+];
+/// The most panels a chart has (and columns the README's summary table has).
+pub const MAX_CHART_PANELS: usize = 4;
+/// The most metrics a table of `report.md` has before it is split by metric family.
+pub const MAX_METRICS_PER_TABLE: usize = 4;
 
 /// Placeholder for a value that does not exist.
 const NONE: &str = "—";
@@ -276,11 +335,11 @@ impl<'a> View<'a> {
     /// name; unit and direction are those of the metric's first record.
     fn metrics_in(&self, suite: &str, workload: Option<&str>) -> Vec<MetricInfo<'a>> {
         let mut metrics: Vec<MetricInfo<'a>> = Vec::new();
-        // Timer overhead qualifies the measurement rather than the allocator: it gets its own
-        // section, not a comparison column or chart panel.
+        // Timer overhead and clock cost qualify the measurement rather than the allocator:
+        // they get notes of their own, not comparison columns or chart panels.
         for r in self
             .records_in(suite, workload)
-            .filter(|r| r.metric != TIMER_OVERHEAD_METRIC)
+            .filter(|r| !QUALIFIER_METRICS.contains(&r.metric.as_str()))
         {
             if !metrics.iter().any(|m| m.name == r.metric) {
                 metrics.push(MetricInfo {
@@ -356,6 +415,67 @@ fn metric_rank(name: &str) -> (usize, &str) {
     )
 }
 
+/// At most [`MAX_CHART_PANELS`] of `metrics` (which are in [`METRIC_ORDER`]): all of them
+/// if they are that few, else the first in [`HEADLINE_METRICS`] order.
+fn headline<'a>(mut metrics: Vec<MetricInfo<'a>>) -> Vec<MetricInfo<'a>> {
+    if metrics.len() > MAX_CHART_PANELS {
+        // Stable: metrics outside HEADLINE_METRICS keep their METRIC_ORDER.
+        metrics.sort_by_key(|m| {
+            HEADLINE_METRICS
+                .iter()
+                .position(|h| *h == m.name)
+                .unwrap_or(HEADLINE_METRICS.len())
+        });
+        metrics.truncate(MAX_CHART_PANELS);
+    }
+    metrics
+}
+
+/// The family of a metric: its name up to the first `_` (`alloc` for `alloc_p99.9`).
+fn family(metric: &str) -> &str {
+    metric.split_once('_').map_or(metric, |(family, _)| family)
+}
+
+/// `metrics` split into the tables of `report.md`; see [`split_into_tables`].
+fn metric_tables<'a>(metrics: &[MetricInfo<'a>]) -> Vec<(Option<String>, Vec<MetricInfo<'a>>)> {
+    split_into_tables(metrics.to_vec(), |m| m.name)
+}
+
+/// Splits a workload's metrics (`items`, named by `name`, in report order) into tables: one
+/// untitled table of all of them if they are at most [`MAX_METRICS_PER_TABLE`]; else one
+/// table per family of two or more metrics, titled `` `family_…` ``, in order of first
+/// appearance, then one titled `other metrics` of those without a family. Order within a
+/// table is kept.
+pub fn split_into_tables<T>(
+    items: Vec<T>,
+    name: impl Fn(&T) -> &str,
+) -> Vec<(Option<String>, Vec<T>)> {
+    if items.len() <= MAX_METRICS_PER_TABLE {
+        return vec![(None, items)];
+    }
+    let mut families: Vec<(String, Vec<T>)> = Vec::new();
+    for item in items {
+        let f = family(name(&item)).to_owned();
+        match families.iter_mut().find(|(g, _)| *g == f) {
+            Some((_, members)) => members.push(item),
+            None => families.push((f, vec![item])),
+        }
+    }
+    let mut tables = Vec::new();
+    let mut rest = Vec::new();
+    for (f, members) in families {
+        if members.len() > 1 {
+            tables.push((Some(format!("`{f}_…`")), members));
+        } else {
+            rest.extend(members);
+        }
+    }
+    if !rest.is_empty() {
+        tables.push((Some("other metrics".to_owned()), rest));
+    }
+    tables
+}
+
 /// `value / base`, if finite and `base` is not zero.
 fn ratio_of(value: f64, base: f64) -> Option<f64> {
     let r = value / base;
@@ -395,7 +515,7 @@ fn is_best(value: f64, values: &[f64], lower_is_better: bool) -> bool {
 // ---------------------------------------------------------------------------------------
 
 /// A measured value with about three or four significant digits.
-fn fmt_value(v: f64) -> String {
+pub fn fmt_value(v: f64) -> String {
     if !v.is_finite() {
         return format!("{v}");
     }
@@ -569,10 +689,12 @@ pub fn chart_file_name(suite: &str, workload: &str) -> String {
 /// The body of `report.md`: a header (machine, commit, date, command, parameters, timer
 /// overhead); per suite and workload, a table with one row per thread count and allocator,
 /// a `median (min–max) unit` column and a ratio-to-baseline column per metric, the best
-/// median per metric and thread count in bold, and a link to the workload's chart; per
-/// suite, the geometric mean over workloads of each ratio; and a timer-overhead note that
-/// warns about every record whose `timer_overhead` median exceeds
-/// [`TIMER_OVERHEAD_WARN_PERCENT`].
+/// median per metric and thread count in bold (split by metric family where there are
+/// many metrics), a note on the clock read inside the figures of a workload that times
+/// single operations, and a link to the workload's chart; per suite of several workloads,
+/// the geometric mean over workloads of each ratio; and a timer-overhead note that warns about every record whose
+/// `timer_overhead` median exceeds [`TIMER_OVERHEAD_WARN_PERCENT`], except for workloads
+/// that time single operations.
 pub fn render_markdown(results: &ResultsFile) -> String {
     let view = View::new(results);
     let mut out = String::new();
@@ -593,19 +715,45 @@ pub fn render_markdown(results: &ResultsFile) -> String {
     for &suite in &view.suites {
         let _ = writeln!(out, "\n## Suite `{suite}`");
         for workload in view.workloads(suite) {
-            let _ = writeln!(out, "\n### {suite}/{workload}\n");
-            workload_table(&mut out, &view, suite, workload);
+            let _ = writeln!(out, "\n### {suite}/{workload}");
+            let metrics = view.metrics_in(suite, Some(workload));
+            for (title, metrics) in metric_tables(&metrics) {
+                out.push('\n');
+                if let Some(title) = title {
+                    let _ = writeln!(out, "{title}:\n");
+                }
+                workload_table(&mut out, &view, suite, workload, &metrics);
+            }
+            if let Some(note) = clock_read_note(&view, suite, Some(workload)) {
+                let _ = writeln!(out, "\n{note}");
+            }
             let _ = writeln!(
                 out,
                 "\n![{suite}/{workload}]({})",
                 chart_file_name(suite, workload)
             );
         }
+        // A mean over one workload would repeat that workload's table.
+        if let [only] = view.workloads(suite)[..] {
+            let _ = writeln!(
+                out,
+                "\nThe suite has one workload, `{only}`: its table above is the suite's \
+                 summary, and no mean is taken."
+            );
+            continue;
+        }
         let _ = writeln!(
             out,
-            "\n### Suite `{suite}`: geometric mean over workloads of the ratio to {baseline}\n"
+            "\n### Suite `{suite}`: geometric mean over workloads of the ratio to {baseline}"
         );
-        summary_table(&mut out, &view, suite);
+        let metrics = view.metrics_in(suite, None);
+        for (title, metrics) in metric_tables(&metrics) {
+            out.push('\n');
+            if let Some(title) = title {
+                let _ = writeln!(out, "{title}:\n");
+            }
+            summary_table(&mut out, &view, suite, &metrics);
+        }
     }
 
     out.push_str("\n## Timer overhead\n\n");
@@ -678,15 +826,20 @@ fn header_line(results: &ResultsFile) -> String {
     )
 }
 
-/// The table of one workload.
-fn workload_table(out: &mut String, view: &View<'_>, suite: &str, workload: &str) {
-    let metrics = view.metrics_in(suite, Some(workload));
+/// The table of `metrics` of one workload.
+fn workload_table(
+    out: &mut String,
+    view: &View<'_>,
+    suite: &str,
+    workload: &str,
+    metrics: &[MetricInfo<'_>],
+) {
     let allocators = view.allocators_in(suite, None);
     let threads = view.threads_in(suite, Some(workload));
     let ratio_header = view.ratio_header();
 
     let mut headers = vec!["allocator".to_owned(), "threads".to_owned()];
-    for m in &metrics {
+    for m in metrics {
         headers.push(escape_cell(m.name));
         headers.push(ratio_header.clone());
     }
@@ -725,15 +878,14 @@ fn workload_table(out: &mut String, view: &View<'_>, suite: &str, workload: &str
     }
 }
 
-/// The geometric-mean table of one suite.
-fn summary_table(out: &mut String, view: &View<'_>, suite: &str) {
-    let metrics = view.metrics_in(suite, None);
+/// The geometric-mean table of `metrics` of one suite.
+fn summary_table(out: &mut String, view: &View<'_>, suite: &str, metrics: &[MetricInfo<'_>]) {
     let allocators = view.allocators_in(suite, None);
     let threads = view.threads_in(suite, None);
     let ratio_header = view.ratio_header();
 
     let mut headers = vec!["allocator".to_owned(), "threads".to_owned()];
-    for m in &metrics {
+    for m in metrics {
         headers.push(format!("{} {ratio_header}", escape_cell(m.name)));
     }
     table_header(out, &headers, 1);
@@ -741,7 +893,7 @@ fn summary_table(out: &mut String, view: &View<'_>, suite: &str) {
     for &t in &threads {
         for &a in &allocators {
             let mut cells = vec![escape_cell(a), t.to_string()];
-            for m in &metrics {
+            for m in metrics {
                 let (mean, used, total) = view.geomean(suite, a, t, m.name);
                 let mut cell = fmt_ratio(mean);
                 if mean.is_some() && used < total {
@@ -761,8 +913,36 @@ fn summary_table(out: &mut String, view: &View<'_>, suite: &str) {
     }
 }
 
+/// The note on the clock read inside every figure of the workloads of `suite` (or of
+/// `workload`) that report [`CLOCK_READ_METRIC`]; `None` if none does.
+fn clock_read_note(view: &View<'_>, suite: &str, workload: Option<&str>) -> Option<String> {
+    let clock: Vec<&Record> = view
+        .records_in(suite, workload)
+        .filter(|r| r.metric == CLOCK_READ_METRIC)
+        .collect();
+    let lo = clock
+        .iter()
+        .map(|r| r.min)
+        .filter(|v| v.is_finite())
+        .min_by(f64::total_cmp)?;
+    let hi = clock
+        .iter()
+        .map(|r| r.max)
+        .filter(|v| v.is_finite())
+        .max_by(f64::total_cmp)?;
+    let unit = &clock[0].unit;
+    Some(format!(
+        "Every latency here is the time between two clock reads around one call, so it \
+         includes about one clock read: `{CLOCK_READ_METRIC}` was {}–{} {unit} in these runs \
+         (calibrated in each worker). It is not subtracted.",
+        fmt_value(lo),
+        fmt_value(hi),
+    ))
+}
+
 /// The timer-overhead note: the largest `timer_overhead` value and a warning line for any
-/// record whose median exceeds [`TIMER_OVERHEAD_WARN_PERCENT`].
+/// record whose median exceeds [`TIMER_OVERHEAD_WARN_PERCENT`], except for workloads that
+/// time single operations (they report [`CLOCK_READ_METRIC`]), which are named instead.
 fn timer_overhead_note(out: &mut String, results: &ResultsFile) {
     let h = &results.header;
     let _ = writeln!(
@@ -828,10 +1008,17 @@ fn timer_overhead_note(out: &mut String, results: &ResultsFile) {
             ],
         );
     }
+    let single_operations: BTreeSet<(&str, &str)> = results
+        .records
+        .iter()
+        .filter(|r| r.metric == CLOCK_READ_METRIC)
+        .map(|r| (r.suite.as_str(), r.workload.as_str()))
+        .collect();
     let mut over: Vec<&Record> = overhead
         .iter()
         .copied()
         .filter(|r| r.median > TIMER_OVERHEAD_WARN_PERCENT)
+        .filter(|r| !single_operations.contains(&(r.suite.as_str(), r.workload.as_str())))
         .collect();
     let view = View::new(results);
     over.sort_by(|a, b| {
@@ -846,10 +1033,30 @@ fn timer_overhead_note(out: &mut String, results: &ResultsFile) {
         rank(a).cmp(&rank(b))
     });
     out.push('\n');
+    if !single_operations.is_empty() {
+        let list: Vec<String> = single_operations
+            .iter()
+            .map(|(suite, workload)| format!("{suite}/{workload}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "{} time{} each allocator call on its own: there `{TIMER_OVERHEAD_METRIC}` (two \
+             clock reads over the shortest call) is large by design and not warned about; \
+             every figure includes about one clock read, reported as `{CLOCK_READ_METRIC}` and \
+             not subtracted.\n",
+            list.join(", "),
+            if list.len() == 1 { "s" } else { "" },
+        );
+    }
+    let other = if single_operations.is_empty() {
+        ""
+    } else {
+        "other "
+    };
     if over.is_empty() {
         let _ = writeln!(
             out,
-            "No workload's `{TIMER_OVERHEAD_METRIC}` median exceeds \
+            "No {other}workload's `{TIMER_OVERHEAD_METRIC}` median exceeds \
              {TIMER_OVERHEAD_WARN_PERCENT} %."
         );
     } else {
@@ -878,8 +1085,11 @@ fn timer_overhead_note(out: &mut String, results: &ResultsFile) {
 }
 
 /// The README's results section: the machine/commit/parameters line, per suite the
-/// geometric-mean summary and a compact table of the `time` ratios (or of the suite's
-/// first metric if it has no `time`), and a pointer to `report/report.md`.
+/// geometric-mean summary (of at most [`MAX_CHART_PANELS`] metrics, chosen as for the
+/// charts), the clock-read note where the suite times single operations, and a compact table
+/// of the `time` ratios (or of the suite's first headline metric if it has no `time`), and a
+/// pointer to `report/report.md`. A suite of one workload gets its ratios alone, under a
+/// heading that says so.
 pub fn render_readme_section(results: &ResultsFile) -> String {
     let view = View::new(results);
     let mut out = String::new();
@@ -887,13 +1097,29 @@ pub fn render_readme_section(results: &ResultsFile) -> String {
     out.push('\n');
     let baseline = view.baseline.unwrap_or(NONE);
     for &suite in &view.suites {
+        let workloads = view.workloads(suite);
+        let metrics = headline(view.metrics_in(suite, None));
+        if let [only] = workloads[..] {
+            // The mean of one ratio is that ratio: say so, and skip the per-workload table.
+            let _ = writeln!(
+                out,
+                "\n#### Suite `{suite}` (one workload, `{only}`): ratio to {baseline}\n"
+            );
+            summary_table(&mut out, &view, suite, &metrics);
+            if let Some(note) = clock_read_note(&view, suite, None) {
+                let _ = writeln!(out, "\n{note}");
+            }
+            continue;
+        }
         let _ = writeln!(
             out,
             "\n#### Suite `{suite}`: geometric mean over workloads of the ratio to {baseline}\n"
         );
-        summary_table(&mut out, &view, suite);
+        summary_table(&mut out, &view, suite, &metrics);
+        if let Some(note) = clock_read_note(&view, suite, None) {
+            let _ = writeln!(out, "\n{note}");
+        }
 
-        let metrics = view.metrics_in(suite, None);
         let Some(metric) = metrics
             .iter()
             .find(|m| m.name == "time")
@@ -946,8 +1172,8 @@ pub fn render_readme_section(results: &ResultsFile) -> String {
 const PANEL_HEIGHT: u32 = 320;
 const TITLE_HEIGHT: u32 = 40;
 
-/// Writes the chart of one workload to `path` (atomically): one panel per metric, one
-/// above the other, each a bar chart of the median per allocator (grouped by thread count
+/// Writes the chart of one workload to `path` (atomically): one panel per metric (at most
+/// [`MAX_CHART_PANELS`], chosen by [`HEADLINE_METRICS`]), one above the other, each a bar chart of the median per allocator (grouped by thread count
 /// when there are several) with min–max error bars, axes labelled with units, titled
 /// `<suite>/<workload>`. Fails if the results have no record of that workload.
 pub fn write_chart_svg(
@@ -976,7 +1202,7 @@ fn render_chart_svg(
     suite: &str,
     workload: &str,
 ) -> Result<String, Box<dyn std::error::Error>> {
-    let metrics = view.metrics_in(suite, Some(workload));
+    let metrics = headline(view.metrics_in(suite, Some(workload)));
     let allocators = view.allocators_in(suite, Some(workload));
     let threads = view.threads_in(suite, Some(workload));
     let groups = allocators.len().max(1);
@@ -1461,6 +1687,207 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .filter(|n| n.contains(".tmp-"))
             .collect()
+    }
+
+    fn rt_record(allocator: &str, threads: usize, metric: &str, unit: &str, median: f64) -> Record {
+        Record {
+            suite: "realtime".into(),
+            workload: "latency".into(),
+            allocator: allocator.into(),
+            threads,
+            metric: metric.into(),
+            unit: unit.into(),
+            median,
+            min: median - 1.0,
+            max: median + 1.0,
+            runs: 3,
+            lower_is_better: true,
+        }
+    }
+
+    /// [`sample`] plus a `realtime` suite: one workload, every metric the worker reports
+    /// (steps for mimalloc only), in scrambled order.
+    fn sample_with_realtime() -> ResultsFile {
+        let mut results = sample();
+        results.header.parameters.suites.push("realtime".into());
+        for (allocator, base) in [("system", 100.0), ("mimalloc", 50.0), ("jemalloc", 200.0)] {
+            let mut metrics: Vec<(String, &str, f64)> = Vec::new();
+            for (k, kind) in ["alloc", "free"].into_iter().enumerate() {
+                let percentiles = ["p50", "p99", "p99.9", "p99.99", "p99.999", "max"];
+                for (i, p) in percentiles.into_iter().enumerate() {
+                    let value = base * (k + 1) as f64 * 10f64.powi(i as i32);
+                    metrics.push((format!("{kind}_{p}"), "ns", value));
+                }
+            }
+            metrics.push(("remote_free_p99.999".into(), "ns", base * 1e4));
+            metrics.push(("remote_free_max".into(), "ns", base * 1e5));
+            metrics.push(("peak_footprint".into(), "MiB", 10.0));
+            metrics.push((CLOCK_READ_METRIC.into(), "ns", 30.0 + base / 100.0));
+            metrics.push((TIMER_OVERHEAD_METRIC.into(), "%", 250.0));
+            if allocator == "mimalloc" {
+                metrics.push(("alloc_max_steps".into(), "steps", 12.0));
+            }
+            metrics.reverse();
+            for (metric, unit, value) in metrics {
+                results
+                    .records
+                    .push(rt_record(allocator, 4, &metric, unit, value));
+            }
+        }
+        results
+    }
+
+    /// The header row of the first table after the line `heading`.
+    fn header_after(md: &str, heading: &str) -> String {
+        md.lines()
+            .skip_while(|l| *l != heading)
+            .find(|l| l.starts_with("| allocator"))
+            .unwrap_or_else(|| panic!("no table after {heading:?} in\n{md}"))
+            .to_owned()
+    }
+
+    #[test]
+    fn many_metrics_are_split_into_family_tables_read_from_median_to_worst() {
+        let md = render_markdown(&sample_with_realtime());
+        let workload = &md[md.find("### realtime/latency").unwrap()..];
+        let alloc = header_after(workload, "`alloc_…`:");
+        assert_eq!(
+            alloc,
+            "| allocator | threads | alloc_p50 | × system | alloc_p99 | × system | alloc_p99.9 \
+             | × system | alloc_p99.99 | × system | alloc_p99.999 | × system | alloc_max \
+             | × system | alloc_max_steps | × system |"
+        );
+        assert!(
+            header_after(workload, "`free_…`:").contains("| free_p99.999 | × system | free_max |")
+        );
+        assert_eq!(
+            header_after(workload, "`remote_…`:"),
+            "| allocator | threads | remote_free_p99.999 | × system | remote_free_max | × system |"
+        );
+        assert_eq!(
+            header_after(workload, "other metrics:"),
+            "| allocator | threads | peak_footprint | × system |"
+        );
+        // Steps where counted (alone, so not bold), a dash where not.
+        let mi = row(workload, "`alloc_…`:", "mimalloc", 4);
+        assert_eq!(mi[14], "12.00 (11.00–13.00) steps");
+        assert_eq!(row(workload, "`alloc_…`:", "system", 4)[14], "—");
+        assert_eq!(
+            row(workload, "`free_…`:", "mimalloc", 4)[2],
+            "**100.0** (99.00–101.0) ns"
+        );
+        // The clock cost is a note beside the figures, not a column.
+        assert!(!md.contains("| clock_read"));
+        assert!(
+            workload.contains("`clock_read` was 29.50–33.00 ns in these runs"),
+            "{workload}"
+        );
+        // The cpu suite, with two metrics, keeps one untitled table.
+        assert_eq!(
+            header_after(&md, "### cpu/larson"),
+            "| allocator | threads | time | × system | peak_footprint | × system |"
+        );
+        assert!(!md[..md.find("## Suite `realtime`").unwrap()].contains("other metrics"));
+    }
+
+    #[test]
+    fn a_one_workload_suite_has_no_mean_of_one_ratio() {
+        let md = render_markdown(&sample_with_realtime());
+        assert!(md.contains("### Suite `cpu`: geometric mean over workloads"));
+        assert!(!md.contains("### Suite `realtime`: geometric mean"));
+        assert!(md.contains("The suite has one workload, `latency`: its table above"));
+    }
+
+    #[test]
+    fn single_operation_timing_is_named_not_warned_about() {
+        let md = render_markdown(&sample_with_realtime());
+        let section = &md[md.find("## Timer overhead").unwrap()..];
+        let warning: Vec<&str> = section.lines().filter(|l| l.contains("WARNING")).collect();
+        assert_eq!(warning.len(), 1);
+        assert!(warning[0].contains("cpu/larson on mimalloc"));
+        assert!(!warning[0].contains("realtime"), "{}", warning[0]);
+        assert!(section.contains("realtime/latency times each allocator call on its own"));
+        // The overhead itself is still listed.
+        assert!(
+            section.contains("| realtime/latency | 250.0 % |"),
+            "{section}"
+        );
+
+        // Without the clock-read records the same overhead is warned about.
+        let mut unqualified = sample_with_realtime();
+        unqualified
+            .records
+            .retain(|r| r.metric != CLOCK_READ_METRIC);
+        let md = render_markdown(&unqualified);
+        let warning = md.lines().find(|l| l.contains("WARNING")).unwrap();
+        assert!(warning.contains("realtime/latency on system (4 threads): 250.0 %"));
+    }
+
+    #[test]
+    fn readme_section_of_a_one_workload_suite_shows_its_headline_ratios() {
+        let section = render_readme_section(&sample_with_realtime());
+        let heading = "#### Suite `realtime` (one workload, `latency`): ratio to system";
+        assert_eq!(
+            header_after(&section, heading),
+            "| allocator | threads | alloc_p99.999 × system | alloc_max × system \
+             | free_p99.999 × system | free_max × system |"
+        );
+        assert_eq!(row(&section, heading, "mimalloc", 4)[2..], ["0.50"; 4]);
+        assert_eq!(row(&section, heading, "jemalloc", 4)[2..], ["2.00"; 4]);
+        assert!(section.contains("`clock_read` was 29.50–33.00 ns"));
+        // No per-workload table repeating the same ratios.
+        assert!(!section.contains("Suite `realtime`: `"));
+        assert!(!section.contains("| latency |"));
+        // The cpu suite keeps its mean and its time table.
+        assert!(section.contains("#### Suite `cpu`: `time` × system per workload"));
+    }
+
+    #[test]
+    fn charts_of_many_metrics_draw_the_headline_panels_only() {
+        let dir = scratch("chart-headline");
+        let path = dir.join("chart.svg");
+        write_chart_svg(&sample_with_realtime(), "realtime", "latency", &path).unwrap();
+        let svg = fs::read_to_string(&path).unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+        let panels: Vec<&str> = svg
+            .match_indices(" (lower is better)")
+            .map(|(i, _)| {
+                let start = svg[..i].rfind('>').unwrap() + 1;
+                svg[start..i].trim()
+            })
+            .collect();
+        assert_eq!(
+            panels,
+            ["alloc_p99.999", "alloc_max", "free_p99.999", "free_max"]
+        );
+    }
+
+    #[test]
+    fn tables_split_by_family_only_when_there_are_many_metrics() {
+        let few = split_into_tables(vec!["time", "peak_footprint", "x_a", "x_b"], |m| m);
+        assert_eq!(few, [(None, vec!["time", "peak_footprint", "x_a", "x_b"])]);
+        let many = split_into_tables(
+            vec![
+                "alloc_p50",
+                "free_p50",
+                "alloc_max",
+                "peak_footprint",
+                "free_max",
+                "time",
+            ],
+            |m| m,
+        );
+        assert_eq!(
+            many,
+            [
+                (Some("`alloc_…`".to_owned()), vec!["alloc_p50", "alloc_max"]),
+                (Some("`free_…`".to_owned()), vec!["free_p50", "free_max"]),
+                (
+                    Some("other metrics".to_owned()),
+                    vec!["peak_footprint", "time"]
+                ),
+            ]
+        );
     }
 
     #[test]

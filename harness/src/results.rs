@@ -29,7 +29,13 @@
 //! are over `runs` runs, each in a fresh process. Metrics of the `cpu` suite: `time` (ms,
 //! wall time of the fixed amount of work), `peak_footprint` (MiB: peak resident set minus
 //! the resident set before the workload started), `timer_overhead` (% of the shortest timed
-//! sample spent reading the clock).
+//! sample spent reading the clock). Metrics of the `realtime` suite (see
+//! [`workloads::realtime`](crate::workloads::realtime)): `alloc_p50`, `alloc_p99`,
+//! `alloc_p99.9`, `alloc_p99.99`, `alloc_p99.999`, `alloc_max` and the same for `free_` and
+//! `remote_free_p99.999`, `remote_free_max` (ns per call, one clock read included);
+//! `alloc_max_steps`, `free_max_steps` (steps, only for allocators that count them);
+//! `peak_footprint`; `clock_read` (ns, the cost of one clock read in that worker);
+//! `timer_overhead`.
 
 use serde::{Deserialize, Serialize};
 
@@ -94,7 +100,8 @@ pub struct Parameters {
     pub scale: String,
     /// Runs per (workload, allocator, threads).
     pub runs: u32,
-    /// Thread counts measured.
+    /// Thread counts measured, over all workloads, ascending (each suite may run at its own;
+    /// every record names its thread count).
     pub threads: Vec<usize>,
     /// Seed of every workload's generator.
     pub seed: u64,

@@ -11,6 +11,10 @@
 //! The worker is the `alloclab` binary itself, called as
 //! `alloclab __worker --workload W --alloc A --threads N --scale S --seed X`; it prints one
 //! JSON line: the [`Sample`]s of that run.
+//!
+//! Thread counts: an explicit `--threads` list applies to every workload; without one, each
+//! workload runs at its suite's default for this machine (the `cpu` suite at the number of
+//! logical cores, the `realtime` suite at 1×, 2× and 4× that).
 
 use std::fmt;
 use std::io::Read;
@@ -20,11 +24,11 @@ use std::time::{Duration, Instant};
 
 use alloclab_core::HostAllocator;
 
-use crate::measure;
 use crate::peers::{self, AllocatorInfo, Capability, HostHeapTask};
+use crate::report::{CLOCK_READ_METRIC, TIMER_OVERHEAD_METRIC};
 use crate::results::{Record, Sample};
-use crate::workloads::cpu::CpuWorkload;
-use crate::workloads::{Params, Scale, WorkloadInfo};
+use crate::workloads::{HostWorkload, Params, Scale, WorkloadInfo};
+use crate::{machine, measure};
 
 /// One (workload, allocator, threads) cell of a plan.
 #[derive(Clone, Copy, Debug)]
@@ -58,8 +62,9 @@ pub struct Plan {
     pub workloads: Vec<&'static WorkloadInfo>,
     /// Allocators, in order; the first is the baseline of every ratio.
     pub allocators: Vec<&'static AllocatorInfo>,
-    /// Thread counts.
-    pub threads: Vec<usize>,
+    /// Thread counts for every workload, as the user gave them; `None`: each workload's
+    /// own default for this machine ([`WorkloadInfo::default_thread_counts`]).
+    pub threads: Option<Vec<usize>>,
     /// Amount of work.
     pub scale: Scale,
     /// Runs per job.
@@ -69,11 +74,32 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The thread counts `workload` runs at: those given, or its default for the logical
+    /// cores of this machine.
+    pub fn threads_for(&self, workload: &WorkloadInfo) -> Vec<usize> {
+        match &self.threads {
+            Some(given) => given.clone(),
+            None => workload.default_thread_counts(machine::logical_cores()),
+        }
+    }
+
+    /// Every thread count of the plan, over all its workloads, ascending.
+    pub fn all_thread_counts(&self) -> Vec<usize> {
+        let mut all: Vec<usize> = self
+            .workloads
+            .iter()
+            .flat_map(|w| self.threads_for(w))
+            .collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+
     /// Every job of the plan: each workload × thread count × allocator that fits it.
     pub fn jobs(&self) -> Vec<Job> {
         let mut jobs = Vec::new();
         for &workload in &self.workloads {
-            for &threads in &self.threads {
+            for threads in self.threads_for(workload) {
                 for &allocator in &self.allocators {
                     if allocator.fits(workload.requires) {
                         jobs.push(Job {
@@ -292,12 +318,12 @@ pub fn worker_main(request: &WorkerRequest) -> Result<Vec<Sample>, String> {
     }
     match workload.requires {
         Capability::HostHeap => {
-            let cpu = CpuWorkload::from_name(workload.name)
+            let code = HostWorkload::from_name(workload.name)
                 .ok_or_else(|| format!("workload '{}' has no host-heap runner", workload.name))?;
             peers::with_host_heap(
                 allocator.name,
                 MeasureHostHeap {
-                    workload: cpu,
+                    workload: code,
                     params: request.params,
                 },
             )
@@ -306,9 +332,10 @@ pub fn worker_main(request: &WorkerRequest) -> Result<Vec<Sample>, String> {
     }
 }
 
-/// Runs a cpu workload on a host heap and measures time, footprint and timer overhead.
+/// Runs a host-heap workload of any suite and adds to its own metrics the footprint, the
+/// timer overhead and, where it times single operations, the cost of one clock read.
 struct MeasureHostHeap {
-    workload: CpuWorkload,
+    workload: HostWorkload,
     params: Params,
 }
 
@@ -325,22 +352,24 @@ impl HostHeapTask for MeasureHostHeap {
         let overhead_ns = measure::timer_overhead_ns();
         measure::reset_peak_rss();
         let rss_before = measure::current_rss_bytes().unwrap_or(0);
-        let m = self.workload.run(alloc, &self.params);
+        let outcome = self.workload.run(alloc, &self.params);
         let peak = measure::peak_rss_bytes().unwrap_or(0);
-        let min_sample_ns = m.min_sample.as_nanos().max(1) as f64;
-        vec![
-            sample("time", "ms", m.elapsed.as_secs_f64() * 1e3),
-            sample(
-                "peak_footprint",
-                "MiB",
-                peak.saturating_sub(rss_before) as f64 / f64::from(1u32 << 20),
-            ),
-            sample(
-                "timer_overhead",
-                "%",
-                2.0 * overhead_ns / min_sample_ns * 100.0,
-            ),
-        ]
+        let min_sample_ns = outcome.min_sample.as_nanos().max(1) as f64;
+        let mut samples = outcome.samples;
+        samples.push(sample(
+            "peak_footprint",
+            "MiB",
+            peak.saturating_sub(rss_before) as f64 / f64::from(1u32 << 20),
+        ));
+        if outcome.times_single_operations {
+            samples.push(sample(CLOCK_READ_METRIC, "ns", overhead_ns));
+        }
+        samples.push(sample(
+            TIMER_OVERHEAD_METRIC,
+            "%",
+            2.0 * overhead_ns / min_sample_ns * 100.0,
+        ));
+        samples
     }
 }
 
@@ -350,5 +379,114 @@ fn sample(metric: &str, unit: &str, value: f64) -> Sample {
         unit: unit.to_owned(),
         value,
         lower_is_better: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workloads;
+
+    fn plan(threads: Option<Vec<usize>>) -> Plan {
+        Plan {
+            workloads: ["larson", "latency"]
+                .iter()
+                .map(|w| workloads::find(w).expect("registered"))
+                .collect(),
+            allocators: vec![peers::find("system").expect("registered")],
+            threads,
+            scale: Scale::Tiny,
+            runs: 1,
+            seed: 1,
+        }
+    }
+
+    fn threads_of(jobs: &[Job], workload: &str) -> Vec<usize> {
+        jobs.iter()
+            .filter(|j| j.workload.name == workload)
+            .map(|j| j.threads)
+            .collect()
+    }
+
+    #[test]
+    fn without_thread_counts_each_workload_runs_at_its_suites_default() {
+        let cores = machine::logical_cores();
+        let plan = plan(None);
+        let jobs = plan.jobs();
+        assert_eq!(threads_of(&jobs, "larson"), [cores]);
+        assert_eq!(threads_of(&jobs, "latency"), [cores, 2 * cores, 4 * cores]);
+        assert_eq!(plan.all_thread_counts(), [cores, 2 * cores, 4 * cores]);
+    }
+
+    #[test]
+    fn given_thread_counts_apply_to_every_workload() {
+        let plan = plan(Some(vec![3, 1]));
+        let jobs = plan.jobs();
+        assert_eq!(threads_of(&jobs, "larson"), [3, 1]);
+        assert_eq!(threads_of(&jobs, "latency"), [3, 1]);
+        assert_eq!(plan.all_thread_counts(), [1, 3]);
+    }
+
+    fn worker(workload: &str) -> Vec<Sample> {
+        worker_main(&WorkerRequest {
+            workload: workload.to_owned(),
+            allocator: "system".to_owned(),
+            params: Params {
+                threads: 2,
+                scale: Scale::Tiny,
+                seed: 3,
+            },
+        })
+        .unwrap_or_else(|e| panic!("{workload}: {e}"))
+    }
+
+    fn metrics(samples: &[Sample]) -> Vec<&str> {
+        samples.iter().map(|s| s.metric.as_str()).collect()
+    }
+
+    #[test]
+    fn the_worker_runs_workloads_of_every_suite_and_reports_the_clock_where_it_times_calls() {
+        let cpu = worker("larson");
+        assert_eq!(
+            metrics(&cpu),
+            ["time", "peak_footprint", TIMER_OVERHEAD_METRIC]
+        );
+        let realtime = worker("latency");
+        let names = metrics(&realtime);
+        for expected in [
+            "alloc_p50",
+            "alloc_p99.999",
+            "alloc_max",
+            "free_p50",
+            "free_max",
+            "peak_footprint",
+            CLOCK_READ_METRIC,
+            TIMER_OVERHEAD_METRIC,
+        ] {
+            assert!(names.contains(&expected), "no {expected} in {names:?}");
+        }
+        let clock = realtime
+            .iter()
+            .find(|s| s.metric == CLOCK_READ_METRIC)
+            .expect("clock_read");
+        assert_eq!(clock.unit, "ns");
+        assert!(clock.value > 0.0);
+    }
+
+    #[test]
+    fn the_worker_refuses_unknown_names() {
+        let request = |workload: &str, allocator: &str| WorkerRequest {
+            workload: workload.to_owned(),
+            allocator: allocator.to_owned(),
+            params: Params {
+                threads: 1,
+                scale: Scale::Tiny,
+                seed: 0,
+            },
+        };
+        let err = worker_main(&request("nosuch", "system")).unwrap_err();
+        assert!(err.contains("unknown workload 'nosuch'"), "{err}");
+        let err = worker_main(&request("latency", "nosuch")).unwrap_err();
+        assert!(err.contains("unknown allocator 'nosuch'"), "{err}");
     }
 }

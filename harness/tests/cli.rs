@@ -114,7 +114,10 @@ fn suite_writes_report_results_and_a_chart_per_workload() {
     let results: ResultsFile =
         serde_json::from_str(&std::fs::read_to_string(report.join("results.json")).unwrap())
             .unwrap();
-    for w in alloclab_harness::workloads::all() {
+    for w in alloclab_harness::workloads::all()
+        .iter()
+        .filter(|w| w.suite == "cpu")
+    {
         assert!(
             results.records.iter().any(|r| r.workload == w.name),
             "no record for {}",
@@ -123,6 +126,93 @@ fn suite_writes_report_results_and_a_chart_per_workload() {
         let svg = report.join(format!("{}-{}.svg", w.suite, w.name));
         assert!(svg.is_file(), "missing chart {}", svg.display());
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn realtime_run_reports_ordered_latency_percentiles_and_the_clock_cost() {
+    let dir = scratch("realtime-run");
+    let json = dir.join("out.json");
+    let out = alloclab(&[
+        "run",
+        "latency",
+        "--alloc",
+        "system",
+        "--scale",
+        "tiny",
+        "--runs",
+        "1",
+        "--threads",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "run failed: {}", stderr(&out));
+    let results: ResultsFile =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(results.header.parameters.suites, ["realtime"]);
+    assert_eq!(results.header.parameters.threads, [2]);
+    let median = |metric: &str| {
+        let r = results
+            .records
+            .iter()
+            .find(|r| r.metric == metric)
+            .unwrap_or_else(|| panic!("no {metric} record"));
+        assert_eq!(
+            (r.suite.as_str(), r.workload.as_str(), r.allocator.as_str()),
+            ("realtime", "latency", "system")
+        );
+        assert_eq!((r.threads, r.runs), (2, 1));
+        r.median
+    };
+    for kind in ["alloc", "free"] {
+        let tail: Vec<f64> = ["p50", "p99", "p99.9", "p99.99", "p99.999", "max"]
+            .iter()
+            .map(|p| median(&format!("{kind}_{p}")))
+            .collect();
+        assert!(tail[0] > 0.0, "{kind}: {tail:?}");
+        assert!(tail.windows(2).all(|w| w[0] <= w[1]), "{kind}: {tail:?}");
+    }
+    assert!(median("clock_read") > 0.0);
+    median("timer_overhead");
+    median("peak_footprint");
+    // The system heap counts no steps.
+    assert!(!results.records.iter().any(|r| r.metric.ends_with("_steps")));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn realtime_suite_runs_at_one_two_and_four_times_the_cores_by_default() {
+    let dir = scratch("realtime-suite");
+    let report = dir.join("report");
+    let out = alloclab(&[
+        "suite",
+        "--only",
+        "realtime",
+        "--alloc",
+        "system",
+        "--scale",
+        "tiny",
+        "--runs",
+        "1",
+        "--out",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "suite failed: {}", stderr(&out));
+    let results: ResultsFile =
+        serde_json::from_str(&std::fs::read_to_string(report.join("results.json")).unwrap())
+            .unwrap();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let expected = [cores, 2 * cores, 4 * cores];
+    assert_eq!(results.header.parameters.threads, expected);
+    let mut measured: Vec<usize> = results.records.iter().map(|r| r.threads).collect();
+    measured.sort_unstable();
+    measured.dedup();
+    assert_eq!(measured, expected);
+    assert!(report.join("realtime-latency.svg").is_file());
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    assert!(md.contains("### realtime/latency"));
+    assert!(md.contains("`clock_read` was"), "no clock-read note:\n{md}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

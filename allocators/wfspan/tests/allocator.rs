@@ -254,7 +254,7 @@ fn discarded_spans_are_reclaimed_by_their_last_remote_freer_and_reused() {
     };
     let heap = Checked::with_policy(WfSpan::with_config(config), Policy::Record);
     let l = layout(1024, 16);
-    let per_span = (config.span_bytes / 1024) as usize;
+    let per_span = config.span_bytes / 1024;
     for _round in 0..20 {
         // Ten spans' worth of blocks, allocated here, freed by another thread.
         let blocks: Vec<usize> = (0..10 * per_span)

@@ -1,16 +1,30 @@
 //! Suites and workloads.
 //!
-//! A workload is a fixed amount of work: it reports how long that work took (and the worker
-//! around it measures the footprint). Every workload of a suite needs one
-//! [`Capability`] from the allocators it runs on; `alloclab list` shows which fit which.
+//! A workload is a fixed amount of work: it reports how long that work took, or how long
+//! each of its operations took (and the worker around it measures the footprint). Every
+//! workload of a suite needs one [`Capability`] from the allocators it runs on; `alloclab
+//! list` shows which fit which.
+//!
+//! | suite      | workloads                                  | default threads        |
+//! |------------|--------------------------------------------|------------------------|
+//! | `cpu`      | see [`cpu`]                                | the number of cores    |
+//! | `realtime` | `latency`, see [`realtime`]                | 1×, 2× and 4× the cores |
+//!
+//! A worker process finds the code of a host-heap workload by name through
+//! [`HostWorkload::from_name`].
 
 pub mod cpu;
+pub mod realtime;
 
 use core::fmt;
 use core::str::FromStr;
 use core::time::Duration;
+use std::sync::LazyLock;
+
+use alloclab_core::HostAllocator;
 
 use crate::peers::Capability;
+use crate::results::Sample;
 
 /// How much work a workload does. Small is the default for `alloclab suite`: the whole suite
 /// runs in a few minutes on a 2-core machine.
@@ -108,17 +122,179 @@ pub struct WorkloadInfo {
     pub description: &'static str,
     /// What an allocator must offer to run it.
     pub requires: Capability,
+    /// The thread counts it runs at when the user names none, given the number of logical
+    /// cores (see [`WorkloadInfo::default_thread_counts`]).
+    pub default_threads: fn(cores: usize) -> Vec<usize>,
+}
+
+impl WorkloadInfo {
+    /// The thread counts this workload runs at on a machine with `cores` logical cores when
+    /// the user names none: [`default_threads`](Self::default_threads), each at least 1,
+    /// ascending, without repeats.
+    pub fn default_thread_counts(&self, cores: usize) -> Vec<usize> {
+        let mut counts: Vec<usize> = (self.default_threads)(cores.max(1))
+            .into_iter()
+            .map(|t| t.max(1))
+            .collect();
+        counts.sort_unstable();
+        counts.dedup();
+        if counts.is_empty() {
+            counts.push(cores.max(1));
+        }
+        counts
+    }
+}
+
+/// One thread per core: the default of the `cpu` suite.
+pub fn one_per_core(cores: usize) -> Vec<usize> {
+    vec![cores]
+}
+
+/// 1×, 2× and 4× the cores: the default of the `realtime` suite, whose tails are meant to be
+/// read with more threads than cores.
+pub fn oversubscribed(cores: usize) -> Vec<usize> {
+    vec![cores, 2 * cores, 4 * cores]
 }
 
 /// Every suite, in the order `alloclab suite` runs them.
-pub const SUITES: &[&str] = &["cpu"];
+pub const SUITES: &[&str] = &["cpu", "realtime"];
 
-/// Every workload the harness knows.
+/// The workloads of every suite, in [`SUITES`] order.
+static ALL: LazyLock<Vec<WorkloadInfo>> = LazyLock::new(|| {
+    [cpu::WORKLOADS, realtime::WORKLOADS]
+        .into_iter()
+        .flatten()
+        .copied()
+        .collect()
+});
+
+/// Every workload the harness knows, suite by suite in [`SUITES`] order.
 pub fn all() -> &'static [WorkloadInfo] {
-    cpu::WORKLOADS
+    &ALL
 }
 
 /// Looks a workload up by name.
 pub fn find(name: &str) -> Option<&'static WorkloadInfo> {
     all().iter().find(|w| w.name == name)
+}
+
+/// A workload that runs on a host heap, as a worker process finds it by name: the code
+/// behind a [`WorkloadInfo`] that requires [`Capability::HostHeap`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostWorkload {
+    /// A workload of the `cpu` suite.
+    Cpu(cpu::CpuWorkload),
+    /// A workload of the `realtime` suite.
+    Realtime(realtime::RealtimeWorkload),
+}
+
+/// What one run of a [`HostWorkload`] reports.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// The workload's own metrics (`time`; or latency percentiles, ...).
+    pub samples: Vec<Sample>,
+    /// The shortest timed sample, for the `timer_overhead` figure.
+    pub min_sample: Duration,
+    /// Whether every allocator operation was timed on its own (two clock reads around one
+    /// call). Such figures contain a clock read each by design, so the worker also reports
+    /// the raw cost of one (`clock_read`) for the reader to subtract.
+    pub times_single_operations: bool,
+}
+
+impl HostWorkload {
+    /// The host-heap workload registered under `name`, of whichever suite.
+    pub fn from_name(name: &str) -> Option<Self> {
+        cpu::CpuWorkload::from_name(name)
+            .map(Self::Cpu)
+            .or_else(|| realtime::RealtimeWorkload::from_name(name).map(Self::Realtime))
+    }
+
+    /// The workload's registry name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Cpu(w) => w.name(),
+            Self::Realtime(w) => w.name(),
+        }
+    }
+
+    /// Runs the workload once against `alloc`.
+    ///
+    /// # Panics
+    ///
+    /// If the allocator fails an allocation (the workloads ask for modest sizes).
+    pub fn run<A: HostAllocator>(self, alloc: &A, params: &Params) -> Outcome {
+        match self {
+            Self::Cpu(w) => {
+                let m = w.run(alloc, params);
+                Outcome {
+                    samples: vec![Sample {
+                        metric: "time".to_owned(),
+                        unit: "ms".to_owned(),
+                        value: m.elapsed.as_secs_f64() * 1e3,
+                        lower_is_better: true,
+                    }],
+                    min_sample: m.min_sample,
+                    times_single_operations: false,
+                }
+            }
+            Self::Realtime(w) => w.run(alloc, params),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_registered_workload_has_code_under_its_own_name() {
+        for w in all() {
+            assert!(SUITES.contains(&w.suite), "{} has no suite", w.name);
+            let code = HostWorkload::from_name(w.name)
+                .unwrap_or_else(|| panic!("no code for workload {}", w.name));
+            assert_eq!(code.name(), w.name);
+        }
+        assert_eq!(HostWorkload::from_name("no-such-workload"), None);
+    }
+
+    #[test]
+    fn workload_names_are_unique_across_suites() {
+        let mut names: Vec<&str> = all().iter().map(|w| w.name).collect();
+        names.sort_unstable();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(names.len(), before);
+    }
+
+    #[test]
+    fn cpu_runs_once_per_core_and_realtime_at_one_two_and_four_times() {
+        for cores in [1, 2, 6] {
+            for w in all() {
+                let expected = match w.suite {
+                    "cpu" => vec![cores],
+                    "realtime" => vec![cores, 2 * cores, 4 * cores],
+                    other => panic!("unexpected suite {other}"),
+                };
+                assert_eq!(w.default_thread_counts(cores), expected, "{}", w.name);
+            }
+        }
+    }
+
+    #[test]
+    fn default_thread_counts_are_positive_sorted_and_distinct() {
+        let info = WorkloadInfo {
+            suite: "test",
+            name: "test",
+            description: "",
+            requires: Capability::HostHeap,
+            default_threads: |cores| vec![4 * cores, 0, cores, cores],
+        };
+        assert_eq!(info.default_thread_counts(2), [1, 2, 8]);
+        assert_eq!(info.default_thread_counts(0), [1, 4]);
+        let none = WorkloadInfo {
+            default_threads: |_| Vec::new(),
+            ..info
+        };
+        assert_eq!(none.default_thread_counts(3), [3]);
+    }
 }

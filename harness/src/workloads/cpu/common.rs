@@ -1,5 +1,6 @@
-//! What the `cpu` workloads share: owned blocks that may cross threads, the timed thread
-//! team, a ring of channels between neighbouring threads, and pre-generated random tables.
+//! What the `cpu` workloads share (and the `realtime` suite borrows): owned blocks that may
+//! cross threads, the timed thread team, a ring of channels between neighbouring threads,
+//! and pre-generated random tables.
 //!
 //! The timed team ([`run_timed`]) is the only place a `cpu` workload reads the clock: every
 //! thread prepares (generates its tables, fills its working set), all meet at a barrier, the
@@ -20,11 +21,11 @@ use rand::{Rng, SeedableRng};
 use crate::workloads::Measurement;
 
 /// Alignment of every block the `cpu` workloads ask for (what `malloc` gives).
-pub(super) const ALIGN: usize = 16;
+pub(in crate::workloads) const ALIGN: usize = 16;
 
 /// The layout of a `size`-byte block.
 #[inline]
-pub(super) fn layout(size: usize) -> Layout {
+pub(in crate::workloads) fn layout(size: usize) -> Layout {
     Layout::from_size_align(size, ALIGN).expect("workload sizes are small and non-zero")
 }
 
@@ -32,22 +33,39 @@ pub(super) fn layout(size: usize) -> Layout {
 /// mapped page is paid for now). Panics with the allocator's error if it fails: the `cpu`
 /// workloads ask for modest sizes, so running out of memory is a broken run.
 #[inline]
-pub(super) fn allocate<A: HostAllocator>(alloc: &A, size: usize, tag: u8) -> NonNull<u8> {
+pub(in crate::workloads) fn allocate<A: HostAllocator>(
+    alloc: &A,
+    size: usize,
+    tag: u8,
+) -> NonNull<u8> {
     let ptr = alloc
         .allocate(layout(size))
         .unwrap_or_else(|e| panic!("{e}"));
-    // SAFETY: the block is live and `size >= 1` bytes long; volatile so that the touch is
-    // not elided along with a malloc/free pair the compiler can see through.
+    // SAFETY: the block was just allocated with `layout(size)`, so it is live and `size`
+    // bytes long.
+    unsafe { touch(ptr, size, tag) };
+    ptr
+}
+
+/// Writes `tag` to the first and last byte of a block, so that a lazily mapped page is paid
+/// for now; volatile so that the touch is not elided along with a malloc/free pair the
+/// compiler can see through.
+///
+/// # Safety
+///
+/// `ptr` is a live block of at least `size >= 1` bytes that nobody else is using.
+#[inline]
+pub(in crate::workloads) unsafe fn touch(ptr: NonNull<u8>, size: usize, tag: u8) {
+    // SAFETY: both bytes lie inside the block (caller's promise).
     unsafe {
         ptr.as_ptr().write_volatile(tag);
         ptr.as_ptr().add(size - 1).write_volatile(tag);
     }
-    ptr
 }
 
 /// A live block this thread owns, with the size it was allocated with.
 #[derive(Debug)]
-pub(super) struct Block {
+pub(in crate::workloads) struct Block {
     ptr: NonNull<u8>,
     size: usize,
 }
@@ -60,7 +78,7 @@ unsafe impl Send for Block {}
 impl Block {
     /// Allocates and touches a `size`-byte block (see [`allocate`]).
     #[inline]
-    pub(super) fn new<A: HostAllocator>(alloc: &A, size: usize, tag: u8) -> Self {
+    pub(in crate::workloads) fn new<A: HostAllocator>(alloc: &A, size: usize, tag: u8) -> Self {
         Self {
             ptr: allocate(alloc, size, tag),
             size,
@@ -74,20 +92,20 @@ impl Block {
     /// `ptr` is a live block of `size` bytes allocated with [`layout`]`(size)`, owned by
     /// nobody else from now on.
     #[inline]
-    pub(super) unsafe fn from_raw(ptr: NonNull<u8>, size: usize) -> Self {
+    pub(in crate::workloads) unsafe fn from_raw(ptr: NonNull<u8>, size: usize) -> Self {
         Self { ptr, size }
     }
 
     /// The start of the block.
     #[inline]
-    pub(super) fn ptr(&self) -> NonNull<u8> {
+    pub(in crate::workloads) fn ptr(&self) -> NonNull<u8> {
         self.ptr
     }
 
     /// Gives up ownership without freeing: the caller now owns the block (and must free
     /// it, with [`layout`]`(size)`, through the allocator that allocated it).
     #[inline]
-    pub(super) fn into_raw(self) -> (NonNull<u8>, usize) {
+    pub(in crate::workloads) fn into_raw(self) -> (NonNull<u8>, usize) {
         (self.ptr, self.size)
     }
 
@@ -97,7 +115,7 @@ impl Block {
     ///
     /// `alloc` is the allocator that allocated it.
     #[inline]
-    pub(super) unsafe fn free<A: HostAllocator>(self, alloc: &A) {
+    pub(in crate::workloads) unsafe fn free<A: HostAllocator>(self, alloc: &A) {
         // SAFETY: the block is live, owned by `self` alone, allocated by `alloc` (caller's
         // promise) with exactly `layout(self.size)`.
         unsafe { alloc.deallocate(self.ptr, layout(self.size)) }
@@ -109,7 +127,10 @@ impl Block {
 /// # Safety
 ///
 /// `alloc` allocated every block of `blocks`.
-pub(super) unsafe fn free_all<A: HostAllocator>(alloc: &A, blocks: &mut Vec<Block>) -> u64 {
+pub(in crate::workloads) unsafe fn free_all<A: HostAllocator>(
+    alloc: &A,
+    blocks: &mut Vec<Block>,
+) -> u64 {
     let n = blocks.len() as u64;
     for block in blocks.drain(..) {
         // SAFETY: `alloc` allocated it (caller's promise).
@@ -120,7 +141,7 @@ pub(super) unsafe fn free_all<A: HostAllocator>(alloc: &A, blocks: &mut Vec<Bloc
 
 /// A generator for thread `index` of a run seeded with `seed`: each thread has its own
 /// stream, the same for every allocator.
-pub(super) fn rng(seed: u64, index: usize) -> SmallRng {
+pub(in crate::workloads) fn rng(seed: u64, index: usize) -> SmallRng {
     // Spread the index over all bits (a Weyl step) so neighbouring threads' seeds differ
     // in more than the low bits.
     SmallRng::seed_from_u64(seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
@@ -130,14 +151,14 @@ pub(super) fn rng(seed: u64, index: usize) -> SmallRng {
 /// it, so that the timed loop pays for an array read, not for a generator. Tables read
 /// together have coprime lengths (a power of two and an odd number), so their combined
 /// sequence does not repeat for the product of the lengths.
-pub(super) struct Table<T> {
+pub(in crate::workloads) struct Table<T> {
     values: Box<[T]>,
     next: usize,
 }
 
 impl<T: Copy> Table<T> {
     /// `len` values drawn by `draw`.
-    pub(super) fn new(
+    pub(in crate::workloads) fn new(
         len: usize,
         rng: &mut SmallRng,
         mut draw: impl FnMut(&mut SmallRng) -> T,
@@ -151,7 +172,7 @@ impl<T: Copy> Table<T> {
 
     /// The next value, wrapping around at the end.
     #[inline]
-    pub(super) fn next(&mut self) -> T {
+    pub(in crate::workloads) fn next(&mut self) -> T {
         let value = self.values[self.next];
         self.next += 1;
         if self.next == self.values.len() {
@@ -162,19 +183,24 @@ impl<T: Copy> Table<T> {
 }
 
 /// A table of `len` sizes drawn uniformly from `min..=max`.
-pub(super) fn uniform_sizes(len: usize, rng: &mut SmallRng, min: usize, max: usize) -> Table<u32> {
+pub(in crate::workloads) fn uniform_sizes(
+    len: usize,
+    rng: &mut SmallRng,
+    min: usize,
+    max: usize,
+) -> Table<u32> {
     Table::new(len, rng, |r| r.random_range(min..=max) as u32)
 }
 
 /// A table of `len` indices drawn uniformly from `0..n`.
-pub(super) fn indices(len: usize, rng: &mut SmallRng, n: usize) -> Table<u32> {
+pub(in crate::workloads) fn indices(len: usize, rng: &mut SmallRng, n: usize) -> Table<u32> {
     Table::new(len, rng, |r| r.random_range(0..n) as u32)
 }
 
 /// A size from `min..=max` (powers of two) with a log-uniform spread: a power-of-two range
 /// `[2^k, 2^(k+1)]` is picked uniformly, then a size within it. Small sizes are as frequent
 /// as in real programs (half the requests of 16 B-16 KiB are under 512 B).
-pub(super) fn log_uniform_size(rng: &mut SmallRng, min: usize, max: usize) -> usize {
+pub(in crate::workloads) fn log_uniform_size(rng: &mut SmallRng, min: usize, max: usize) -> usize {
     debug_assert!(min.is_power_of_two() && max.is_power_of_two() && min < max);
     let k = rng.random_range(min.trailing_zeros()..max.trailing_zeros());
     rng.random_range(1usize << k..=1usize << (k + 1))
@@ -183,7 +209,7 @@ pub(super) fn log_uniform_size(rng: &mut SmallRng, min: usize, max: usize) -> us
 /// A uniform index below `n` from 32 random bits (Lemire's multiply-shift; the bias is at
 /// most `n / 2^32`, nothing for a benchmark's choices).
 #[inline]
-pub(super) fn pick(word: u32, n: usize) -> usize {
+pub(in crate::workloads) fn pick(word: u32, n: usize) -> usize {
     ((u64::from(word) * n as u64) >> 32) as usize
 }
 
@@ -195,7 +221,7 @@ pub(super) fn pick(word: u32, n: usize) -> usize {
 ///
 /// A panic in `prepare` or `work` still reaches both barriers (so the others are not left
 /// waiting) and is raised again once the team is done.
-pub(super) fn run_timed<S, P, W>(threads: usize, prepare: P, work: W) -> Measurement
+pub(in crate::workloads) fn run_timed<S, P, W>(threads: usize, prepare: P, work: W) -> Measurement
 where
     P: Fn(usize) -> S + Sync,
     W: Fn(usize, S) -> u64 + Sync,
@@ -237,7 +263,7 @@ where
 
 /// One thread's place in a [`Ring`]: it takes items from its stock, then from its
 /// predecessor, and passes them on to its successor.
-pub(super) struct RingEnd<T> {
+pub(in crate::workloads) struct RingEnd<T> {
     to_next: SyncSender<T>,
     from_prev: Receiver<T>,
     stock: Vec<T>,
@@ -249,7 +275,7 @@ pub(super) struct RingEnd<T> {
 impl<T> RingEnd<T> {
     /// Adds `items` to this thread's stock, which it works on before anything its
     /// predecessor passes. Panics if the stock would exceed the ring's depth.
-    pub(super) fn restock(&mut self, items: impl IntoIterator<Item = T>) {
+    pub(in crate::workloads) fn restock(&mut self, items: impl IntoIterator<Item = T>) {
         self.stock.extend(items);
         assert!(
             self.stock.len() <= self.depth,
@@ -260,7 +286,7 @@ impl<T> RingEnd<T> {
     /// The next item to work on: from this thread's stock while it lasts, then from the
     /// previous thread (waiting for it). Panics if that thread is gone (it panicked) rather
     /// than waiting forever.
-    pub(super) fn next(&mut self) -> T {
+    pub(in crate::workloads) fn next(&mut self) -> T {
         if let Some(item) = self.stock.pop() {
             return item;
         }
@@ -272,7 +298,7 @@ impl<T> RingEnd<T> {
 
     /// Passes `item` to the next thread, waiting while its queue is full. Panics if that
     /// thread is gone.
-    pub(super) fn pass(&mut self, item: T) {
+    pub(in crate::workloads) fn pass(&mut self, item: T) {
         self.passed += 1;
         if self.to_next.send(item).is_err() {
             panic!("the next thread of the ring stopped early");
@@ -282,7 +308,7 @@ impl<T> RingEnd<T> {
     /// What this thread still holds or is owed once it is done: the rest of its stock, and
     /// the items the previous thread passed that it has not taken (waiting for them). Every
     /// thread of the ring must pass the same number of items in all.
-    pub(super) fn finish(mut self) -> impl Iterator<Item = T> {
+    pub(in crate::workloads) fn finish(mut self) -> impl Iterator<Item = T> {
         let owed = self.passed - self.received;
         let stock = core::mem::take(&mut self.stock);
         stock.into_iter().chain((0..owed).map(move |_| self.next()))
@@ -302,13 +328,13 @@ impl<T> RingEnd<T> {
 /// [`pass`](RingEnd::pass) and passes the same number of items: before a pass a thread has
 /// passed fewer than `depth` items more than it received, so the queues cannot all be full
 /// at once, and a thread waiting to receive has a predecessor that has not passed yet.
-pub(super) struct Ring<T> {
+pub(in crate::workloads) struct Ring<T> {
     ends: Vec<Mutex<Option<RingEnd<T>>>>,
 }
 
 impl<T> Ring<T> {
     /// A ring of `n` threads whose queues hold `depth` items (at least 1).
-    pub(super) fn new(n: usize, depth: usize) -> Self {
+    pub(in crate::workloads) fn new(n: usize, depth: usize) -> Self {
         let (n, depth) = (n.max(1), depth.max(1));
         let (senders, receivers): (Vec<_>, Vec<_>) = (0..n).map(|_| sync_channel(depth)).unzip();
         // Thread i receives on channel i and sends on channel (i + 1) % n.
@@ -336,7 +362,7 @@ impl<T> Ring<T> {
     /// Thread `i` joins, with no stock yet. Panics if `i` joins twice. Join before anything
     /// that may fail, so that if this thread panics its neighbours see it go instead of
     /// waiting for it.
-    pub(super) fn join(&self, i: usize) -> RingEnd<T> {
+    pub(in crate::workloads) fn join(&self, i: usize) -> RingEnd<T> {
         self.ends[i]
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -18,7 +18,7 @@
 //! | rptest        | rpmalloc `rpmalloc-benchmark`| random sizes with cross-thread frees              |
 
 mod cache;
-mod common;
+pub(super) mod common;
 mod glibc;
 mod larson;
 mod mstress;
@@ -93,6 +93,7 @@ const fn info(name: &'static str, description: &'static str) -> WorkloadInfo {
         name,
         description,
         requires: Capability::HostHeap,
+        default_threads: super::one_per_core,
     }
 }
 

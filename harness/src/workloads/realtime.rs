@@ -1,0 +1,543 @@
+//! The `realtime` suite: how long one allocation and one free take, in the tail.
+//!
+//! A real-time program cares about its worst operation, not its average one. The suite's one
+//! workload, `latency`, times every allocation and every free on its own and reports the
+//! distribution of each (an HDR histogram: p50, p99, p99.9, p99.99, p99.999 and max), with
+//! more threads than cores by default (1×, 2× and 4× the logical cores), random sizes, and a
+//! fifth of the frees done by another thread.
+//!
+//! # The workload
+//!
+//! Each thread keeps a working set of [`WORKING_SET`] live blocks of random sizes, 16 B to
+//! 16 KiB, log-uniform (half of them 512 B or less, as in the `cpu` suite's rptest), filled
+//! before the clock starts. A step picks a random slot, frees its block and allocates a new
+//! one of a random size in its place. With probability 1/5 ([`REMOTE_FREE_PERCENT`]) the old
+//! block is not freed by this thread but handed to the next thread (`i + 1 mod n`), which
+//! frees it; every [`STEPS_PER_ROUND`] steps a thread passes the blocks it collected and
+//! frees the batch its predecessor passed it, over the `cpu` suite's bounded ring (a thread
+//! may run [`DEPTH`] rounds ahead of its predecessor). With one thread the hand-over goes to
+//! the thread itself: a delayed free, not a remote one. Each new block has its first and
+//! last byte written, after its allocation has been timed. Sizes, slots and the remote
+//! choices come from tables drawn from the run's seed before the clock starts, so every
+//! allocator sees the same requests.
+//!
+//! # What is timed, and how
+//!
+//! Every call is bracketed by two `std::time::Instant::now()` reads (the clock the harness
+//! calibrates): `allocate` alone (not the touch of the block), `deallocate` alone. The
+//! difference, in nanoseconds, goes into the thread's histogram of allocations or of frees
+//! (remote frees are frees: they go into the freeing thread's free histogram, and also into
+//! a histogram of remote frees). Histograms keep 3 significant digits (each figure is within
+//! 0.1% of the value recorded, rounded up; `max` too) and saturate at [`HIGHEST_NS`]; they
+//! are merged over the threads at the end.
+//!
+//! * **Timer overhead is inside every figure, and not subtracted.** Two reads around an
+//!   empty region measure about one clock read, so each latency is the call plus roughly
+//!   `clock_read` ns, the calibrated cost of one read that the worker reports beside the
+//!   figures. `timer_overhead` (2 × clock read / shortest sample, in %) is therefore large
+//!   here, by design; the report lists it but does not warn about it for this suite.
+//! * **The tail includes the scheduler.** With more threads than cores a thread can be
+//!   descheduled in the middle of a call, and that call then lasts a time slice
+//!   (milliseconds). That is part of what the suite measures: a lock-based allocator also
+//!   makes every thread that wants the lock wait for a descheduled holder, a wait-free one
+//!   does not; a wait-free allocator still cannot prevent its own thread's preemption.
+//! * **Blocking between steps is not timed.** A thread waiting for its predecessor's batch
+//!   waits between two steps.
+//!
+//! # How many operations
+//!
+//! `scale.scaled(`[`ROUNDS`]`)` rounds of [`STEPS_PER_ROUND`] steps per thread: at Small,
+//! 2^19 = 524 288 allocations and as many frees per thread, 2^20 (just over a million)
+//! operations in all (1/64 of that at Tiny). The merged histogram of `n` threads holds
+//! `n × 2^19` samples of each kind, and p99.999 is the value that all but `n × 5.2` of them
+//! are at or below: the 11th largest allocation at 2 threads, the 42nd largest at 8 (the 6th
+//! largest on a one-core machine at 1×). So p99.999 is a tail percentile and not the maximum
+//! under another name, though a handful of events decide it; p99.99 rests on ten times as
+//! many. `max` is the single worst call of the run and varies from run to run (see its
+//! min–max over the runs); use a larger `--scale` for steadier tails. The count is what fits
+//! the time budget: at Small the whole suite (5 allocators × 3 thread counts × 5 runs) takes
+//! about two minutes on a 2-core machine, most of it at 4× oversubscription.
+//!
+//! # Metrics
+//!
+//! All `lower_is_better`: `alloc_p50`, `alloc_p99`, `alloc_p99.9`, `alloc_p99.99`,
+//! `alloc_p99.999`, `alloc_max` and the same for `free_` (ns); `remote_free_p99.999` and
+//! `remote_free_max` (ns, the remote frees alone); `alloc_max_steps` and `free_max_steps`
+//! (steps, the allocator's own counters after the run, whole worker process) only where the
+//! allocator's [`Stats`] tracks them. The worker adds `peak_footprint`, `clock_read` and
+//! `timer_overhead`.
+
+use core::mem;
+use core::time::Duration;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use alloclab_core::{HostAllocator, Stats};
+use hdrhistogram::Histogram;
+use rand::Rng;
+
+use super::cpu::common::{self, Block, Ring, RingEnd, Table};
+use super::{Outcome, Params, WorkloadInfo};
+use crate::peers::Capability;
+use crate::results::Sample;
+
+/// Live blocks per thread.
+pub const WORKING_SET: usize = 1024;
+/// Smallest block.
+pub const MIN_SIZE: usize = 16;
+/// Largest block.
+pub const MAX_SIZE: usize = 16 * 1024;
+/// Share of frees handed to the next thread, in percent.
+pub const REMOTE_FREE_PERCENT: u32 = 20;
+/// Steps between two hand-overs of a thread's collected remote frees.
+pub const STEPS_PER_ROUND: u64 = 64;
+/// Rounds a thread may be ahead of its predecessor.
+pub const DEPTH: usize = 4;
+/// Rounds per thread at [`Scale::Small`](crate::workloads::Scale::Small): 2^19 steps.
+pub const ROUNDS: u64 = 1 << 13;
+/// Largest latency a histogram tells apart (60 s); longer ones are recorded as this.
+pub const HIGHEST_NS: u64 = 60_000_000_000;
+/// Significant digits of every histogram.
+const SIGNIFICANT_DIGITS: u8 = 3;
+
+/// The registry entries of the `realtime` suite.
+pub const WORKLOADS: &[WorkloadInfo] = &[WorkloadInfo {
+    suite: "realtime",
+    name: "latency",
+    description: "per-call alloc and free latency (p50 .. p99.999, max), random 16 B-16 KiB, 20% remote frees",
+    requires: Capability::HostHeap,
+    default_threads: super::oversubscribed,
+}];
+
+/// The workloads of the `realtime` suite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RealtimeWorkload {
+    /// Per-operation latency of allocation and free; see the [module documentation](self).
+    Latency,
+}
+
+impl RealtimeWorkload {
+    /// Every workload of the suite, in registry order.
+    pub const ALL: [RealtimeWorkload; 1] = [Self::Latency];
+
+    /// The workload's registry name.
+    pub fn name(self) -> &'static str {
+        WORKLOADS[self as usize].name
+    }
+
+    /// Looks a workload up by registry name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|w| w.name() == name)
+    }
+
+    /// Runs the workload once against `alloc` and reports its metrics, with the
+    /// allocator's step counters read after the run.
+    ///
+    /// # Panics
+    ///
+    /// If the allocator fails an allocation.
+    pub fn run<A: HostAllocator>(self, alloc: &A, params: &Params) -> Outcome {
+        match self {
+            Self::Latency => {
+                let latencies = measure(alloc, params);
+                Outcome {
+                    samples: latencies.samples(&alloc.stats()),
+                    min_sample: latencies.shortest(),
+                    times_single_operations: true,
+                }
+            }
+        }
+    }
+}
+
+/// The latencies of one run, merged over its threads, in nanoseconds.
+#[derive(Clone, Debug)]
+pub struct Latencies {
+    /// Every allocation.
+    pub alloc: Histogram<u64>,
+    /// Every free, local or remote.
+    pub free: Histogram<u64>,
+    /// The remote frees alone (also counted in `free`).
+    pub remote_free: Histogram<u64>,
+}
+
+/// The percentiles reported, with their metric suffixes.
+pub const PERCENTILES: [(&str, f64); 5] = [
+    ("p50", 0.5),
+    ("p99", 0.99),
+    ("p99.9", 0.999),
+    ("p99.99", 0.9999),
+    ("p99.999", 0.99999),
+];
+
+impl Latencies {
+    fn new() -> Self {
+        let histogram = || {
+            Histogram::new_with_bounds(1, HIGHEST_NS, SIGNIFICANT_DIGITS)
+                .expect("valid histogram bounds")
+        };
+        Self {
+            alloc: histogram(),
+            free: histogram(),
+            remote_free: histogram(),
+        }
+    }
+
+    fn add(&mut self, other: &Self) {
+        let same_bounds = "histograms of one run have the same bounds";
+        self.alloc.add(&other.alloc).expect(same_bounds);
+        self.free.add(&other.free).expect(same_bounds);
+        self.remote_free.add(&other.remote_free).expect(same_bounds);
+    }
+
+    /// The shortest operation timed (for the timer-overhead figure).
+    pub fn shortest(&self) -> Duration {
+        let min = [&self.alloc, &self.free]
+            .into_iter()
+            .filter(|h| !h.is_empty())
+            .map(Histogram::min)
+            .min()
+            .unwrap_or(0);
+        Duration::from_nanos(min)
+    }
+
+    /// The metrics of the [module documentation](self); `stats` are the allocator's
+    /// counters after the run, and give the `_max_steps` metrics where they are tracked.
+    pub fn samples(&self, stats: &Stats) -> Vec<Sample> {
+        let mut samples = Vec::new();
+        for (kind, histogram) in [("alloc", &self.alloc), ("free", &self.free)] {
+            for (suffix, quantile) in PERCENTILES {
+                samples.push(ns(
+                    format!("{kind}_{suffix}"),
+                    histogram.value_at_quantile(quantile),
+                ));
+            }
+            samples.push(ns(format!("{kind}_max"), histogram.max()));
+        }
+        if !self.remote_free.is_empty() {
+            samples.push(ns(
+                "remote_free_p99.999".to_owned(),
+                self.remote_free.value_at_quantile(0.99999),
+            ));
+            samples.push(ns("remote_free_max".to_owned(), self.remote_free.max()));
+        }
+        for (metric, steps) in [
+            ("alloc_max_steps", stats.max_alloc_steps),
+            ("free_max_steps", stats.max_free_steps),
+        ] {
+            if let Some(steps) = steps {
+                samples.push(Sample {
+                    metric: metric.to_owned(),
+                    unit: "steps".to_owned(),
+                    value: steps as f64,
+                    lower_is_better: true,
+                });
+            }
+        }
+        samples
+    }
+}
+
+fn ns(metric: String, value: u64) -> Sample {
+    Sample {
+        metric,
+        unit: "ns".to_owned(),
+        value: value as f64,
+        lower_is_better: true,
+    }
+}
+
+/// What one thread works with.
+struct Thread {
+    ring: RingEnd<Vec<Block>>,
+    slots: Vec<Option<Block>>,
+    /// Blocks collected for the next thread this round.
+    outgoing: Vec<Block>,
+    picks: Table<u32>,
+    sizes: Table<u32>,
+    remote: Table<bool>,
+    latencies: Latencies,
+}
+
+/// Runs the latency workload once and returns its histograms; see the
+/// [module documentation](self).
+///
+/// # Panics
+///
+/// If the allocator fails an allocation.
+pub fn measure<A: HostAllocator>(alloc: &A, params: &Params) -> Latencies {
+    let rounds = params.scale.scaled(ROUNDS);
+    let round_len = STEPS_PER_ROUND as usize;
+    let ring = Ring::<Vec<Block>>::new(params.threads, DEPTH);
+    let finished: Mutex<Vec<Latencies>> = Mutex::new(Vec::with_capacity(params.threads));
+    common::run_timed(
+        params.threads,
+        |i| {
+            // Joined first, so that if this thread fails its neighbours see it go.
+            let mut ring = ring.join(i);
+            ring.restock((0..DEPTH).map(|_| Vec::with_capacity(round_len)));
+            let mut rng = common::rng(params.seed, i);
+            // Coprime lengths (2^13, 2^13 - 1 and 4093, a prime): the combined sequence of
+            // (slot, size, remote) does not repeat within a run.
+            let picks = common::indices(8191, &mut rng, WORKING_SET);
+            let sizes: Table<u32> = Table::new(8192, &mut rng, |r| {
+                common::log_uniform_size(r, MIN_SIZE, MAX_SIZE) as u32
+            });
+            let remote = Table::new(4093, &mut rng, |r| r.random_ratio(REMOTE_FREE_PERCENT, 100));
+            let mut sizes = sizes;
+            let slots = (0..WORKING_SET)
+                .map(|_| Some(Block::new(alloc, sizes.next() as usize, i as u8)))
+                .collect();
+            Thread {
+                ring,
+                slots,
+                outgoing: Vec::with_capacity(round_len),
+                picks,
+                sizes,
+                remote,
+                latencies: Latencies::new(),
+            }
+        },
+        |i, mut t| {
+            let tag = i as u8;
+            for _ in 0..rounds {
+                for _ in 0..STEPS_PER_ROUND {
+                    let slot = &mut t.slots[t.picks.next() as usize];
+                    let old = slot.take().expect("the working set is always full");
+                    if t.remote.next() {
+                        t.outgoing.push(old);
+                    } else {
+                        // SAFETY: every block of the working set came from `alloc`.
+                        let ns = unsafe { timed_free(alloc, old) };
+                        t.latencies.free.saturating_record(ns);
+                    }
+                    let size = t.sizes.next() as usize;
+                    *slot = Some(timed_allocate(alloc, size, tag, &mut t.latencies.alloc));
+                }
+                let mut incoming = t.ring.next();
+                // SAFETY: every block in flight came from `alloc`.
+                unsafe { free_remote(alloc, &mut incoming, &mut t.latencies) };
+                let outgoing = mem::replace(&mut t.outgoing, incoming);
+                t.ring.pass(outgoing);
+            }
+            for mut batch in t.ring.finish() {
+                // SAFETY: as above.
+                unsafe { free_remote(alloc, &mut batch, &mut t.latencies) };
+            }
+            // The working set was filled before the clock started; it is emptied untimed.
+            for block in t.slots.into_iter().flatten() {
+                // SAFETY: as above.
+                unsafe { block.free(alloc) };
+            }
+            finished
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(t.latencies);
+            2 * rounds * STEPS_PER_ROUND
+        },
+    );
+    let mut merged = Latencies::new();
+    for latencies in finished.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        merged.add(&latencies);
+    }
+    merged
+}
+
+/// Allocates and touches a `size`-byte block, recording how long `allocate` took.
+#[inline]
+fn timed_allocate<A: HostAllocator>(
+    alloc: &A,
+    size: usize,
+    tag: u8,
+    latencies: &mut Histogram<u64>,
+) -> Block {
+    let layout = common::layout(size);
+    let start = Instant::now();
+    let result = alloc.allocate(layout);
+    let end = Instant::now();
+    let ptr = result.unwrap_or_else(|e| panic!("{e}"));
+    latencies.saturating_record(nanos_between(start, end));
+    // SAFETY: the block was just allocated with `layout(size)` and is ours alone.
+    unsafe {
+        common::touch(ptr, size, tag);
+        Block::from_raw(ptr, size)
+    }
+}
+
+/// Frees `block` and returns how long `deallocate` took, in nanoseconds.
+///
+/// # Safety
+///
+/// `alloc` allocated `block`.
+#[inline]
+unsafe fn timed_free<A: HostAllocator>(alloc: &A, block: Block) -> u64 {
+    let (ptr, size) = block.into_raw();
+    let layout = common::layout(size);
+    let start = Instant::now();
+    // SAFETY: the block is live, owned by us alone, allocated by `alloc` (caller's promise)
+    // with exactly `layout(size)`.
+    unsafe { alloc.deallocate(ptr, layout) };
+    let end = Instant::now();
+    nanos_between(start, end)
+}
+
+/// Frees every block of a batch another thread handed over, each timed, as remote frees.
+///
+/// # Safety
+///
+/// `alloc` allocated every block of `batch`.
+unsafe fn free_remote<A: HostAllocator>(
+    alloc: &A,
+    batch: &mut Vec<Block>,
+    latencies: &mut Latencies,
+) {
+    for block in batch.drain(..) {
+        // SAFETY: `alloc` allocated it (caller's promise).
+        let ns = unsafe { timed_free(alloc, block) };
+        latencies.free.saturating_record(ns);
+        latencies.remote_free.saturating_record(ns);
+    }
+}
+
+fn nanos_between(start: Instant, end: Instant) -> u64 {
+    u64::try_from(end.saturating_duration_since(start).as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use core::alloc::Layout;
+    use core::ptr::NonNull;
+
+    use alloclab_core::{AllocError, Allocator, Checked, Policy, SystemHeap};
+
+    use super::*;
+    use crate::workloads::Scale;
+
+    fn tiny(threads: usize) -> Params {
+        Params {
+            threads,
+            scale: Scale::Tiny,
+            seed: 7,
+        }
+    }
+
+    fn value(samples: &[Sample], metric: &str) -> Option<f64> {
+        samples.iter().find(|s| s.metric == metric).map(|s| s.value)
+    }
+
+    #[test]
+    fn every_operation_is_timed_once_and_a_fifth_of_the_frees_are_remote() {
+        let heap = Checked::with_policy(SystemHeap::new(), Policy::Record);
+        let latencies = measure(&heap, &tiny(2));
+        let violations = heap.violations();
+        assert!(violations.is_empty(), "{violations:?}");
+        assert_eq!(heap.live_blocks(), 0, "blocks leaked");
+
+        let steps_per_thread = Scale::Tiny.scaled(ROUNDS) * STEPS_PER_ROUND;
+        assert_eq!(latencies.alloc.len(), 2 * steps_per_thread);
+        // One free per step: local ones timed by the stepping thread, remote ones by the
+        // thread they were handed to.
+        assert_eq!(latencies.free.len(), 2 * steps_per_thread);
+        let remote_share = latencies.remote_free.len() as f64 / latencies.free.len() as f64;
+        assert!(
+            (0.17..=0.23).contains(&remote_share),
+            "{remote_share} of the frees were remote"
+        );
+    }
+
+    #[test]
+    fn percentiles_are_reported_in_order_for_alloc_and_free() {
+        let latencies = measure(&SystemHeap::new(), &tiny(2));
+        let samples = latencies.samples(&Stats::default());
+        for kind in ["alloc", "free"] {
+            let names: Vec<String> = PERCENTILES
+                .iter()
+                .map(|(suffix, _)| format!("{kind}_{suffix}"))
+                .chain([format!("{kind}_max")])
+                .collect();
+            let values: Vec<f64> = names
+                .iter()
+                .map(|m| value(&samples, m).unwrap_or_else(|| panic!("no {m}")))
+                .collect();
+            assert!(values[0] > 0.0, "{kind}: p50 of zero");
+            assert!(
+                values.windows(2).all(|w| w[0] <= w[1]),
+                "{kind}: {names:?} = {values:?} out of order"
+            );
+        }
+        assert!(
+            value(&samples, "remote_free_max").unwrap() <= value(&samples, "free_max").unwrap()
+        );
+        assert!(samples.iter().all(|s| s.lower_is_better && s.unit == "ns"));
+        assert!(latencies.shortest() > Duration::ZERO);
+    }
+
+    /// The system heap, claiming to count steps.
+    struct StepCounting(SystemHeap);
+
+    impl Allocator for StepCounting {
+        type Handle = NonNull<u8>;
+        fn allocate(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+            self.0.allocate(layout)
+        }
+        unsafe fn deallocate(&self, handle: NonNull<u8>, layout: Layout) {
+            // SAFETY: forwarded with the caller's promise.
+            unsafe { self.0.deallocate(handle, layout) }
+        }
+        fn name(&self) -> &str {
+            "step-counting"
+        }
+        fn stats(&self) -> Stats {
+            Stats {
+                max_alloc_steps: Some(12),
+                max_free_steps: Some(5),
+                ..Stats::default()
+            }
+        }
+    }
+
+    impl HostAllocator for StepCounting {}
+
+    #[test]
+    fn steps_are_reported_only_where_the_allocator_counts_them() {
+        let counted = RealtimeWorkload::Latency.run(&StepCounting(SystemHeap::new()), &tiny(1));
+        assert_eq!(value(&counted.samples, "alloc_max_steps"), Some(12.0));
+        assert_eq!(value(&counted.samples, "free_max_steps"), Some(5.0));
+        assert!(counted.times_single_operations);
+        let step = counted
+            .samples
+            .iter()
+            .find(|s| s.metric == "free_max_steps");
+        assert_eq!(step.map(|s| s.unit.as_str()), Some("steps"));
+
+        let uncounted = RealtimeWorkload::Latency.run(&SystemHeap::new(), &tiny(1));
+        assert!(
+            uncounted
+                .samples
+                .iter()
+                .all(|s| !s.metric.ends_with("_steps")),
+            "steps reported for an allocator that does not count them"
+        );
+    }
+
+    #[test]
+    fn is_clean_with_one_thread_and_with_more_threads_than_cores() {
+        for threads in [1, 5] {
+            let heap = Checked::with_policy(SystemHeap::new(), Policy::Record);
+            let latencies = measure(&heap, &tiny(threads));
+            assert!(heap.violations().is_empty(), "{threads} threads");
+            assert_eq!(heap.live_blocks(), 0, "{threads} threads: blocks leaked");
+            assert_eq!(latencies.free.len(), latencies.alloc.len());
+        }
+    }
+
+    #[test]
+    fn the_registry_finds_the_workload() {
+        assert_eq!(
+            RealtimeWorkload::from_name("latency"),
+            Some(RealtimeWorkload::Latency)
+        );
+        assert_eq!(RealtimeWorkload::Latency.name(), "latency");
+        assert_eq!(WORKLOADS[0].suite, "realtime");
+    }
+}
