@@ -223,7 +223,7 @@ fn progress_bar(total: u64) -> ProgressBar {
     bar
 }
 
-fn measure_plan(plan: &Plan) -> Result<Vec<alloclab_harness::results::Record>, String> {
+fn measure_plan(plan: &Plan) -> Result<runner::Outcome, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
     let jobs = plan.jobs();
     let bar = progress_bar(jobs.len() as u64 * u64::from(plan.runs));
@@ -235,14 +235,28 @@ fn measure_plan(plan: &Plan) -> Result<Vec<alloclab_harness::results::Record>, S
         bar.inc(1);
     });
     bar.finish_and_clear();
-    records.map_err(|e| e.to_string())
+    let outcome = records.map_err(|e| e.to_string())?;
+    for f in &outcome.failures {
+        eprintln!(
+            "warning: {}/{} on {} with {} threads failed in run {}: {}",
+            f.suite, f.workload, f.allocator, f.threads, f.run, f.error
+        );
+    }
+    Ok(outcome)
 }
 
-fn results_file(
-    plan: &Plan,
-    suites: Vec<String>,
-    records: Vec<alloclab_harness::results::Record>,
-) -> ResultsFile {
+/// The error to exit with when some measurements failed (after the output was written).
+fn failures_error(results: &ResultsFile) -> Result<(), String> {
+    match results.failures.len() {
+        0 => Ok(()),
+        n => Err(format!(
+            "{n} measurement{} failed (listed above and in the results)",
+            if n == 1 { "" } else { "s" }
+        )),
+    }
+}
+
+fn results_file(plan: &Plan, suites: Vec<String>, outcome: runner::Outcome) -> ResultsFile {
     let (commit, commit_dirty) = machine::commit();
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     args.insert(0, "alloclab".to_owned());
@@ -267,7 +281,8 @@ fn results_file(
             },
             timer_overhead_ns: measure::timer_overhead_ns(),
         },
-        records,
+        records: outcome.records,
+        failures: outcome.failures,
     }
 }
 
@@ -305,7 +320,7 @@ fn run(args: RunArgs) -> Result<(), String> {
         report::write_results_json(path, &results).map_err(|e| e.to_string())?;
         println!("wrote {}", path.display());
     }
-    Ok(())
+    failures_error(&results)
 }
 
 fn suite(args: SuiteArgs) -> Result<(), String> {
@@ -375,10 +390,17 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         println!("updated the results section of {}", readme.display());
     }
-    Ok(())
+    failures_error(&results)
 }
 
+/// Names an allocator whose workers fail on purpose, so tests can check that a failed
+/// measurement is reported and the rest of the plan goes on.
+const INJECT_FAILURE_ENV: &str = "ALLOCLAB_INJECT_WORKER_FAILURE";
+
 fn worker(args: WorkerArgs) -> Result<(), String> {
+    if std::env::var(INJECT_FAILURE_ENV).is_ok_and(|name| name == args.alloc) {
+        return Err(format!("failure injected by {INJECT_FAILURE_ENV}"));
+    }
     let request = WorkerRequest {
         workload: args.workload,
         allocator: args.alloc,

@@ -758,7 +758,41 @@ pub fn render_markdown(results: &ResultsFile) -> String {
 
     out.push_str("\n## Timer overhead\n\n");
     timer_overhead_note(&mut out, results);
+    failures_section(&mut out, results);
     out
+}
+
+/// The measurements that could not be taken, if any.
+fn failures_section(out: &mut String, results: &ResultsFile) {
+    if results.failures.is_empty() {
+        return;
+    }
+    out.push_str("\n## Failed measurements\n\n");
+    out.push_str(
+        "These measurements have no figures (or fewer runs than asked): the worker failed \
+         and the measurement's later runs were skipped.\n\n",
+    );
+    table_header(
+        out,
+        &[
+            "measurement".to_owned(),
+            "threads".to_owned(),
+            "run".to_owned(),
+            "error".to_owned(),
+        ],
+        1,
+    );
+    for f in &results.failures {
+        table_row(
+            out,
+            &[
+                escape_cell(&format!("{}/{} on {}", f.suite, f.workload, f.allocator)),
+                f.threads.to_string(),
+                f.run.to_string(),
+                escape_cell(&f.error),
+            ],
+        );
+    }
 }
 
 /// The header of `report.md`, as a list.
@@ -1645,6 +1679,7 @@ mod tests {
                 timer_overhead_ns: 21.5,
             },
             records,
+            failures: Vec::new(),
         }
     }
 
@@ -1949,6 +1984,26 @@ mod tests {
         assert_eq!(mi4[2], "60.00 (54.00–66.00) ms");
         assert_eq!(mi4[3], "—");
         assert_eq!(row(&md, "### cpu/larson", "system", 4)[2], "—");
+    }
+
+    #[test]
+    fn failed_measurements_are_listed_with_their_error() {
+        let mut results = sample();
+        assert!(!render_markdown(&results).contains("Failed measurements"));
+        results.failures.push(crate::results::Failure {
+            suite: "cpu".into(),
+            workload: "larson".into(),
+            allocator: "jemalloc".into(),
+            threads: 2,
+            run: 2,
+            error: "worker killed by signal 9".into(),
+        });
+        let md = render_markdown(&results);
+        assert!(md.contains("## Failed measurements"));
+        assert!(
+            md.contains("| cpu/larson on jemalloc | 2 | 2 | worker killed by signal 9 |"),
+            "{md}"
+        );
     }
 
     #[test]

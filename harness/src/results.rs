@@ -21,9 +21,16 @@
 //!     { "suite": "cpu", "workload": "larson", "allocator": "mimalloc", "threads": 2,
 //!       "metric": "time", "unit": "ms", "median": 101.2, "min": 99.8, "max": 104.0,
 //!       "runs": 3, "lower_is_better": true }
+//!   ],
+//!   "failures": [
+//!     { "suite": "realtime", "workload": "latency", "allocator": "wf_alloc", "threads": 8,
+//!       "run": 1, "error": "… did not finish within 120s" }
 //!   ]
 //! }
 //! ```
+//!
+//! A measurement whose worker crashed, hung or printed nothing is listed in `failures` (its
+//! later runs are skipped) and the rest of the plan goes on.
 //!
 //! One record per (suite, workload, allocator, threads, metric). `median`, `min` and `max`
 //! are over `runs` runs, each in a fresh process. Metrics of the `cpu` suite: `time` (ms,
@@ -55,6 +62,27 @@ pub struct ResultsFile {
     pub header: Header,
     /// The figures.
     pub records: Vec<Record>,
+    /// Measurements that could not be taken (a worker crashed, timed out, or printed no
+    /// samples). Absent from files written before this field existed.
+    #[serde(default)]
+    pub failures: Vec<Failure>,
+}
+
+/// A measurement that failed: which one, and the error, in one line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    /// Suite.
+    pub suite: String,
+    /// Workload.
+    pub workload: String,
+    /// Allocator.
+    pub allocator: String,
+    /// Worker threads.
+    pub threads: usize,
+    /// The run (1-based) that failed; later runs of the same measurement were skipped.
+    pub run: u32,
+    /// What went wrong.
+    pub error: String,
 }
 
 /// Where, when and how.

@@ -26,7 +26,7 @@ use alloclab_core::HostAllocator;
 
 use crate::peers::{self, AllocatorInfo, Capability, HostHeapTask};
 use crate::report::{CLOCK_READ_METRIC, TIMER_OVERHEAD_METRIC};
-use crate::results::{Record, Sample};
+use crate::results::{Failure, Record, Sample};
 use crate::workloads::{HostWorkload, Params, Scale, WorkloadInfo};
 use crate::{machine, measure};
 
@@ -180,21 +180,43 @@ impl std::error::Error for RunError {}
 
 /// Measures every job of `plan` `plan.runs` times, each run in a fresh `worker_exe`
 /// process, and summarises each (job, metric) into a [`Record`]. `on_run` is called after
-/// every run (for progress display) with the job just measured.
+/// every run (for progress display) with the job just measured. A job whose worker fails
+/// becomes a [`Failure`] (its later runs are skipped) and the plan goes on.
 ///
 /// # Errors
 ///
-/// The first [`RunError`]; nothing partial is returned.
+/// [`RunError::Spawn`] if no worker can be started at all.
 pub fn execute(
     plan: &Plan,
     worker_exe: &std::path::Path,
     mut on_run: impl FnMut(&Job, u32),
-) -> Result<Vec<Record>, RunError> {
+) -> Result<Outcome, RunError> {
     let jobs = plan.jobs();
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); jobs.len()];
+    let mut failures: Vec<Failure> = Vec::new();
+    let mut failed = vec![false; jobs.len()];
     for run in 1..=plan.runs {
-        for (job, collected) in jobs.iter().zip(&mut samples) {
-            collected.extend(run_worker(worker_exe, job, plan)?);
+        for (i, (job, collected)) in jobs.iter().zip(&mut samples).enumerate() {
+            if failed[i] {
+                on_run(job, run);
+                continue;
+            }
+            match run_worker(worker_exe, job, plan) {
+                Ok(got) => collected.extend(got),
+                Err(e @ RunError::Spawn { .. }) => return Err(e),
+                Err(e) => {
+                    // A crashing or hanging allocator would do it again: skip its later runs.
+                    failed[i] = true;
+                    failures.push(Failure {
+                        suite: job.workload.suite.to_owned(),
+                        workload: job.workload.name.to_owned(),
+                        allocator: job.allocator.name.to_owned(),
+                        threads: job.threads,
+                        run,
+                        error: e.to_string(),
+                    });
+                }
+            }
             on_run(job, run);
         }
     }
@@ -221,7 +243,16 @@ pub fn execute(
             ));
         }
     }
-    Ok(records)
+    Ok(Outcome { records, failures })
+}
+
+/// What a plan measured, and what it could not.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// One record per (job, metric) with at least one successful run.
+    pub records: Vec<Record>,
+    /// Jobs whose worker failed (crash, hang, unreadable output).
+    pub failures: Vec<Failure>,
 }
 
 fn run_worker(exe: &std::path::Path, job: &Job, plan: &Plan) -> Result<Vec<Sample>, RunError> {

@@ -299,3 +299,53 @@ fn unwritable_output_paths_fail_before_measuring_and_leave_nothing() {
     assert!(Path::new(&file).is_file());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_failing_worker_is_reported_and_the_rest_of_the_suite_still_runs() {
+    let dir = scratch("failing-worker");
+    let report = dir.join("report");
+    let out = Command::new(env!("CARGO_BIN_EXE_alloclab"))
+        .args(["suite", "--only", "cpu", "--alloc", "system,mimalloc"])
+        .args(["--scale", "tiny", "--runs", "2", "--threads", "2"])
+        .arg("--out")
+        .arg(&report)
+        .env("ALLOCLAB_INJECT_WORKER_FAILURE", "mimalloc")
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "a failed measurement must fail the command"
+    );
+    assert!(
+        stderr(&out).contains("8 measurements failed"),
+        "{}",
+        stderr(&out)
+    );
+    let results: ResultsFile =
+        serde_json::from_str(&std::fs::read_to_string(report.join("results.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        results.failures.len(),
+        8,
+        "one failure per workload, later runs skipped"
+    );
+    assert!(
+        results
+            .failures
+            .iter()
+            .all(|f| f.allocator == "mimalloc" && f.run == 1)
+    );
+    assert!(results.records.iter().all(|r| r.allocator == "system"));
+    assert_eq!(
+        results
+            .records
+            .iter()
+            .filter(|r| r.metric == "time")
+            .count(),
+        8,
+        "system was still measured on every workload"
+    );
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    assert!(md.contains("## Failed measurements"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
