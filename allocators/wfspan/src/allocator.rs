@@ -356,7 +356,7 @@ impl WfSpan {
     #[inline]
     fn allocate_block(&self, layout: Layout) -> Result<NonNull<u8>, AllocErrorKind> {
         // Fast path: a small request from a registered thread, served from its active span.
-        if let Some(class) = small_class(layout.size(), layout.align()) {
+        if let Some(class) = small_class(layout.size(), layout.align(), self.max_class) {
             let heap = thread::lookup(self.id.load(Ordering::Relaxed));
             if !heap.is_null() {
                 // SAFETY: our own heap (never unmapped); `class` is within the class count.

@@ -66,26 +66,28 @@ static SMALL_CLASS: [u8; TABLE_MAX / MIN_BLOCK_BYTES + 1] = {
     table
 };
 
-/// The class of a request of at most 1 KiB with at most 16-byte alignment (the fast path:
-/// one table load, valid for every span size), or `None`.
+/// The class of a request with at most 16-byte alignment among classes up to `max_class`
+/// (the fast path: a table load up to 1 KiB, a bit scan above), or `None`.
 #[inline]
-pub fn small_class(size: usize, align: usize) -> Option<usize> {
-    (align <= MIN_BLOCK_BYTES && size <= TABLE_MAX)
-        .then(|| SMALL_CLASS[size.div_ceil(MIN_BLOCK_BYTES)] as usize)
+pub fn small_class(size: usize, align: usize, max_class: usize) -> Option<usize> {
+    if align > MIN_BLOCK_BYTES {
+        return None;
+    }
+    if size <= TABLE_MAX {
+        return Some(SMALL_CLASS[size.div_ceil(MIN_BLOCK_BYTES)] as usize);
+    }
+    let class = class_of(size);
+    (class <= max_class).then_some(class)
 }
 
 /// The class serving `size` bytes at alignment `align` among classes up to `max_class`, or
 /// `None` if none does. Takes at most [`MAX_CLASSES`] steps (in practice one to four).
 #[inline]
 pub fn class_for(size: usize, align: usize, max_class: usize) -> Option<usize> {
-    if let Some(class) = small_class(size, align) {
-        // `max_class` is at least the class of a quarter of 16 KiB spans, above 1 KiB.
-        return Some(class);
+    if align <= MIN_BLOCK_BYTES {
+        return small_class(size, align, max_class);
     }
     let mut class = class_of(size.max(align).max(1));
-    if align <= MIN_BLOCK_BYTES {
-        return (class <= max_class).then_some(class);
-    }
     while class <= max_class {
         if class_align(class) >= align {
             return Some(class);

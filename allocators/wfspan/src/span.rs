@@ -19,8 +19,10 @@
 //! * owner-only ([`SpanLocal`]): the local free list, the carving cursor, how many blocks
 //!   are out, the deferred stalled remote frees, list links. Only the thread that owns the
 //!   span's heap touches them.
-//! * shared: the owner word, the public-list link, the remote-free list and the reclaim
-//!   counter — on their own cache lines, so remote freers do not bounce the owner's line.
+//! * shared: the read-mostly fields every free reads (kind, owner, block size), the
+//!   public-list link, the remote-free list and the reclaim counter. The owner-only state,
+//!   the remote list and the reclaim counter each have a cache line of their own, so a
+//!   remote free neither invalidates the owner's line nor reads a line the owner writes.
 
 use core::cell::UnsafeCell;
 use core::ptr;
@@ -101,8 +103,9 @@ pub struct SpanHeader {
     pub owner: AtomicPtr<Heap>,
     /// Link for the public span lists.
     pub link: Link,
-    /// Owner-only state.
-    pub local: UnsafeCell<SpanLocal>,
+    /// Owner-only state, on a line of its own: every free reads the fields above (kind,
+    /// owner, block size), so the owner's writes must not invalidate them on other cores.
+    pub local: CachePadded<UnsafeCell<SpanLocal>>,
     /// Frees from threads other than the owner.
     pub remote: CachePadded<RemoteFreeList>,
     /// Who reclaims a discarded span.
@@ -132,7 +135,7 @@ impl SpanHeader {
                 mapping: (0, 0),
                 owner: AtomicPtr::new(ptr::null_mut()),
                 link: Link::new(),
-                local: UnsafeCell::new(SpanLocal {
+                local: CachePadded::new(UnsafeCell::new(SpanLocal {
                     free: ptr::null_mut(),
                     carved: 0,
                     allocated: 0,
@@ -141,7 +144,7 @@ impl SpanHeader {
                     prev: ptr::null_mut(),
                     next: ptr::null_mut(),
                     list: ListId::None,
-                }),
+                })),
                 remote: CachePadded::new(RemoteFreeList::new()),
                 reclaim: CachePadded::new(ReclaimCounter::new()),
             })
