@@ -12,7 +12,8 @@
 
 pub use alloclab_core::{
     AllocError, AllocErrorKind, Allocator, BlockHandle, Checked, GlobalAdapter, GlobalAllocHeap,
-    HostAllocator, MallocHeap, Policy, Stats, SystemHeap, Violation, checked, resized_layout, sync,
+    HostAllocator, MallocHeap, Policy, Stats, SystemHeap, Violation, checked, move_block,
+    resized_layout, sync,
 };
 
 /// The README's examples, compiled and run as doc tests so that they cannot rot.

@@ -116,16 +116,38 @@ pub trait HostAllocator: Allocator<Handle = NonNull<u8>> {
         new_size: usize,
     ) -> Result<NonNull<u8>, AllocError> {
         let new_layout = resized_layout(old_layout, new_size)?;
-        let new_ptr = self.allocate(new_layout)?;
-        // SAFETY: both blocks are live, distinct, and at least `min(old, new)` bytes long.
-        unsafe {
-            new_ptr
-                .as_ptr()
-                .copy_from_nonoverlapping(ptr.as_ptr(), old_layout.size().min(new_size));
-            self.deallocate(ptr, old_layout);
-        }
-        Ok(new_ptr)
+        // SAFETY: forwarded from the caller.
+        unsafe { move_block(self, ptr, old_layout, new_layout) }
     }
+}
+
+/// Reallocation by moving: allocates `new_layout`, copies the common prefix, frees the old
+/// block. What [`HostAllocator::reallocate`] does by default, for implementations that
+/// handle some cases in place and fall back to this.
+///
+/// # Errors
+///
+/// As [`Allocator::allocate`]; the old block is then untouched and live.
+///
+/// # Safety
+///
+/// `ptr` is a live block of `heap` allocated with `old_layout`.
+pub unsafe fn move_block<A: HostAllocator + ?Sized>(
+    heap: &A,
+    ptr: NonNull<u8>,
+    old_layout: Layout,
+    new_layout: Layout,
+) -> Result<NonNull<u8>, AllocError> {
+    let new_ptr = heap.allocate(new_layout)?;
+    // SAFETY: both blocks are live, distinct, and at least `min(old, new)` bytes long; the
+    // old one is freed once, with its layout.
+    unsafe {
+        new_ptr
+            .as_ptr()
+            .copy_from_nonoverlapping(ptr.as_ptr(), old_layout.size().min(new_layout.size()));
+        heap.deallocate(ptr, old_layout);
+    }
+    Ok(new_ptr)
 }
 
 /// The layout a reallocation of a block of `old` to `new_size` bytes asks for: the same

@@ -694,15 +694,8 @@ impl HostAllocator for WfSpan {
         if unsafe { self.fits_in_place(ptr, new_layout) } {
             return Ok(ptr);
         }
-        let new_ptr = self.allocate(new_layout)?;
-        // SAFETY: both blocks are live and distinct; the old one is freed once.
-        unsafe {
-            new_ptr
-                .as_ptr()
-                .copy_from_nonoverlapping(ptr.as_ptr(), old_layout.size().min(new_size));
-            self.free_block(ptr);
-        }
-        Ok(new_ptr)
+        // SAFETY: forwarded from the caller.
+        unsafe { alloclab_core::move_block(self, ptr, old_layout, new_layout) }
     }
 }
 
