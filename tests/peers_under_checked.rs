@@ -458,8 +458,13 @@ impl HostHeapTask for MultiThreaded {
     }
 }
 
+/// The peers are process-wide statics, and `Checked::check_stats` compares a heap's
+/// counters with what one test did: tests that use the peers take turns.
+static PEERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Runs `task` on every host heap in the registry; panics listing every peer that failed.
 fn for_every_host_heap<T: HostHeapTask<Output = Result<(), String>> + Copy>(task: T) {
+    let _turn = PEERS.lock().unwrap_or_else(|e| e.into_inner());
     let mut tested = Vec::new();
     let mut failures = Vec::new();
     for info in ALLOCATORS.iter().filter(|a| a.fits(Capability::HostHeap)) {

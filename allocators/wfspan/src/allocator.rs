@@ -692,6 +692,12 @@ impl HostAllocator for WfSpan {
         let new_layout = resized_layout(old_layout, new_size)?;
         // SAFETY: the caller guarantees `ptr` is a live block of ours.
         if unsafe { self.fits_in_place(ptr, new_layout) } {
+            // Counted as a free and an allocation, as `Stats` defines a reallocation; the
+            // block's bytes do not change.
+            let heap = self
+                .heap()
+                .map_err(|kind| AllocError::new(new_layout, kind))?;
+            heap.count_realloc_in_place();
             return Ok(ptr);
         }
         // SAFETY: forwarded from the caller.

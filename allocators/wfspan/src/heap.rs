@@ -727,6 +727,13 @@ impl Heap {
         }
     }
 
+    /// Counts a reallocation that kept its block: one free and one allocation of the same
+    /// bytes. Owner only (the counters have one writer).
+    pub fn count_realloc_in_place(&self) {
+        bump(&self.counters.allocations, 1);
+        bump(&self.counters.deallocations, 1);
+    }
+
     /// Counts a remote free of a small block performed by this heap's thread.
     pub fn count_remote_free(&self, bytes: u64, steps: u64) {
         self.count_free(bytes, steps);
