@@ -114,10 +114,11 @@ pub struct StepBound {
     pub free: u64,
 }
 
-/// The most steps one operation can take with `threads` threads having used the allocator
-/// (the number of heaps), for spans of `span_bytes`.
+/// The most steps one operation can take when at most `threads` threads use the allocator
+/// (allocating or freeing), for spans of `span_bytes`.
 ///
-/// With `n` threads (so at most `n` producers stalled mid-push, each parking one chain):
+/// With `n` threads — so at most `n` heaps, and at most `n` producers stalled mid-push, each
+/// parking one chain (threads that only free count too: they can stall a push):
 ///
 /// * alloc ≤ `28 + 4n`. The fast path is 1 step. The slow path takes one remote free of the
 ///   active span (≤ `3 + n`: the backlog, each parked chain, one swap), a partial span (1),
@@ -130,7 +131,9 @@ pub struct StepBound {
 /// * free ≤ 4: a push (local or remote), a list move or a span release (a cache push or one
 ///   public-list attempt), and the reclaim of a discarded span.
 ///
-/// Huge blocks (their own OS mapping) are outside the bound.
+/// Outside the bound: huge blocks (their own OS mapping), a thread's first allocation
+/// (registration), and frees by a thread without a heap that reclaim a span or free a span
+/// run — those push onto the lock-free orphan list, which may retry.
 pub const fn step_bound(span_bytes: usize, threads: u64) -> StepBound {
     let _ = span_bytes;
     StepBound {
@@ -203,7 +206,8 @@ impl WfSpan {
         self.heap_count.load(Ordering::Acquire)
     }
 
-    /// [`step_bound`] for this allocator's span size and its current number of heaps.
+    /// [`step_bound`] for this allocator's span size and its current number of heaps (valid
+    /// when every thread that frees has also allocated).
     pub fn current_step_bound(&self) -> StepBound {
         step_bound(self.config.span_bytes, self.heap_count() as u64)
     }
@@ -297,8 +301,8 @@ impl WfSpan {
         let bytes = core::mem::size_of::<Heap>().next_multiple_of(os::page_bytes());
         let memory = os::map(bytes, false).ok_or(AllocErrorKind::OutOfMemory)?;
         let heap = memory.as_ptr().cast::<Heap>();
-        // SAFETY: fresh, page-aligned, exclusively ours; `Heap` needs at most 64-byte
-        // alignment.
+        // SAFETY: fresh, page-aligned, exclusively ours; `Heap` needs at most 128-byte
+        // alignment (`CachePadded`).
         unsafe {
             Heap::init(heap, instance);
             (*heap).owner_tid.store(tid, Ordering::Relaxed);
@@ -480,9 +484,12 @@ impl WfSpan {
                     let me = self.heap_if_any();
                     if me.is_null() {
                         let run = (*span).run_class as usize;
+                        let bytes = (self.config.span_bytes << run) - (*span).object_offset;
                         (*span).kind = Kind::Small;
                         self.orphans[run].push((*span).index, &(*span).link);
                         self.heapless_frees.fetch_add(1, Ordering::Relaxed);
+                        self.heapless_bytes
+                            .fetch_add(bytes as u64, Ordering::Relaxed);
                     } else {
                         (*me).free_run(self, span);
                     }

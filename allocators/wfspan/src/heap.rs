@@ -149,7 +149,7 @@ pub struct HeapLocal {
     /// Active spans that went empty (every block back): candidates to give up when another
     /// class needs a span, so that an idle class does not sit on a whole span. Hints only:
     /// checked again before use.
-    idle: [*mut SpanHeader; IDLE_HINTS],
+    idle: [(*mut SpanHeader, usize); IDLE_HINTS],
     /// Next `idle` slot to overwrite.
     idle_cursor: usize,
     /// Which heap to help next.
@@ -240,7 +240,7 @@ impl Heap {
                         len: 0,
                     }; RUN_CLASSES],
                     spare: (ptr::null_mut(), 0),
-                    idle: [ptr::null_mut(); IDLE_HINTS],
+                    idle: [(ptr::null_mut(), 0); IDLE_HINTS],
                     idle_cursor: 0,
                     help_cursor: 0,
                 }),
@@ -453,7 +453,7 @@ impl Heap {
             if (*cs).active == span {
                 if (*span).local().allocated == 0 {
                     let local = self.local();
-                    local.idle[local.idle_cursor] = span;
+                    local.idle[local.idle_cursor] = (span, (*span).class as usize);
                     local.idle_cursor = (local.idle_cursor + 1) % IDLE_HINTS;
                 }
                 return 1;
@@ -466,8 +466,11 @@ impl Heap {
                     ListId::None => {}
                 }
                 (*cs).owned -= 1;
-                SpanHeader::reset(span);
-                1 + self.give_run(wf, span, 0)
+                if self.give_up_empty(span) {
+                    1 + self.give_run(wf, span, 0)
+                } else {
+                    1
+                }
             } else if local.list == ListId::Full {
                 (*cs).full.unlink(span);
                 (*cs).partial.push_back(span, ListId::Partial);
@@ -611,30 +614,51 @@ impl Heap {
     /// # Safety
     /// Owner only.
     unsafe fn take_idle(&self, steps: &mut u64) -> *mut SpanHeader {
-        // SAFETY: (for the whole block) owner-only access; a hinted span is checked to be
-        // still this heap's active span of its class, with every block back, before use.
+        // SAFETY: (for the whole block) owner-only access. A hint is trusted only after the
+        // heap's own state confirms it (the span is still this class's active span); only
+        // then is the span, owned by this heap, read.
         unsafe {
             let heap = self.local.get();
             for slot in 0..IDLE_HINTS {
-                let span = (*heap).idle[slot];
+                let (span, class) = (*heap).idle[slot];
                 if span.is_null() {
                     continue;
                 }
                 *steps += 1;
-                (*heap).idle[slot] = ptr::null_mut();
-                let class = (*span).class as usize;
+                (*heap).idle[slot] = (ptr::null_mut(), 0);
                 let cs = ptr::addr_of_mut!((*heap).classes[class]);
-                if (*span).kind == Kind::Small
-                    && (*cs).active == span
-                    && (*span).local().allocated == 0
-                {
-                    (*cs).active = ptr::null_mut();
-                    (*cs).owned -= 1;
-                    SpanHeader::reset(span);
+                if (*cs).active != span || (*span).local().allocated != 0 {
+                    continue;
+                }
+                (*cs).active = ptr::null_mut();
+                (*cs).owned -= 1;
+                if self.give_up_empty(span) {
                     return span;
                 }
             }
             ptr::null_mut()
+        }
+    }
+
+    /// Gives up an owned span whose blocks are all back, once no remote free of it is still
+    /// about to count itself. Returns `true` if the span was reset and the caller now holds
+    /// it; `false` if a remote free has not counted itself yet (its node was already taken
+    /// and reused): the span is then left discarded, and that free's count reclaims it.
+    ///
+    /// # Safety
+    /// Owner only; `span` is owned by this heap, on no list, and every block is back.
+    unsafe fn give_up_empty(&self, span: *mut SpanHeader) -> bool {
+        // SAFETY: per the contract. `discard` with the remote frees consumed as the target
+        // succeeds only if each has counted itself, so no late count reaches the reset span.
+        unsafe {
+            (*span).owner.store(ptr::null_mut(), Ordering::Relaxed);
+            let consumed = (*span).local().remote_consumed;
+            if (*span).reclaim.discard(consumed) {
+                SpanHeader::reset(span);
+                true
+            } else {
+                false
+            }
         }
     }
 

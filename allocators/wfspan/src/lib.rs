@@ -26,8 +26,9 @@
 //!   `K` per class), a private cache of empty spans and a public single-producer,
 //!   multi-consumer span list that other threads pop with **one** attempt (`span_list`).
 //! * **Remote frees** (`remote_free`): a per-span wait-free MPSC list (swap the head, then
-//!   link), drained by the owner with one swap; a counter tells the last remote freer of a
-//!   discarded span to reclaim it.
+//!   link), taken by the owner one node at a time; a counter tells the last remote freer of
+//!   a discarded span to reclaim it — and keeps an owner from reusing an empty span while a
+//!   remote free of it has not counted itself yet.
 //! * **Helping** (`help`): a thread whose one-shot pops failed publishes a request; every
 //!   thread helps at most H = 1 other and queries P = N public lists.
 //! * **Threads** (`thread`): a heap per thread found through a thread-local, released at

@@ -209,3 +209,39 @@ fn loom_span_discarded_while_a_remote_free_arrives_is_reclaimed_exactly_once() {
         );
     });
 }
+
+#[test]
+fn loom_an_empty_span_is_not_reused_while_a_remote_free_has_yet_to_count_itself() {
+    // The owner takes a remotely freed block back (its producer has linked it) before that
+    // producer has counted the free. When every block is back the owner gives the span up
+    // through `discard(consumed)`: it may reuse the span only if the count is complete;
+    // otherwise the late count must reclaim it. Exactly one of them does.
+    model(|| {
+        let counter = Arc::new(ReclaimCounter::new());
+        let list = Arc::new(RemoteFreeList::new());
+        let node = nodes(1)[0];
+        let freer = {
+            let (counter, list) = (counter.clone(), list.clone());
+            thread::spawn(move || {
+                // SAFETY: pushed once.
+                unsafe { list.push(node as *mut Node) };
+                counter.remote_free_done()
+            })
+        };
+        let mut consumer = Consumer::new();
+        let mut got = Vec::new();
+        drain_into(&list, &mut consumer, &mut got);
+        let span_empty = got.len() == 1;
+        let owner_reuses = span_empty && counter.discard(got.len() as u64);
+        let freer_reclaims = freer.join().unwrap();
+        if span_empty {
+            assert!(
+                owner_reuses ^ freer_reclaims,
+                "owner reuses: {owner_reuses}, late count reclaims: {freer_reclaims}"
+            );
+        } else {
+            // The block is still out: the span is not given up, nobody reclaims it.
+            assert!(!freer_reclaims);
+        }
+    });
+}
