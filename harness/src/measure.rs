@@ -6,7 +6,8 @@
 //! (in the `cpu` suite, the whole fixed amount of work) so that this stays far below 5%.
 //!
 //! **Footprint.** Host heaps are measured from the outside: the peak resident set of the
-//! worker process during the workload, minus the resident set just before it. Linux lets a
+//! worker process, minus its resident set before the allocator was first used — so memory
+//! an allocator takes when it starts counts, as in a whole-process peak RSS. Linux lets a
 //! process reset its peak (`VmHWM`) by writing `5` to `/proc/self/clear_refs`; where that
 //! is refused, the peak since the process started is used (the worker is a fresh process
 //! whose start-up is small, so the difference is the harness's own few MiB).
