@@ -165,13 +165,41 @@ fn print_list() {
     }
 }
 
+/// The known name closest to `name` (edit distance at most 2), as a "did you mean" hint.
+fn suggestion(name: &str, known: &[&str]) -> String {
+    fn distance(a: &str, b: &str) -> usize {
+        let b: Vec<char> = b.chars().collect();
+        let mut row: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.chars().enumerate() {
+            let mut diagonal = row[0];
+            row[0] = i + 1;
+            for (j, &cb) in b.iter().enumerate() {
+                let substitution = diagonal + usize::from(ca != cb);
+                diagonal = row[j + 1];
+                row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
+            }
+        }
+        row[b.len()]
+    }
+    known
+        .iter()
+        .map(|k| (distance(name, k), *k))
+        .filter(|&(d, _)| d <= 2)
+        .min()
+        .map_or(String::new(), |(_, k)| format!("; did you mean '{k}'?"))
+}
+
 /// Resolves allocator names, with a one-line error naming the unknown one and the known.
 fn resolve_allocators(names: &[String]) -> Result<Vec<&'static AllocatorInfo>, String> {
     let mut out: Vec<&'static AllocatorInfo> = Vec::new();
     for name in names {
         let info = peers::find(name).ok_or_else(|| {
             let known: Vec<&str> = peers::ALLOCATORS.iter().map(|a| a.name).collect();
-            format!("unknown allocator '{name}' (known: {})", known.join(", "))
+            format!(
+                "unknown allocator '{name}' (known: {}){}",
+                known.join(", "),
+                suggestion(name, &known)
+            )
         })?;
         if out.iter().any(|a| a.name == info.name) {
             return Err(format!("allocator '{name}' is named twice"));
@@ -290,9 +318,10 @@ fn run(args: RunArgs) -> Result<(), String> {
     let workload: &'static WorkloadInfo = workloads::find(&args.workload).ok_or_else(|| {
         let known: Vec<&str> = workloads::all().iter().map(|w| w.name).collect();
         format!(
-            "unknown workload '{}' (known: {})",
+            "unknown workload '{}' (known: {}){}",
             args.workload,
-            known.join(", ")
+            known.join(", "),
+            suggestion(&args.workload, &known)
         )
     })?;
     let allocators = resolve_allocators(&args.alloc)?;

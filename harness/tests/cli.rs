@@ -240,6 +240,14 @@ fn unknown_workload_and_suite_are_errors() {
         "unknown workload 'nosuch'",
     );
     assert_one_line_error(
+        &alloclab(&["run", "larsen", "--alloc", "system"]),
+        "did you mean 'larson'?",
+    );
+    assert_one_line_error(
+        &alloclab(&["run", "larson", "--alloc", "jemaloc"]),
+        "did you mean 'jemalloc'?",
+    );
+    assert_one_line_error(
         &alloclab(&["suite", "--only", "nosuch"]),
         "unknown suite 'nosuch'",
     );
