@@ -450,38 +450,31 @@ impl WfSpan {
         // SAFETY: `block` is live, so its header is initialised; a small span's owner is
         // compared, not dereferenced, and equals our heap only if we own the span.
         unsafe {
-            if (*span).kind == Kind::Small {
-                let me = self.heap_if_any();
-                if !me.is_null() && (*span).owner.load(Ordering::Relaxed) == me {
-                    (*me).free_local(self, span, block);
-                    return;
-                }
+            let me = self.heap_if_any();
+            if (*span).kind == Kind::Small
+                && !me.is_null()
+                && (*span).owner.load(Ordering::Relaxed) == me
+            {
+                (*me).free_local(self, span, block);
+                return;
             }
-            self.free_block_slow(span, block);
+            self.free_block_slow(span, block, me);
         }
     }
 
-    /// Every free but the owner's free of a small block.
+    /// Every free but the owner's free of a small block: remote frees, runs, huge blocks.
     ///
     /// # Safety
     ///
-    /// `block` is a live block of `self` whose header is `span`.
+    /// `block` is a live block of `self` whose header is `span`; `me` is the caller's heap
+    /// (or null), and if `span` is small it is not `me`'s.
     #[inline(never)]
-    unsafe fn free_block_slow(&self, span: *mut SpanHeader, block: *mut u8) {
+    unsafe fn free_block_slow(&self, span: *mut SpanHeader, block: *mut u8, me: *mut Heap) {
         // SAFETY: (for the whole block) `block` is live, so its header is initialised and stays so.
         unsafe {
             match (*span).kind {
-                Kind::Small => {
-                    let me = self.heap_if_any();
-                    let owner = (*span).owner.load(Ordering::Relaxed);
-                    if !me.is_null() && owner == me {
-                        (*me).free_local(self, span, block);
-                    } else {
-                        self.free_remote(span, block, me);
-                    }
-                }
+                Kind::Small => self.free_remote(span, block, me),
                 Kind::Run => {
-                    let me = self.heap_if_any();
                     if me.is_null() {
                         let run = (*span).run_class as usize;
                         let bytes = (self.config.span_bytes << run) - (*span).object_offset;
