@@ -44,6 +44,26 @@ pub use global::GlobalAdapter;
 pub use handle::BlockHandle;
 pub use stats::Stats;
 
+/// What a heap with locks does around `fork` (`alloclab-preload` registers these with
+/// `pthread_atfork` for a preloaded heap).
+///
+/// After `fork` the child has one thread, a copy of the one that forked; a lock another
+/// thread held at that moment would stay held forever there. The cure (glibc's malloc does
+/// it) is to take every heap lock before the fork and release it on both sides after.
+///
+/// The three run on the forking thread: `prepare` just before the fork (take every lock,
+/// in a fixed order), `parent` and `child` just after it in each process (release them; in
+/// the child, reinitialising is fine, since no other thread exists there).
+pub trait ForkHooks: Sync {
+    /// Before `fork`: brings the heap to a state that is consistent without other threads
+    /// (typically: takes all its locks).
+    fn prepare_fork(&self);
+    /// After `fork`, in the parent: undoes [`prepare_fork`](Self::prepare_fork).
+    fn after_fork_in_parent(&self);
+    /// After `fork`, in the child: makes the heap usable by the one thread there.
+    fn after_fork_in_child(&self);
+}
+
 /// A memory allocator: hands out blocks that fit a [`Layout`] and takes them back.
 ///
 /// Implementations are shared between threads (`Send + Sync`); each documents whether its

@@ -18,20 +18,7 @@
 
 use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
-/// What a heap with locks does around `fork`.
-///
-/// The three run on the forking thread: `prepare` just before the fork (take every lock,
-/// in a fixed order), `parent` and `child` just after it in each process (release them; in
-/// the child, reinitialising is fine, since no other thread exists there).
-pub trait ForkHooks: Sync {
-    /// Before `fork`: brings the heap to a state that is consistent without other threads
-    /// (typically: takes all its locks).
-    fn prepare_fork(&self);
-    /// After `fork`, in the parent: undoes [`prepare_fork`](Self::prepare_fork).
-    fn after_fork_in_parent(&self);
-    /// After `fork`, in the child: makes the heap usable by the one thread there.
-    fn after_fork_in_child(&self);
-}
+pub use alloclab_core::ForkHooks;
 
 const UNREGISTERED: u8 = 0;
 const REGISTERING: u8 = 1;
