@@ -1,0 +1,1365 @@
+//! An arena: in-band block headers, free lists, random placement, coalescing. Every method
+//! of [`Arena`] runs with the arena's lock held (it takes `&mut Arena`); the chunk table and
+//! huge blocks are the [`Root`](crate::root::Root)'s.
+//!
+//! # Memory layout
+//!
+//! Memory comes from the OS in chunks of [`CHUNK`] bytes aligned to their size. A chunk is
+//! a sequence of blocks, each starting with a 16-byte header, and ends with a zero-size
+//! *sentinel* header:
+//!
+//! ```text
+//!  header (16 B)                                   free blocks only
+//! +-----------------------------+---------------+-----------+-----------+
+//! | size | flags (BUSY, WILD,   | prev size/16  | next free | prev free | ...
+//! |        HUGE, INTERNAL)      | (32) | tag(32)|           |           |
+//! +-----------------------------+---------------+-----------+-----------+
+//! ```
+//!
+//! * `size` includes the header and is a multiple of 16; a block's payload starts right
+//!   after its header, so payloads are 16-byte aligned.
+//! * `prev size` is the size of the physically previous block (0 for the first block of a
+//!   chunk): free finds its left neighbour with it, and the right one by adding `size`.
+//! * `tag` is a 32-bit keyed hash of the header's address, its first word and the previous
+//!   size. The key is drawn from the OS at start and kept in the control block. A header
+//!   that was overwritten, a pointer into the middle of a block and a pointer to memory the
+//!   heap never handed out all fail the check with probability 1 - 2^-32, and the process
+//!   aborts instead of trusting them.
+//! * A free block is on the free list of its size class (a doubly linked list threaded
+//!   through the free blocks themselves); links are checked before every unlink
+//!   (`next.prev == self`, `prev.next == self`).
+//! * The newest chunk has a *wilderness*: a free block with the WILD flag at its untouched
+//!   end, kept off the free lists and carved from the front, so memory is touched only as it
+//!   is needed.
+//!
+//! Each chunk belongs to one arena, whose index is the chunk's first word (the first chunk
+//! instead starts with the [`Root`](crate::root::Root) control block, and belongs to arena
+//! 0). Blocks above [`LARGE_MAX`] get a mapping of their own (HUGE flag), unmapped on free.
+//!
+//! # Placement
+//!
+//! An allocation of block size `want` picks a free block among all that fit and are at
+//! most [`RANGE`] times larger (at least [`RANGE_MIN`] bytes), each with probability
+//! proportional to its size (per-class byte totals summed in groups of eight classes, then
+//! the oldest block of the class drawn), and places the object at a uniformly random
+//! 16-byte-aligned offset inside it; the slack on either side goes back to the free lists.
+//!
+//! When those candidates hold fewer than [`RESERVE`] bytes, the object instead goes at a
+//! uniformly random offset within the first [`WINDOW`] bytes of a larger free block (the
+//! smallest there is) or else of the wilderness, which adds that slack to the candidates:
+//! so the pool the choice is made from never shrinks to a few blocks, and a steady-state
+//! heap stays as unpredictable as a fresh one. Limiting candidates to blocks of comparable
+//! size keeps small objects from being scattered through large free blocks, which would
+//! leave none for large requests (and touch pages all over the heap).
+
+use core::ptr;
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::os;
+use crate::rng::Rng;
+
+/// Payload alignment, and the granularity of every size.
+pub(crate) const GRANULE: usize = 16;
+/// Bytes of header before every payload.
+pub(crate) const HEADER: usize = 16;
+/// The smallest block: a header and the two links of a free block.
+pub(crate) const MIN_BLOCK: usize = 32;
+/// Bytes per chunk (and their alignment).
+pub(crate) const CHUNK: usize = 4 << 20;
+/// Bytes at the start of a chunk (other than the first) before its blocks: the arena index.
+pub(crate) const CHUNK_HEADER: usize = 64;
+/// Blocks larger than this (header and alignment slack included) get their own mapping.
+pub(crate) const LARGE_MAX: usize = 256 << 10;
+/// How far into a larger block, or past the wilderness front, a carved object may land.
+pub(crate) const WINDOW: usize = 8 << 10;
+/// Candidate blocks are at most this many times the request ...
+const RANGE: usize = 32;
+/// ... or this many bytes, if more.
+const RANGE_MIN: usize = 8 << 10;
+/// The least candidate free memory to choose from before carving fresh slack instead.
+const RESERVE: u64 = 32 << 10;
+/// A free that leaves a free block at least this large returns its whole pages to the OS
+/// (when they span at least [`RELEASE_SPAN`]).
+const RELEASE_MIN: usize = 64 << 10;
+/// The least span of whole pages worth a `madvise` call.
+const RELEASE_SPAN: usize = 16 << 10;
+/// Free-list classes: 64 exact (32 B to 1040 B) and 4 per power of two above.
+const CLASSES: usize = 128;
+/// Classes per group of the two-level byte totals.
+const GROUP: usize = 8;
+
+/// Header flag: the block is handed out.
+pub(crate) const BUSY: usize = 1;
+/// Header flag: the block is the wilderness of the arena's newest chunk.
+pub(crate) const WILD: usize = 2;
+/// Header flag: the block has a mapping of its own. In a chunk, where no block is huge,
+/// BUSY | HUGE marks a block queued for a remote free.
+pub(crate) const HUGE: usize = 4;
+/// Header flag: the block is the heap's own (the sentinel that ends a chunk).
+pub(crate) const INTERNAL: usize = 8;
+/// All flag bits.
+pub(crate) const FLAGS: usize = 15;
+
+/// Free-block link offsets from the block's start.
+const NEXT: usize = 16;
+const PREV: usize = 24;
+
+/// The word at `addr`, as an atomic.
+///
+/// Every heap word is accessed atomically with relaxed ordering (a plain `mov` on the
+/// machines this targets): a header's first word is also claimed by compare-and-swap by
+/// a thread that frees into a busy arena (see [`claim_remote`]), and the arena lock orders
+/// everything else.
+///
+/// # Safety
+///
+/// `addr` is an aligned word inside a live mapping of this heap.
+#[inline(always)]
+unsafe fn word<'a>(addr: usize) -> &'a AtomicUsize {
+    // SAFETY: forwarded from the caller; the heap never accesses its words non-atomically.
+    unsafe { AtomicUsize::from_ptr(addr as *mut usize) }
+}
+
+/// Reads the word at `addr`.
+///
+/// # Safety
+///
+/// As [`word`].
+#[inline(always)]
+pub(crate) unsafe fn rd(addr: usize) -> usize {
+    // SAFETY: forwarded from the caller.
+    unsafe { word(addr) }.load(Ordering::Relaxed)
+}
+
+/// Writes the word at `addr`.
+///
+/// # Safety
+///
+/// As [`rd`], and the caller owns the word (its arena's lock, or a block nobody else has).
+#[inline(always)]
+pub(crate) unsafe fn wr(addr: usize, value: usize) {
+    // SAFETY: forwarded from the caller.
+    unsafe { word(addr) }.store(value, Ordering::Relaxed)
+}
+
+/// The keyed tag of a header at `h` with first word `w0` and previous size `prev`. The
+/// HUGE bit is left out: in a chunk it marks a block queued for a remote free (see
+/// [`claim_remote`]), set without rewriting the tag.
+#[inline(always)]
+pub(crate) fn tag(key: u64, h: usize, w0: usize, prev: usize) -> u32 {
+    let mut x = (h as u64 ^ key).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^= ((w0 & !HUGE) as u64).rotate_left(29) ^ ((prev as u64) << 7);
+    x = x.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    (x ^ (x >> 32)) as u32
+}
+
+/// Writes the header of the block at `h`.
+///
+/// # Safety
+///
+/// `h` is a block boundary of a mapping of this heap that the caller may write.
+#[inline(always)]
+pub(crate) unsafe fn put(key: u64, h: usize, w0: usize, prev: usize) {
+    let t = tag(key, h, w0, prev);
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        wr(h, w0);
+        wr(h + 8, ((prev / GRANULE) << 32) | t as usize);
+    }
+}
+
+/// Reads and checks the header at `h`: `(first word, previous size)`, or `None` if the
+/// tag does not match.
+///
+/// # Safety
+///
+/// `h..h + 16` is mapped memory of this heap.
+#[inline(always)]
+pub(crate) unsafe fn get(key: u64, h: usize) -> Option<(usize, usize)> {
+    // SAFETY: forwarded from the caller.
+    let (w0, w1) = unsafe { (rd(h), rd(h + 8)) };
+    let prev = (w1 >> 32) * GRANULE;
+    (tag(key, h, w0, prev) == w1 as u32).then_some((w0, prev))
+}
+
+/// The free-list class of a free block of `size` bytes.
+#[inline]
+pub(crate) fn class_of(size: usize) -> usize {
+    if size <= 1040 {
+        size / GRANULE - 2
+    } else {
+        let log = usize::BITS as usize - 1 - size.leading_zeros() as usize;
+        let sub = (size >> (log - 2)) & 3;
+        (64 + (log - 10) * 4 + sub).min(CLASSES - 1)
+    }
+}
+
+/// The smallest size class `class` can hold.
+#[inline]
+pub(crate) fn class_floor(class: usize) -> usize {
+    if class < 64 {
+        32 + GRANULE * class
+    } else {
+        let k = class - 64;
+        let log = 10 + k / 4;
+        (1 << log) + (k % 4) * (1 << (log - 2))
+    }
+}
+
+/// The first class all of whose blocks are at least `want` bytes, and the class below it
+/// that may hold some that are (when `want` is not a class floor).
+#[inline]
+fn fitting_classes(want: usize) -> (usize, Option<usize>) {
+    let class = class_of(want);
+    if want <= 1040 || class_floor(class) == want {
+        (class, None)
+    } else {
+        (class + 1, Some(class))
+    }
+}
+
+/// The places an object of block size `need` (payload aligned to `align`) can take in a
+/// block of `size` bytes at `start`, at offsets up to `max_offset`: `(count, from, step)`,
+/// where the places are offset 0 if the payload is aligned there, then `from`, `from +
+/// step`, ... Offsets are 0 or at least [`MIN_BLOCK`], so that any slack before the object
+/// can stand as a free block.
+fn offsets(
+    start: usize,
+    size: usize,
+    need: usize,
+    align: usize,
+    max_offset: usize,
+) -> (usize, usize, usize) {
+    let step = align.max(GRANULE);
+    let first = (start + HEADER).next_multiple_of(step) - (start + HEADER);
+    if size < need {
+        return (0, first, step);
+    }
+    let last = max_offset.min(size - need);
+    let (zero, from) = if first == 0 {
+        (1, step.max(MIN_BLOCK).next_multiple_of(step))
+    } else if first < MIN_BLOCK {
+        (0, first + (MIN_BLOCK - first).next_multiple_of(step))
+    } else {
+        (0, first)
+    };
+    if zero == 0 && from > last {
+        return (0, from, step);
+    }
+    let rest = if from <= last {
+        (last - from) / step + 1
+    } else {
+        0
+    };
+    (zero + rest, from, step)
+}
+
+/// The `k`-th place of [`offsets`] (`zero`: whether offset 0 is one of them).
+fn nth_offset(zero: bool, from: usize, step: usize, k: usize) -> usize {
+    match (zero, k) {
+        (true, 0) => 0,
+        (true, k) => from + (k - 1) * step,
+        (false, k) => from + k * step,
+    }
+}
+
+/// Counters of the heap, as [`Randomized::counters`](crate::Randomized::counters) reports
+/// them (summed over the arenas).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Bytes in live blocks (headers and rounding included).
+    pub live_bytes: u64,
+    /// Bytes mapped from the OS (chunks and huge blocks).
+    pub mapped_bytes: u64,
+    /// The most `mapped_bytes` has been (per arena, summed: an upper bound).
+    pub peak_mapped_bytes: u64,
+    /// Bytes on the free lists (the pool placement chooses from).
+    pub free_list_bytes: u64,
+    /// Bytes left in the wildernesses.
+    pub wilderness_bytes: u64,
+    /// Bytes given back to the OS with `madvise` so far.
+    pub released_bytes: u64,
+    /// Successful allocations.
+    pub allocations: u64,
+    /// Frees.
+    pub deallocations: u64,
+}
+
+impl Counters {
+    /// Adds `other` to these counters.
+    pub(crate) fn add(&mut self, other: &Counters) {
+        self.live_bytes += other.live_bytes;
+        self.mapped_bytes += other.mapped_bytes;
+        self.peak_mapped_bytes += other.peak_mapped_bytes;
+        self.free_list_bytes += other.free_list_bytes;
+        self.wilderness_bytes += other.wilderness_bytes;
+        self.released_bytes += other.released_bytes;
+        self.allocations += other.allocations;
+        self.deallocations += other.deallocations;
+    }
+}
+
+/// A pointer the heap refuses to free, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Invalid {
+    /// Not 16-byte aligned.
+    Misaligned,
+    /// Not inside any mapping of this heap.
+    Foreign,
+    /// Inside the heap, but its header fails the keyed check: an interior pointer, a
+    /// pointer the heap never returned, or a header that was overwritten.
+    BadHeader,
+    /// A block that is already free.
+    DoubleFree,
+}
+
+impl Invalid {
+    /// The message the process dies with.
+    pub(crate) fn message(self) -> &'static str {
+        match self {
+            Self::Misaligned => "free(): invalid pointer (not 16-byte aligned)",
+            Self::Foreign => "free(): invalid pointer (not from this heap)",
+            Self::BadHeader => {
+                "free(): invalid pointer or corrupted block header (interior pointer, pointer never returned by this heap, or heap overflow)"
+            }
+            Self::DoubleFree => "free(): double free detected",
+        }
+    }
+}
+
+/// A live block, as validation found it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Live {
+    /// Its header.
+    pub(crate) header: usize,
+    /// Its size, header included (for huge blocks: the mapping's length).
+    pub(crate) size: usize,
+    /// Its previous-size field (for huge blocks: the payload's offset in the mapping).
+    pub(crate) prev: usize,
+    /// Whether it has a mapping of its own.
+    pub(crate) huge: bool,
+}
+
+impl Live {
+    /// Bytes the owner may use.
+    pub(crate) fn usable(&self) -> usize {
+        if self.huge {
+            self.size - self.prev
+        } else {
+            self.size - HEADER
+        }
+    }
+}
+
+/// Checks the header of the block whose payload is `payload`, in a chunk of blocks: what
+/// `free` must know before it trusts anything about the block.
+///
+/// # Safety
+///
+/// `payload - 16 .. payload` lies in a live chunk of this heap (the chunk table said so),
+/// and the lock of the chunk's arena is held.
+pub(crate) unsafe fn validate_in_chunk(key: u64, payload: usize) -> Result<Live, Invalid> {
+    let h = payload - HEADER;
+    // SAFETY: forwarded from the caller.
+    let (w0, prev) = unsafe { get(key, h) }.ok_or(Invalid::BadHeader)?;
+    if w0 & (WILD | INTERNAL) != 0 {
+        return Err(Invalid::BadHeader);
+    }
+    // Free already, or queued for a remote free.
+    if w0 & BUSY == 0 || w0 & HUGE != 0 {
+        return Err(Invalid::DoubleFree);
+    }
+    Ok(Live {
+        header: h,
+        size: w0 & !FLAGS,
+        prev,
+        huge: false,
+    })
+}
+
+/// Checks the block at `payload` without its arena's lock and marks it queued for a remote
+/// free (BUSY | HUGE), so that a second free of it is caught, in the same way, before the
+/// first is done.
+///
+/// Sound without the lock: a live block's first word changes only by its owner's resize,
+/// its free, or this claim (a compare-and-swap); its second word may be rewritten by the
+/// arena's holder (a neighbour's size changed), but always as one word with a matching
+/// tag, so the check sees an old or a new header, never a torn one.
+///
+/// # Safety
+///
+/// `payload - 16 .. payload` lies in a live chunk of this heap (the chunk table said so).
+pub(crate) unsafe fn claim_remote(key: u64, payload: usize) -> Result<(), Invalid> {
+    let h = payload - HEADER;
+    // SAFETY: forwarded from the caller.
+    let (w0, _) = unsafe { get(key, h) }.ok_or(Invalid::BadHeader)?;
+    if w0 & (WILD | INTERNAL) != 0 {
+        return Err(Invalid::BadHeader);
+    }
+    if w0 & BUSY == 0 || w0 & HUGE != 0 {
+        return Err(Invalid::DoubleFree);
+    }
+    // SAFETY: as above.
+    unsafe { word(h) }
+        .compare_exchange(w0, w0 | HUGE, Ordering::Relaxed, Ordering::Relaxed)
+        .map(|_| ())
+        .map_err(|_| Invalid::DoubleFree)
+}
+
+/// One arena: free lists, wilderness, generator, counters. Threads prefer the arena their
+/// identity hashes to and move on to another when it is busy; a block is always freed into
+/// the arena of its chunk.
+#[repr(C)]
+pub(crate) struct Arena {
+    /// This arena's index (written in the first word of its chunks).
+    index: usize,
+    /// Key of the header tags (the heap's; copied here to keep it on the arena's lines).
+    key: u64,
+    /// The placement generator.
+    rng: Rng,
+    /// Oldest free block of each class (0 if none).
+    head: [usize; CLASSES],
+    /// Newest free block of each class.
+    tail: [usize; CLASSES],
+    /// Bytes on each class's list.
+    class_bytes: [u64; CLASSES],
+    /// Bytes on the lists of each group of [`GROUP`] classes.
+    group_bytes: [u64; CLASSES / GROUP],
+    /// Bytes on all free lists.
+    pool: u64,
+    /// Header of the wilderness (0 if none).
+    wild: usize,
+    /// Address of the newest chunk's sentinel (the wilderness ends there).
+    wild_end: usize,
+    live_bytes: u64,
+    mapped_bytes: u64,
+    peak_mapped_bytes: u64,
+    released_bytes: u64,
+    allocations: u64,
+    deallocations: u64,
+}
+
+/// What the arena needs from the rest of the heap to grow: a new chunk, registered in the
+/// chunk table. `None` if the OS or the table refuses.
+pub(crate) trait ChunkSource {
+    /// Maps and registers a chunk for arena `index`; returns its base.
+    fn new_chunk(&self, index: usize) -> Option<usize>;
+}
+
+impl Arena {
+    /// Initialises the arena at `this` (zeroed memory).
+    ///
+    /// # Safety
+    ///
+    /// `this` points at zeroed memory for an `Arena` that nothing else uses.
+    pub(crate) unsafe fn init(this: *mut Arena, index: usize, key: u64, seed: [u8; 32]) {
+        // SAFETY: forwarded; zeroed memory is a valid `Arena` for every field but `rng`,
+        // which is written first.
+        unsafe {
+            ptr::addr_of_mut!((*this).rng).write(Rng::from_seed(seed));
+            let arena = &mut *this;
+            arena.index = index;
+            arena.key = key;
+        }
+    }
+
+    /// Gives the arena `[start, sentinel)` of a fresh chunk as its first memory (the
+    /// first chunk's space after the control block).
+    ///
+    /// # Safety
+    ///
+    /// The range is fresh memory of a registered chunk that belongs to this arena.
+    pub(crate) unsafe fn adopt_first(&mut self, start: usize, sentinel: usize, chunk_bytes: u64) {
+        self.add_mapped(chunk_bytes);
+        // SAFETY: forwarded.
+        unsafe { self.open_wilderness(start, sentinel) };
+    }
+
+    /// Replaces the generator's state with a fresh one from the OS (after `fork`, so that
+    /// parent and child do not place objects alike).
+    pub(crate) fn reseed(&mut self) {
+        self.rng = Rng::from_seed(os::entropy());
+    }
+
+    /// As [`get`], for a header the heap itself reached (a neighbour, a list member): a bad
+    /// one means the heap was overwritten, and the process aborts.
+    ///
+    /// # Safety
+    ///
+    /// As [`get`].
+    #[inline(always)]
+    unsafe fn get_or_die(&self, h: usize) -> (usize, usize) {
+        // SAFETY: forwarded from the caller.
+        match unsafe { get(self.key, h) } {
+            Some(header) => header,
+            None => os::fatal("corrupted block header (heap overflow?)", h + HEADER),
+        }
+    }
+
+    /// Writes a header.
+    ///
+    /// # Safety
+    ///
+    /// As [`put`].
+    #[inline(always)]
+    unsafe fn put(&self, h: usize, w0: usize, prev: usize) {
+        // SAFETY: forwarded from the caller.
+        unsafe { put(self.key, h, w0, prev) }
+    }
+
+    /// Rewrites the previous-size field of the block at `h`.
+    ///
+    /// # Safety
+    ///
+    /// `h` is a block of this arena.
+    #[inline(always)]
+    unsafe fn set_prev(&self, h: usize, prev: usize) {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            let (w0, _) = self.get_or_die(h);
+            let t = tag(self.key, h, w0, prev);
+            wr(h + 8, ((prev / GRANULE) << 32) | t as usize);
+        }
+    }
+
+    /// Zeroes a header that is no longer a block boundary, so that a stale pointer to it
+    /// fails the check.
+    ///
+    /// # Safety
+    ///
+    /// `h` lies inside a block of this arena that the caller is rewriting.
+    #[inline(always)]
+    unsafe fn poison(h: usize) {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            wr(h, 0);
+            wr(h + 8, 0);
+        }
+    }
+
+    // ----- free lists ----------------------------------------------------------------
+
+    #[inline(always)]
+    fn count(&mut self, class: usize, bytes: u64, add: bool) {
+        if add {
+            self.class_bytes[class] += bytes;
+            self.group_bytes[class / GROUP] += bytes;
+            self.pool += bytes;
+        } else {
+            self.class_bytes[class] -= bytes;
+            self.group_bytes[class / GROUP] -= bytes;
+            self.pool -= bytes;
+        }
+    }
+
+    /// Bytes on the lists of classes `lo..=hi`.
+    fn bytes_in(&self, lo: usize, hi: usize) -> u64 {
+        let (glo, ghi) = (lo / GROUP, hi / GROUP);
+        if glo == ghi {
+            return self.class_bytes[lo..=hi].iter().sum();
+        }
+        let head: u64 = self.class_bytes[lo..(glo + 1) * GROUP].iter().sum();
+        let middle: u64 = self.group_bytes[glo + 1..ghi].iter().sum();
+        let tail: u64 = self.class_bytes[ghi * GROUP..=hi].iter().sum();
+        head + middle + tail
+    }
+
+    /// The class in `lo..=hi` holding byte `target` of their lists, counting from `lo`.
+    fn class_at(&self, lo: usize, hi: usize, mut target: u64) -> usize {
+        let mut class = lo;
+        // Whole classes up to the end of `lo`'s group, then whole groups, then classes.
+        while class <= hi {
+            if class.is_multiple_of(GROUP) && class + GROUP - 1 <= hi {
+                let g = self.group_bytes[class / GROUP];
+                if target >= g {
+                    target -= g;
+                    class += GROUP;
+                    continue;
+                }
+            }
+            let c = self.class_bytes[class];
+            if target < c {
+                return class;
+            }
+            target -= c;
+            class += 1;
+        }
+        debug_assert!(false, "target beyond the classes' bytes");
+        hi
+    }
+
+    /// The smallest non-empty class above `class`, if any.
+    fn next_nonempty_above(&self, class: usize) -> Option<usize> {
+        let mut g = (class + 1) / GROUP;
+        let mut c = class + 1;
+        while c < CLASSES {
+            if c.is_multiple_of(GROUP) {
+                while g < CLASSES / GROUP && self.group_bytes[g] == 0 {
+                    g += 1;
+                }
+                if g == CLASSES / GROUP {
+                    return None;
+                }
+                c = c.max(g * GROUP);
+            }
+            if self.head[c] != 0 {
+                return Some(c);
+            }
+            c += 1;
+            g = c / GROUP;
+        }
+        None
+    }
+
+    /// Appends the free block `h` of `size` bytes to its class (oldest first out, so a
+    /// freed block waits behind every other of its class).
+    ///
+    /// # Safety
+    ///
+    /// `h` is a free block of this arena, on no list.
+    unsafe fn push(&mut self, h: usize, size: usize) {
+        let class = class_of(size);
+        let tail = self.tail[class];
+        // SAFETY: `h` and `tail` are free blocks of this arena, with room for links.
+        unsafe {
+            wr(h + NEXT, 0);
+            wr(h + PREV, tail);
+            if tail == 0 {
+                self.head[class] = h;
+            } else {
+                wr(tail + NEXT, h);
+            }
+        }
+        self.tail[class] = h;
+        self.count(class, size as u64, true);
+    }
+
+    /// Takes the free block `h` of `size` bytes off its list, after checking its links.
+    ///
+    /// # Safety
+    ///
+    /// `h` is a free block of this arena.
+    unsafe fn unlink(&mut self, h: usize, size: usize) {
+        let class = class_of(size);
+        // SAFETY: `h` is a free block; its links point at free blocks of the same list
+        // (checked before they are followed for writing).
+        unsafe {
+            let (next, prev) = (rd(h + NEXT), rd(h + PREV));
+            let next_ok = if next == 0 {
+                self.tail[class] == h
+            } else {
+                rd(next + PREV) == h
+            };
+            let prev_ok = if prev == 0 {
+                self.head[class] == h
+            } else {
+                rd(prev + NEXT) == h
+            };
+            if !(next_ok && prev_ok) {
+                os::fatal(
+                    "corrupted free list (heap overflow or write after free?)",
+                    h + HEADER,
+                );
+            }
+            if prev == 0 {
+                self.head[class] = next;
+            } else {
+                wr(prev + NEXT, next);
+            }
+            if next == 0 {
+                self.tail[class] = prev;
+            } else {
+                wr(next + PREV, prev);
+            }
+        }
+        self.count(class, size as u64, false);
+    }
+
+    // ----- allocation ----------------------------------------------------------------
+
+    /// Allocates a block whose payload holds `payload` bytes aligned to `align`; returns the
+    /// payload address. `None` if no memory can be had.
+    ///
+    /// `payload` rounded up, plus the header and `align` (if over 16), must be at most
+    /// [`LARGE_MAX`]; larger requests are the root's.
+    pub(crate) fn alloc(
+        &mut self,
+        payload: usize,
+        align: usize,
+        chunks: &dyn ChunkSource,
+    ) -> Option<usize> {
+        let need = (payload.next_multiple_of(GRANULE) + HEADER).max(MIN_BLOCK);
+        // Worst case for a larger alignment: the first aligned offset is 16, too small for the
+        // slack to stand alone, so the object starts `align + 16` in.
+        let want = if align > GRANULE {
+            need + align + GRANULE
+        } else {
+            need
+        };
+        let (first, partial) = fitting_classes(want);
+        let last = class_of((want * RANGE).max(RANGE_MIN)).max(first);
+        let candidates = self.bytes_in(first, last);
+        // SAFETY: (whole block) every address below is a block of this arena reached from
+        // its lists, its wilderness or its own headers, under the lock.
+        unsafe {
+            if candidates >= RESERVE {
+                return Some(self.place_in_class(first, last, candidates, need, align));
+            }
+            // Too few candidates: carve fresh slack from the front of the smallest larger
+            // block, or of the wilderness.
+            if let Some(class) = self.next_nonempty_above(last) {
+                let h = self.head[class];
+                let (w0, prev) = self.get_or_die(h);
+                let size = w0 & !FLAGS;
+                self.unlink(h, size);
+                return Some(self.place(
+                    h,
+                    size,
+                    prev,
+                    need,
+                    align,
+                    WINDOW.max(align + GRANULE),
+                    false,
+                ));
+            }
+            if self.wild != 0 && self.wild_end - self.wild >= want + MIN_BLOCK {
+                return Some(self.carve(need, align));
+            }
+            if candidates > 0 {
+                return Some(self.place_in_class(first, last, candidates, need, align));
+            }
+            if let Some(class) = partial {
+                let mut h = self.head[class];
+                while h != 0 {
+                    let (w0, prev) = self.get_or_die(h);
+                    let size = w0 & !FLAGS;
+                    if size >= want {
+                        self.unlink(h, size);
+                        return Some(self.place(h, size, prev, need, align, size, false));
+                    }
+                    h = rd(h + NEXT);
+                }
+            }
+            let base = chunks.new_chunk(self.index)?;
+            self.retire_wilderness();
+            self.add_mapped(CHUNK as u64);
+            self.open_wilderness(base + CHUNK_HEADER, base + CHUNK - HEADER);
+            Some(self.carve(need, align))
+        }
+    }
+
+    /// Draws a block among classes `first..=last` (holding `bytes` bytes), each with
+    /// probability proportional to its size, and places the object in it.
+    ///
+    /// # Safety
+    ///
+    /// `bytes > 0` is the total of those classes, all of whose blocks fit `need` at `align`.
+    unsafe fn place_in_class(
+        &mut self,
+        first: usize,
+        last: usize,
+        bytes: u64,
+        need: usize,
+        align: usize,
+    ) -> usize {
+        let target = self.rng.below(bytes);
+        let class = self.class_at(first, last, target);
+        let h = self.head[class];
+        // SAFETY: forwarded; `h` heads a non-empty list.
+        unsafe {
+            let (w0, prev) = self.get_or_die(h);
+            let size = w0 & !FLAGS;
+            self.unlink(h, size);
+            self.place(h, size, prev, need, align, size, false)
+        }
+    }
+
+    /// Places an object in the wilderness, within [`WINDOW`] bytes of its front.
+    ///
+    /// # Safety
+    ///
+    /// The wilderness exists and holds `need` (+ `align` if over 16) bytes and a header.
+    unsafe fn carve(&mut self, need: usize, align: usize) -> usize {
+        let h = self.wild;
+        // SAFETY: the wilderness header is the arena's.
+        let (_, prev) = unsafe { self.get_or_die(h) };
+        let size = self.wild_end - h;
+        // SAFETY: forwarded.
+        unsafe {
+            self.place(
+                h,
+                size,
+                prev,
+                need,
+                align,
+                WINDOW.max(align + GRANULE),
+                true,
+            )
+        }
+    }
+
+    /// Cuts an object of block size `need` (payload aligned to `align`) out of the free
+    /// block `h` of `size` bytes (previous size `prev`), off every list, at a uniformly
+    /// random offset at most `max_offset`; the slack on both sides becomes free blocks (or
+    /// the wilderness again, if `h` was the wilderness). Returns the payload address.
+    ///
+    /// # Safety
+    ///
+    /// `h` is a free block (or the wilderness, then `wild`) of this arena, on no list, large
+    /// enough for `need` at the alignment.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn place(
+        &mut self,
+        h: usize,
+        size: usize,
+        prev: usize,
+        need: usize,
+        align: usize,
+        max_offset: usize,
+        wild: bool,
+    ) -> usize {
+        // The wilderness keeps room for its own header after the object.
+        let room = if wild { size - MIN_BLOCK } else { size };
+        let (count, from, step) = offsets(h, room, need, align, max_offset);
+        debug_assert!(count > 0, "block {size} too small for {need} at {align}");
+        let zero = (h + HEADER).is_multiple_of(align.max(GRANULE));
+        let k = self.rng.below(count as u64) as usize;
+        let offset = nth_offset(zero, from, step, k);
+        let tail = size - offset - need;
+        let obj_size = if tail < MIN_BLOCK { need + tail } else { need };
+        let obj = h + offset;
+        let after = obj + obj_size;
+        let end = h + size;
+        // SAFETY: all addresses are boundaries inside the block being cut, or `end`, the
+        // block after it.
+        unsafe {
+            let obj_prev = if offset > 0 {
+                self.put(h, offset, prev);
+                self.push(h, offset);
+                offset
+            } else {
+                prev
+            };
+            self.put(obj, obj_size | BUSY, obj_prev);
+            if after < end {
+                let rest = end - after;
+                if wild {
+                    self.put(after, rest | WILD, obj_size);
+                    self.wild = after;
+                } else {
+                    self.put(after, rest, obj_size);
+                    self.push(after, rest);
+                }
+                self.set_prev(end, rest);
+            } else {
+                debug_assert!(!wild);
+                self.set_prev(end, obj_size);
+            }
+        }
+        self.live_bytes += obj_size as u64;
+        self.allocations += 1;
+        obj + HEADER
+    }
+
+    /// The old wilderness (if any) goes to the free lists.
+    ///
+    /// # Safety
+    ///
+    /// The lock is held.
+    unsafe fn retire_wilderness(&mut self) {
+        if self.wild == 0 {
+            return;
+        }
+        let (h, size) = (self.wild, self.wild_end - self.wild);
+        // SAFETY: the wilderness is a block of this arena.
+        unsafe {
+            let (_, prev) = self.get_or_die(h);
+            self.put(h, size, prev);
+            self.push(h, size);
+        }
+        self.wild = 0;
+        self.wild_end = 0;
+    }
+
+    /// Makes `[start, sentinel)` the wilderness and ends the chunk with a sentinel.
+    ///
+    /// # Safety
+    ///
+    /// The range is fresh memory of a chunk of this arena.
+    unsafe fn open_wilderness(&mut self, start: usize, sentinel: usize) {
+        // SAFETY: forwarded.
+        unsafe {
+            self.put(start, (sentinel - start) | WILD, 0);
+            self.put(sentinel, BUSY | INTERNAL, sentinel - start);
+        }
+        self.wild = start;
+        self.wild_end = sentinel;
+    }
+
+    fn add_mapped(&mut self, bytes: u64) {
+        self.mapped_bytes += bytes;
+        self.peak_mapped_bytes = self.peak_mapped_bytes.max(self.mapped_bytes);
+    }
+
+    // ----- free ----------------------------------------------------------------------
+
+    /// Frees a block that [`validate_in_chunk`] accepted under this lock hold.
+    ///
+    /// # Safety
+    ///
+    /// As said; the block is in a chunk of this arena.
+    pub(crate) unsafe fn free(&mut self, live: Live) {
+        self.live_bytes -= live.size as u64;
+        self.deallocations += 1;
+        // SAFETY: `live` is a block of this arena.
+        unsafe { self.release(live.header, live.size, live.prev) };
+    }
+
+    /// Returns the block at `h` (`size` bytes, previous size `prev`, no longer counted as
+    /// live) to the free memory, merged with free neighbours.
+    ///
+    /// # Safety
+    ///
+    /// `h` is a block of this arena that nobody uses any more.
+    unsafe fn release(&mut self, h: usize, size: usize, prev: usize) {
+        let (mut start, mut total, mut start_prev) = (h, size, prev);
+        // SAFETY: (whole block) neighbours are found through checked headers of this arena.
+        unsafe {
+            if prev != 0 {
+                let left = h - prev;
+                let (lw0, lprev) = self.get_or_die(left);
+                if lw0 & (BUSY | WILD) == 0 {
+                    if lw0 & !FLAGS != prev {
+                        os::fatal("corrupted block header (sizes disagree)", h + HEADER);
+                    }
+                    self.unlink(left, prev);
+                    Self::poison(h);
+                    (start, total, start_prev) = (left, total + prev, lprev);
+                }
+            }
+            let right = h + size;
+            let (rw0, _) = self.get_or_die(right);
+            let rsize = rw0 & !FLAGS;
+            if rw0 & WILD != 0 {
+                Self::poison(right);
+                total += rsize;
+                self.put(start, total | WILD, start_prev);
+                self.wild = start;
+                self.set_prev(start + total, total);
+            } else {
+                if rw0 & BUSY == 0 {
+                    self.unlink(right, rsize);
+                    Self::poison(right);
+                    total += rsize;
+                }
+                self.put(start, total, start_prev);
+                self.push(start, total);
+                self.set_prev(start + total, total);
+            }
+            if total >= RELEASE_MIN {
+                let page = os::page_size();
+                let lo = (start + MIN_BLOCK).max(h.saturating_sub(page));
+                let hi = (start + total).min(h + size + page);
+                if hi >= lo + RELEASE_SPAN {
+                    self.released_bytes += os::release_pages(lo, hi) as u64;
+                }
+            }
+        }
+    }
+
+    /// Frees the blocks of a list taken from the arena's remote-free stack (linked through
+    /// their first payload word, 0-terminated), each queued by [`claim_remote`].
+    ///
+    /// # Safety
+    ///
+    /// The list came from this arena's stack; its blocks are this arena's.
+    pub(crate) unsafe fn drain(&mut self, mut payload: usize) {
+        while payload != 0 {
+            // SAFETY: a queued block of this arena; its header was checked when it was
+            // queued, and only this lock's holder touches it now.
+            unsafe {
+                let next = rd(payload);
+                let h = payload - HEADER;
+                let (w0, prev) = self.get_or_die(h);
+                if w0 & (BUSY | HUGE) != BUSY | HUGE {
+                    os::fatal("corrupted remote-free queue", payload);
+                }
+                wr(h, w0 & !HUGE);
+                self.free(Live {
+                    header: h,
+                    size: w0 & !FLAGS,
+                    prev,
+                    huge: false,
+                });
+                payload = next;
+            }
+        }
+    }
+
+    // ----- resizing in place ---------------------------------------------------------
+
+    /// Resizes the live block `live` in place to hold `payload` bytes, if its own tail or a
+    /// free right neighbour allows. `false` (nothing changed) otherwise.
+    ///
+    /// # Safety
+    ///
+    /// `live` came from [`validate_in_chunk`] under this lock hold.
+    pub(crate) unsafe fn resize_in_place(&mut self, live: Live, payload: usize) -> bool {
+        let need = (payload.next_multiple_of(GRANULE) + HEADER).max(MIN_BLOCK);
+        let (h, size) = (live.header, live.size);
+        // SAFETY: (whole block) `h` is a live block; its right neighbour is reached through
+        // its checked header.
+        unsafe {
+            if need <= size {
+                if size - need >= MIN_BLOCK {
+                    self.put(h, need | BUSY, live.prev);
+                    let rest = h + need;
+                    self.put(rest, (size - need) | BUSY, need);
+                    self.live_bytes -= (size - need) as u64;
+                    self.release(rest, size - need, need);
+                }
+                return true;
+            }
+            let right = h + size;
+            let (rw0, _) = self.get_or_die(right);
+            if rw0 & BUSY != 0 {
+                return false;
+            }
+            let rsize = rw0 & !FLAGS;
+            let wild = rw0 & WILD != 0;
+            let total = size + rsize;
+            // The wilderness keeps room for its own header.
+            if total < need || (wild && total < need + MIN_BLOCK) {
+                return false;
+            }
+            if !wild {
+                self.unlink(right, rsize);
+            }
+            Self::poison(right);
+            let grown = if total - need >= MIN_BLOCK {
+                need
+            } else {
+                total
+            };
+            self.put(h, grown | BUSY, live.prev);
+            self.live_bytes += (grown - size) as u64;
+            if grown < total {
+                let rest = h + grown;
+                if wild {
+                    self.put(rest, (total - grown) | WILD, grown);
+                    self.wild = rest;
+                } else {
+                    self.put(rest, total - grown, grown);
+                    self.push(rest, total - grown);
+                }
+                self.set_prev(h + total, total - grown);
+            } else {
+                self.set_prev(h + total, grown);
+            }
+        }
+        true
+    }
+
+    // ----- inspection ----------------------------------------------------------------
+
+    /// A snapshot of the counters.
+    pub(crate) fn counters(&self) -> Counters {
+        Counters {
+            live_bytes: self.live_bytes,
+            mapped_bytes: self.mapped_bytes,
+            peak_mapped_bytes: self.peak_mapped_bytes,
+            free_list_bytes: self.pool,
+            wilderness_bytes: if self.wild == 0 {
+                0
+            } else {
+                (self.wild_end - self.wild) as u64
+            },
+            released_bytes: self.released_bytes,
+            allocations: self.allocations,
+            deallocations: self.deallocations,
+        }
+    }
+
+    /// Walks one chunk of this arena from `first` (its first block) to its sentinel at
+    /// `sentinel`, checking every header and link, and adds what it found to `shape`.
+    ///
+    /// # Safety
+    ///
+    /// The chunk is this arena's and its lock is held.
+    pub(crate) unsafe fn check_chunk(
+        &self,
+        first: usize,
+        sentinel: usize,
+        shape: &mut HeapShape,
+    ) -> Result<(), Corruption> {
+        let mut h = first;
+        let mut prev = 0usize;
+        let mut prev_free = false;
+        loop {
+            // SAFETY: `h` walks block boundaries of a live chunk, from its first block to
+            // its sentinel, each step checked against the chunk's end.
+            let Some((w0, p)) = (unsafe { get(self.key, h) }) else {
+                return Err(Corruption::at("block header fails its keyed check", h));
+            };
+            if p != prev {
+                return Err(Corruption::with(
+                    "previous-size field disagrees with the previous block",
+                    h,
+                    p,
+                    prev,
+                ));
+            }
+            let size = w0 & !FLAGS;
+            if w0 & INTERNAL != 0 {
+                if h != sentinel {
+                    return Err(Corruption::at("sentinel before the chunk's end", h));
+                }
+                return Ok(());
+            }
+            if size < MIN_BLOCK || !size.is_multiple_of(GRANULE) || h + size > sentinel {
+                return Err(Corruption::with("impossible block size", h, size, 0));
+            }
+            let free = w0 & BUSY == 0;
+            if free && prev_free {
+                return Err(Corruption::at("two free neighbours not coalesced", h));
+            }
+            if w0 & WILD != 0 {
+                if h != self.wild || h + size != sentinel {
+                    return Err(Corruption::at(
+                        "wilderness flag on a block that is not the wilderness",
+                        h,
+                    ));
+                }
+                shape.wilderness_bytes += size as u64;
+            } else if free {
+                shape.free_blocks += 1;
+                shape.free_bytes += size as u64;
+            } else {
+                shape.live_blocks += 1;
+                shape.live_bytes += size as u64;
+            }
+            prev_free = free;
+            prev = size;
+            h += size;
+        }
+    }
+
+    /// Checks this arena's lists (members free, of their class, links both ways, byte
+    /// totals) and that they hold `free_bytes`, the free bytes its chunks hold, and that
+    /// its live counter says `live_bytes`.
+    ///
+    /// # Safety
+    ///
+    /// The lock is held.
+    pub(crate) unsafe fn check_lists(
+        &self,
+        free_bytes: u64,
+        live_bytes: u64,
+    ) -> Result<(), Corruption> {
+        let mut listed = 0u64;
+        for class in 0..CLASSES {
+            let mut h = self.head[class];
+            let mut before = 0;
+            let mut bytes = 0u64;
+            while h != 0 {
+                // SAFETY: list members are free blocks of this arena.
+                let Some((w0, _)) = (unsafe { get(self.key, h) }) else {
+                    return Err(Corruption::with(
+                        "free-list member fails its keyed check",
+                        h,
+                        class,
+                        0,
+                    ));
+                };
+                if w0 & (BUSY | WILD) != 0 || class_of(w0 & !FLAGS) != class {
+                    return Err(Corruption::with(
+                        "free-list member is not a free block of the class",
+                        h,
+                        class,
+                        0,
+                    ));
+                }
+                // SAFETY: as above.
+                if unsafe { rd(h + PREV) } != before {
+                    return Err(Corruption::with("free-list back link broken", h, class, 0));
+                }
+                bytes += (w0 & !FLAGS) as u64;
+                before = h;
+                // SAFETY: as above.
+                h = unsafe { rd(h + NEXT) };
+            }
+            if self.tail[class] != before {
+                return Err(Corruption::with(
+                    "free-list tail is not its last member",
+                    self.tail[class],
+                    class,
+                    0,
+                ));
+            }
+            if self.class_bytes[class] != bytes {
+                return Err(Corruption::with(
+                    "class byte total disagrees with the list",
+                    class,
+                    self.class_bytes[class] as usize,
+                    bytes as usize,
+                ));
+            }
+            listed += bytes;
+        }
+        for g in 0..CLASSES / GROUP {
+            let sum: u64 = self.class_bytes[g * GROUP..(g + 1) * GROUP].iter().sum();
+            if sum != self.group_bytes[g] {
+                return Err(Corruption::with(
+                    "group byte total disagrees with its classes",
+                    g,
+                    sum as usize,
+                    self.group_bytes[g] as usize,
+                ));
+            }
+        }
+        if listed != free_bytes || listed != self.pool {
+            return Err(Corruption::with(
+                "free bytes in chunks disagree with the lists",
+                self.index,
+                free_bytes as usize,
+                listed as usize,
+            ));
+        }
+        if live_bytes != self.live_bytes {
+            return Err(Corruption::with(
+                "live-byte counter disagrees with the live blocks",
+                self.index,
+                live_bytes as usize,
+                self.live_bytes as usize,
+            ));
+        }
+        Ok(())
+    }
+
+    /// Where the wilderness is (0 if none): for the walk, which must know which chunk has it.
+    pub(crate) fn wilderness(&self) -> usize {
+        self.wild
+    }
+}
+
+/// A broken invariant that [`Randomized::check`](crate::Randomized::check) found. Plain data, so that it can be built with
+/// the lock held (formatting it would allocate, perhaps from this very heap).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Corruption {
+    /// Which invariant.
+    pub what: &'static str,
+    /// The block (or chunk) where it broke; 0 for heap-wide totals.
+    pub address: usize,
+    /// Two figures that disagree, where there are some (else 0).
+    pub found: (usize, usize),
+}
+
+impl Corruption {
+    pub(crate) fn at(what: &'static str, address: usize) -> Self {
+        Self::with(what, address, 0, 0)
+    }
+
+    pub(crate) fn with(what: &'static str, address: usize, a: usize, b: usize) -> Self {
+        Self {
+            what,
+            address,
+            found: (a, b),
+        }
+    }
+}
+
+impl core::fmt::Display for Corruption {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{} at {:#x}", self.what, self.address)?;
+        if self.found != (0, 0) {
+            write!(f, " (found {} and {})", self.found.0, self.found.1)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Corruption {}
+
+/// What [`Randomized::check`](crate::Randomized::check) found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeapShape {
+    /// Chunks of blocks.
+    pub chunks: u64,
+    /// Huge blocks (own mappings).
+    pub huge_blocks: u64,
+    /// Live blocks in chunks.
+    pub live_blocks: u64,
+    /// Free blocks on the lists.
+    pub free_blocks: u64,
+    /// Bytes in live blocks (huge ones included), headers included.
+    pub live_bytes: u64,
+    /// Bytes in free blocks.
+    pub free_bytes: u64,
+    /// Bytes in the wilderness.
+    pub wilderness_bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_are_exact_to_1040_bytes_then_four_per_doubling() {
+        for size in (32..=1040).step_by(16) {
+            assert_eq!(class_floor(class_of(size)), size);
+        }
+        let mut last = class_of(1040);
+        for size in (1056..(4 << 20)).step_by(16) {
+            let class = class_of(size);
+            assert!(class >= last, "classes not monotone at {size}");
+            assert!(class_floor(class) <= size, "floor above size at {size}");
+            assert!(class == CLASSES - 1 || size < class_floor(class + 1));
+            last = class;
+        }
+        assert!(last < CLASSES);
+    }
+
+    #[test]
+    fn fitting_classes_hold_only_blocks_that_fit() {
+        for want in (32..(300 << 10)).step_by(16) {
+            let (first, partial) = fitting_classes(want);
+            assert!(class_floor(first) >= want || first == class_of(want) && want <= 1040);
+            if let Some(p) = partial {
+                assert_eq!(p + 1, first);
+                assert!(class_floor(p) < want);
+            }
+        }
+    }
+
+    #[test]
+    fn offsets_are_zero_or_leave_room_for_a_free_block_and_respect_alignment() {
+        for align in [16usize, 32, 64, 256, 4096] {
+            for start in [0x1000usize, 0x1010, 0x1020, 0x1030] {
+                for size in [32usize, 48, 64, 96, 200 * 16, 8192] {
+                    let need = 32;
+                    let want = need + if align > 16 { align + 16 } else { 0 };
+                    let (count, from, step) = offsets(start, size, need, align, usize::MAX);
+                    let zero = (start + HEADER).is_multiple_of(align);
+                    if size >= want {
+                        assert!(count > 0, "no place for {need} in {size} at {align}");
+                    }
+                    for k in 0..count {
+                        let o = nth_offset(zero, from, step, k);
+                        assert!(o == 0 || o >= MIN_BLOCK);
+                        assert!(o + need <= size);
+                        assert_eq!((start + o + HEADER) % align, 0);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_offset_count_is_every_aligned_offset_but_those_below_a_free_block() {
+        // A 128-byte block, 32-byte object, 16-byte alignment: offsets 0, 32, 48, ..., 96.
+        let (count, from, step) = offsets(0x2000, 128, 32, 16, usize::MAX);
+        assert_eq!((count, from, step), (6, 32, 16));
+        // Capped by a window.
+        assert_eq!(offsets(0x2000, 128, 32, 16, 48).0, 3);
+    }
+}

@@ -1,0 +1,341 @@
+//! [`Randomized`]: the public face of the heap, and its trait implementations.
+
+use core::alloc::{GlobalAlloc, Layout};
+use core::ptr::{self, NonNull};
+
+use alloclab_core::{
+    AllocError, AllocErrorKind, Allocator, ForkHooks, HostAllocator, MallocHeap, Stats, move_block,
+    resized_layout,
+};
+
+use crate::heap::{CHUNK, Corruption, Counters, GRANULE, HEADER, HeapShape, Invalid, LARGE_MAX};
+use crate::lock::StateWord;
+use crate::os;
+use crate::root::Root;
+
+/// The largest alignment served (a huge block's payload must lie in its mapping's first
+/// chunk-sized unit, where the chunk table finds it).
+const MAX_ALIGN: usize = CHUNK / 2;
+
+/// The randomized allocator. Its whole state is this one word; see the [crate] docs.
+///
+/// `const`-constructible, for `#[global_allocator]` and `static`s; the heap is built at the
+/// first allocation. Dropping a `Randomized` returns all its memory to the OS.
+#[repr(transparent)]
+pub struct Randomized {
+    state: StateWord,
+}
+
+impl Randomized {
+    /// A heap that maps nothing until its first allocation, then seeds itself from the OS.
+    pub const fn new() -> Self {
+        Self {
+            state: StateWord::new(),
+        }
+    }
+
+    /// A heap built now and seeded with `seed` instead of the OS's entropy: the same seed
+    /// and the same requests, from one thread, give the same placements. For experiments
+    /// and tests; a heap meant to resist attacks must use [`new`](Self::new).
+    ///
+    /// # Errors
+    ///
+    /// [`AllocErrorKind::OutOfMemory`] if the OS refuses the first chunk.
+    pub fn with_seed(seed: u64) -> Result<Self, AllocError> {
+        let heap = Self::new();
+        let mut bytes = [0u8; 32];
+        bytes[..8].copy_from_slice(&seed.to_le_bytes());
+        bytes[8..16].copy_from_slice(b"alloclab");
+        let root = Root::create(bytes).ok_or(AllocError::new(
+            Layout::new::<u8>(),
+            AllocErrorKind::OutOfMemory,
+        ))?;
+        heap.state.unlock(root as usize);
+        Ok(heap)
+    }
+
+    /// The control block, built at the first call. `None` if the OS refuses memory.
+    #[inline]
+    fn root(&self) -> Option<&Root> {
+        let mut root = self.state.root();
+        if root == 0 {
+            root = self.build()?;
+        }
+        // SAFETY: a published control block lives as long as `self`; all its mutable parts
+        // are behind its own locks.
+        Some(unsafe { &*(root as *const Root) })
+    }
+
+    /// Builds the control block under the state word's lock (unless another thread did).
+    #[cold]
+    fn build(&self) -> Option<usize> {
+        let root = self.state.lock();
+        if root != 0 {
+            self.state.unlock(root);
+            return Some(root);
+        }
+        match Root::create(os::entropy()) {
+            Some(created) => {
+                self.state.unlock(created as usize);
+                Some(created as usize)
+            }
+            None => {
+                self.state.unlock(0);
+                None
+            }
+        }
+    }
+
+    /// The control block if it exists.
+    fn existing_root(&self) -> Option<&Root> {
+        let root = self.state.root();
+        // SAFETY: as in `root`.
+        (root != 0).then(|| unsafe { &*(root as *const Root) })
+    }
+
+    /// Allocates a block for `layout`.
+    #[inline]
+    fn allocate_block(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+        let size = layout.size().max(1);
+        let align = layout.align().max(GRANULE);
+        if align > MAX_ALIGN {
+            return Err(AllocError::new(
+                layout,
+                AllocErrorKind::AlignmentUnsupported,
+            ));
+        }
+        let oom = || AllocError::new(layout, AllocErrorKind::OutOfMemory);
+        let extra = if align > GRANULE { align } else { 0 };
+        let block = size
+            .checked_next_multiple_of(GRANULE)
+            .and_then(|s| s.checked_add(HEADER + extra))
+            .filter(|&b| b <= isize::MAX as usize / 2)
+            .ok_or(AllocError::new(layout, AllocErrorKind::SizeUnsupported))?;
+        let root = self.root().ok_or_else(oom)?;
+        let payload = if block > LARGE_MAX {
+            root.allocate_huge(size, align)
+        } else {
+            let mut arena = root.lock_any();
+            arena.alloc(size, align, root)
+        }
+        .ok_or_else(oom)?;
+        // SAFETY: payload addresses are never 0.
+        Ok(unsafe { NonNull::new_unchecked(payload as *mut u8) })
+    }
+
+    /// Frees `ptr` after checking it; aborts on a double or invalid free.
+    #[inline]
+    fn free_block(&self, ptr: NonNull<u8>) {
+        let address = ptr.as_ptr() as usize;
+        let result = match self.existing_root() {
+            Some(root) => root.free(address),
+            None => Err(Invalid::Foreign),
+        };
+        if let Err(why) = result {
+            os::fatal(why.message(), address);
+        }
+    }
+
+    /// Whether `ptr` is a live block that `free` would accept now, and if not, why —
+    /// without aborting. For tests and diagnostics (a program should never need to ask).
+    ///
+    /// # Errors
+    ///
+    /// The message `free` would abort with.
+    pub fn check_pointer(&self, ptr: *const u8) -> Result<usize, &'static str> {
+        match self.existing_root() {
+            Some(root) => root.usable_size(ptr as usize),
+            None => Err(Invalid::Foreign),
+        }
+        .map_err(Invalid::message)
+    }
+
+    /// The heap's counters, summed over its arenas (all zero before the first allocation).
+    pub fn counters(&self) -> Counters {
+        self.existing_root().map(Root::counters).unwrap_or_default()
+    }
+
+    /// Walks the whole heap and checks its invariants: every header's keyed tag, sizes and
+    /// previous-size links, no two free neighbours, the free lists (links, classes, byte
+    /// totals) against the blocks, the live-byte counters against the live blocks, every
+    /// huge block's descriptor. Takes every lock of the heap meanwhile.
+    ///
+    /// # Errors
+    ///
+    /// The first violation found. A correct program never sees one; a program that
+    /// overflowed a block may.
+    pub fn check(&self) -> Result<HeapShape, Corruption> {
+        match self.existing_root() {
+            Some(root) => root.check(),
+            None => Ok(HeapShape::default()),
+        }
+    }
+}
+
+impl Default for Randomized {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl core::fmt::Debug for Randomized {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Randomized")
+            .field("built", &(self.state.root() != 0))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Randomized {
+    fn drop(&mut self) {
+        let Some(root) = self.existing_root() else {
+            return;
+        };
+        let own = ptr::from_ref(root) as usize;
+        // SAFETY: `&mut self`: no other thread uses the heap, and no block outlives it (an
+        // allocator's blocks borrow it). The table is read from the first chunk, which is
+        // unmapped last.
+        unsafe {
+            for (base, len) in root.other_mappings() {
+                os::unmap(NonNull::new_unchecked(base as *mut u8), len);
+            }
+            os::unmap(NonNull::new_unchecked(own as *mut u8), CHUNK);
+        }
+    }
+}
+
+impl Allocator for Randomized {
+    type Handle = NonNull<u8>;
+
+    /// Blocking (one arena lock). A zero-size layout gets a unique block of the smallest
+    /// size.
+    fn allocate(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+        self.allocate_block(layout)
+    }
+
+    /// Aborts the process on a double free, a foreign or interior pointer, or a corrupted
+    /// header, as `free` in the C library does.
+    unsafe fn deallocate(&self, handle: NonNull<u8>, _layout: Layout) {
+        self.free_block(handle);
+    }
+
+    fn name(&self) -> &str {
+        "randomized"
+    }
+
+    fn stats(&self) -> Stats {
+        let counters = self.counters();
+        Stats {
+            live_bytes: Some(counters.live_bytes),
+            footprint_bytes: Some(counters.mapped_bytes),
+            peak_footprint_bytes: Some(counters.peak_mapped_bytes),
+            allocations: Some(counters.allocations),
+            deallocations: Some(counters.deallocations),
+            max_alloc_steps: None,
+            max_free_steps: None,
+        }
+    }
+}
+
+impl HostAllocator for Randomized {
+    fn allocate_zeroed(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+        let ptr = self.allocate_block(layout)?;
+        // SAFETY: the block holds at least `layout.size()` bytes.
+        unsafe { ptr.as_ptr().write_bytes(0, layout.size()) };
+        Ok(ptr)
+    }
+
+    /// In place when the block shrinks or its right neighbour is free and large enough;
+    /// otherwise allocate, copy, free.
+    unsafe fn reallocate(
+        &self,
+        ptr: NonNull<u8>,
+        old_layout: Layout,
+        new_size: usize,
+    ) -> Result<NonNull<u8>, AllocError> {
+        let new_layout = resized_layout(old_layout, new_size)?;
+        if new_size <= LARGE_MAX / 2 {
+            let address = ptr.as_ptr() as usize;
+            let resized = match self.existing_root() {
+                Some(root) => root.resize_in_place(address, new_size),
+                None => Err(Invalid::Foreign),
+            };
+            match resized {
+                Ok(true) => return Ok(ptr),
+                Ok(false) => {}
+                Err(why) => os::fatal(why.message(), address),
+            }
+        }
+        // SAFETY: forwarded from the caller.
+        unsafe { move_block(self, ptr, old_layout, new_layout) }
+    }
+}
+
+// SAFETY: `usable_size` reads the block's own header, whose size is at least what was asked
+// (rounding and absorbed slack only add); `deallocate_unsized` is `deallocate`, which needs
+// no layout.
+unsafe impl MallocHeap for Randomized {
+    unsafe fn usable_size(&self, ptr: NonNull<u8>) -> usize {
+        self.check_pointer(ptr.as_ptr())
+            .unwrap_or_else(|why| os::fatal(why, ptr.as_ptr() as usize))
+    }
+
+    unsafe fn deallocate_unsized(&self, ptr: NonNull<u8>) {
+        self.free_block(ptr);
+    }
+}
+
+impl ForkHooks for Randomized {
+    /// Takes every lock, so that the child does not inherit one held by a thread it lacks.
+    fn prepare_fork(&self) {
+        if let Some(root) = self.existing_root() {
+            root.lock_all();
+        }
+    }
+
+    fn after_fork_in_parent(&self) {
+        if let Some(root) = self.existing_root() {
+            // SAFETY: `prepare_fork` took every lock on this thread.
+            unsafe { root.unlock_all(false) };
+        }
+    }
+
+    /// Releases the locks and reseeds every arena's generator, so that the child's
+    /// placements are independent of the parent's.
+    fn after_fork_in_child(&self) {
+        if let Some(root) = self.existing_root() {
+            // SAFETY: `prepare_fork` took every lock on this (now the only) thread.
+            unsafe { root.unlock_all(true) };
+        }
+    }
+}
+
+// SAFETY: `alloc` returns null or a block of at least `layout.size()` bytes aligned to
+// `layout.align()`; `dealloc` takes back blocks of this heap only (aborting on others).
+unsafe impl GlobalAlloc for Randomized {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        self.allocate_block(layout)
+            .map_or(ptr::null_mut(), NonNull::as_ptr)
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
+        if let Some(ptr) = NonNull::new(ptr) {
+            self.free_block(ptr);
+        }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        self.allocate_zeroed(layout)
+            .map_or(ptr::null_mut(), NonNull::as_ptr)
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let Some(block) = NonNull::new(ptr) else {
+            return ptr::null_mut();
+        };
+        // SAFETY: forwarded from the caller.
+        unsafe { self.reallocate(block, layout, new_size) }.map_or(ptr::null_mut(), NonNull::as_ptr)
+    }
+}

@@ -1,0 +1,536 @@
+//! The control block: the arenas, the key, and the table of every mapping of the heap.
+//!
+//! It sits at the start of the heap's first chunk, whose address is the allocator's one
+//! word of state. Each arena has its own lock (the same spin lock as the state word, in
+//! band, on the arena's first cache line); the chunk table has one more, taken only to add
+//! or remove a mapping. Lock order: arenas by index, then the table.
+//!
+//! The chunk table is an open-addressing hash set of mapping bases (each or'ed with its
+//! kind), probed without a lock: entries are written once (with release ordering) and
+//! removed by overwriting them with a tombstone, never moved, so a lookup that races an
+//! insertion or a removal sees either the entry or its absence, never another's.
+
+use core::cell::UnsafeCell;
+use core::ptr;
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use crate::heap::{
+    Arena, BUSY, CHUNK, CHUNK_HEADER, ChunkSource, Corruption, Counters, HEADER, HUGE, HeapShape,
+    Invalid, Live, claim_remote, get, put, rd, validate_in_chunk, wr,
+};
+use crate::lock::StateWord;
+use crate::os;
+use crate::remote::RemoteFrees;
+use crate::rng::Rng;
+
+/// Arenas per heap.
+pub(crate) const ARENAS: usize = 8;
+/// Entries of the chunk table (a power of two); at most 3/4 are used.
+const TABLE: usize = 1 << 14;
+/// Chunk-table kind of a chunk of blocks.
+const KIND_BLOCKS: usize = 1;
+/// Chunk-table kind of a huge block's mapping.
+const KIND_HUGE: usize = 2;
+/// A removed entry.
+const TOMBSTONE: usize = 3;
+
+/// An arena and its lock, on their own cache lines.
+#[repr(C, align(64))]
+struct Slot {
+    lock: StateWord,
+    /// Frees that found the arena busy.
+    remote: RemoteFrees,
+    arena: UnsafeCell<Arena>,
+}
+
+/// The control block.
+#[repr(C)]
+pub(crate) struct Root {
+    slots: [Slot; ARENAS],
+    /// Key of the header tags.
+    key: u64,
+    /// Lock of the table's writers.
+    table_lock: StateWord,
+    /// Slots of the table in use (entries and tombstones), under `table_lock`.
+    table_used: AtomicUsize,
+    table: [AtomicUsize; TABLE],
+    huge_live_bytes: AtomicU64,
+    huge_allocations: AtomicU64,
+    huge_deallocations: AtomicU64,
+}
+
+// SAFETY: every arena is reached only through its lock; the rest is atomics and the key,
+// which never changes after creation.
+unsafe impl Sync for Root {}
+
+/// Where the first chunk's blocks begin: after the control block.
+pub(crate) const ROOT_SPACE: usize = size_of::<Root>().next_multiple_of(64);
+const _: () = assert!(ROOT_SPACE + 2 * crate::heap::LARGE_MAX < CHUNK);
+
+/// An arena, locked; unlocked on drop.
+pub(crate) struct ArenaGuard<'a> {
+    slot: &'a Slot,
+}
+
+impl core::ops::Deref for ArenaGuard<'_> {
+    type Target = Arena;
+    fn deref(&self) -> &Arena {
+        // SAFETY: the lock is held by this guard.
+        unsafe { &*self.slot.arena.get() }
+    }
+}
+
+impl core::ops::DerefMut for ArenaGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Arena {
+        // SAFETY: the lock is held by this guard.
+        unsafe { &mut *self.slot.arena.get() }
+    }
+}
+
+impl Drop for ArenaGuard<'_> {
+    fn drop(&mut self) {
+        self.slot.lock.unlock(0);
+    }
+}
+
+/// The arena a thread prefers: a hash of its pthread identity (no thread-local state).
+fn preferred_arena() -> usize {
+    // SAFETY: pthread_self has no preconditions.
+    let me = unsafe { libc::pthread_self() } as u64;
+    ((me.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize) % ARENAS
+}
+
+impl Root {
+    /// Maps the first chunk and builds the heap in it. `None` if the OS gives no memory.
+    pub(crate) fn create(seed: [u8; 32]) -> Option<*mut Root> {
+        let base = os::map_aligned(CHUNK, CHUNK)?.as_ptr() as usize;
+        let root = base as *mut Root;
+        let mut rng = Rng::from_seed(seed);
+        let key = rng.next_u64();
+        // SAFETY: the mapping is fresh, zeroed (a valid `Root` apart from the arenas'
+        // generators, which `Arena::init` writes), aligned, and larger than `Root`; nothing
+        // else refers to it yet.
+        unsafe {
+            ptr::addr_of_mut!((*root).key).write(key);
+            for i in 0..ARENAS {
+                let mut arena_seed = [0u8; 32];
+                for chunk in arena_seed.chunks_exact_mut(8) {
+                    chunk.copy_from_slice(&rng.next_u64().to_le_bytes());
+                }
+                Arena::init((*root).slots[i].arena.get(), i, key, arena_seed);
+            }
+            let r = &*root;
+            r.table_insert(base | KIND_BLOCKS);
+            (*r.slots[0].arena.get()).adopt_first(
+                base + ROOT_SPACE,
+                base + CHUNK - HEADER,
+                CHUNK as u64,
+            );
+        }
+        Some(root)
+    }
+
+    /// Locks the arena this thread prefers, or the next free one if it is busy (then waits
+    /// for the preferred one if all are), and frees what others queued there meanwhile.
+    #[inline]
+    pub(crate) fn lock_any(&self) -> ArenaGuard<'_> {
+        let first = preferred_arena();
+        let mut arena = (0..ARENAS)
+            .map(|i| &self.slots[(first + i) % ARENAS])
+            .find(|slot| slot.lock.try_lock().is_some())
+            .map_or_else(|| self.lock_arena(first), |slot| ArenaGuard { slot });
+        if !arena.slot.remote.is_empty() {
+            let queued = arena.slot.remote.take_all();
+            // SAFETY: the stack holds blocks of this arena, whose lock is held.
+            unsafe { arena.drain(queued) };
+        }
+        arena
+    }
+
+    /// Locks arena `index`.
+    pub(crate) fn lock_arena(&self, index: usize) -> ArenaGuard<'_> {
+        let slot = &self.slots[index];
+        slot.lock.lock();
+        ArenaGuard { slot }
+    }
+
+    // ----- chunk table ---------------------------------------------------------------
+
+    fn slot_of(base: usize) -> usize {
+        let x = ((base / CHUNK) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (x >> (64 - TABLE.trailing_zeros())) as usize
+    }
+
+    /// Adds `entry`; `false` if the table is full. Under the table lock, or before the heap
+    /// is published.
+    fn table_insert(&self, entry: usize) -> bool {
+        let mut i = Self::slot_of(entry & !(CHUNK - 1));
+        loop {
+            let e = self.table[i].load(Ordering::Relaxed);
+            if e == TOMBSTONE {
+                break;
+            }
+            if e == 0 {
+                let used = self.table_used.load(Ordering::Relaxed);
+                if used >= TABLE / 4 * 3 {
+                    return false;
+                }
+                self.table_used.store(used + 1, Ordering::Relaxed);
+                break;
+            }
+            i = (i + 1) & (TABLE - 1);
+        }
+        self.table[i].store(entry, Ordering::Release);
+        true
+    }
+
+    /// The kind of the mapping based at `base`, if it is this heap's. Lock-free.
+    fn table_find(&self, base: usize) -> Option<usize> {
+        let mut i = Self::slot_of(base);
+        loop {
+            let e = self.table[i].load(Ordering::Acquire);
+            if e == 0 {
+                return None;
+            }
+            if e != TOMBSTONE && e & !(CHUNK - 1) == base {
+                return Some(e & (CHUNK - 1));
+            }
+            i = (i + 1) & (TABLE - 1);
+        }
+    }
+
+    /// Replaces the entry of `base` (present) with a tombstone. Under the table lock.
+    fn table_remove(&self, base: usize) {
+        let mut i = Self::slot_of(base);
+        loop {
+            let e = self.table[i].load(Ordering::Relaxed);
+            if e != TOMBSTONE && e & !(CHUNK - 1) == base {
+                self.table[i].store(TOMBSTONE, Ordering::Release);
+                return;
+            }
+            i = (i + 1) & (TABLE - 1);
+        }
+    }
+
+    /// Every mapping but the first chunk, as `(base, len)`.
+    pub(crate) fn other_mappings(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let own = self as *const Root as usize;
+        self.table.iter().filter_map(move |e| {
+            let e = e.load(Ordering::Acquire);
+            if e == 0 || e == TOMBSTONE || e & !(CHUNK - 1) == own {
+                return None;
+            }
+            let base = e & !(CHUNK - 1);
+            Some(if e & (CHUNK - 1) == KIND_HUGE {
+                // SAFETY: a huge mapping starts with its length (see `allocate_huge`).
+                (base, unsafe { rd(base) })
+            } else {
+                (base, CHUNK)
+            })
+        })
+    }
+
+    // ----- huge blocks ---------------------------------------------------------------
+
+    /// A block with a mapping of its own: `size` bytes aligned to `align`. The mapping
+    /// starts with a descriptor (its length, the payload's offset), then the header.
+    pub(crate) fn allocate_huge(&self, size: usize, align: usize) -> Option<usize> {
+        let offset = align.max(2 * HEADER);
+        let len = offset
+            .checked_add(size)?
+            .checked_next_multiple_of(os::page_size())?;
+        let base = os::map_aligned(len, CHUNK)?.as_ptr() as usize;
+        self.table_lock.lock();
+        // SAFETY: the mapping is fresh and `offset >= 32`: descriptor and header are apart.
+        unsafe {
+            wr(base, len);
+            wr(base + 8, offset);
+            put(self.key, base + offset - HEADER, len | BUSY | HUGE, offset);
+        }
+        let ok = self.table_insert(base | KIND_HUGE);
+        self.table_lock.unlock(0);
+        if !ok {
+            // SAFETY: the mapping was just made and is referred to by nothing.
+            unsafe { os::unmap(ptr::NonNull::new_unchecked(base as *mut u8), len) };
+            return None;
+        }
+        self.huge_live_bytes
+            .fetch_add(len as u64, Ordering::Relaxed);
+        self.huge_allocations.fetch_add(1, Ordering::Relaxed);
+        Some(base + offset)
+    }
+
+    /// Checks a pointer into a huge mapping; under the table lock.
+    ///
+    /// # Safety
+    ///
+    /// `base` is a huge mapping in the table, which cannot be removed meanwhile.
+    unsafe fn validate_huge(&self, base: usize, payload: usize) -> Result<Live, Invalid> {
+        // SAFETY: the descriptor is the mapping's first two words.
+        let (len, offset) = unsafe { (rd(base), rd(base + 8)) };
+        if payload - base != offset || offset >= len {
+            return Err(Invalid::BadHeader);
+        }
+        // SAFETY: the header lies inside the mapping.
+        let (w0, prev) = unsafe { get(self.key, payload - HEADER) }.ok_or(Invalid::BadHeader)?;
+        if w0 != len | BUSY | HUGE || prev != offset {
+            return Err(Invalid::BadHeader);
+        }
+        Ok(Live {
+            header: payload - HEADER,
+            size: len,
+            prev: offset,
+            huge: true,
+        })
+    }
+
+    // ----- blocks by address ---------------------------------------------------------
+
+    /// What the table says about `payload`: its mapping's base and kind.
+    fn locate(&self, payload: usize) -> Result<(usize, usize), Invalid> {
+        if !payload.is_multiple_of(16) {
+            return Err(Invalid::Misaligned);
+        }
+        let base = payload & !(CHUNK - 1);
+        let kind = self.table_find(base).ok_or(Invalid::Foreign)?;
+        let own = self as *const Root as usize;
+        let first = if base == own {
+            ROOT_SPACE
+        } else {
+            CHUNK_HEADER
+        };
+        if kind == KIND_BLOCKS && payload - base < first + HEADER {
+            return Err(Invalid::BadHeader);
+        }
+        if kind == KIND_HUGE && payload - base < 2 * HEADER {
+            return Err(Invalid::BadHeader);
+        }
+        Ok((base, kind))
+    }
+
+    /// The arena a chunk of blocks belongs to.
+    fn arena_of(&self, base: usize) -> usize {
+        if base == self as *const Root as usize {
+            0
+        } else {
+            // SAFETY: `base` is a chunk of blocks in the table; its first word is its
+            // arena's index, written before the chunk was registered.
+            unsafe { rd(base) }.min(ARENAS - 1)
+        }
+    }
+
+    /// Frees `payload`: checks it and frees it, or says why not (nothing changed then).
+    pub(crate) fn free(&self, payload: usize) -> Result<(), Invalid> {
+        let (base, kind) = self.locate(payload)?;
+        if kind == KIND_HUGE {
+            self.table_lock.lock();
+            // SAFETY: under the table lock the mapping stays registered.
+            let live = match unsafe { self.validate_huge(base, payload) } {
+                Ok(live) => live,
+                Err(why) => {
+                    self.table_lock.unlock(0);
+                    return Err(why);
+                }
+            };
+            self.table_remove(base);
+            self.table_lock.unlock(0);
+            self.huge_live_bytes
+                .fetch_sub(live.size as u64, Ordering::Relaxed);
+            self.huge_deallocations.fetch_add(1, Ordering::Relaxed);
+            // SAFETY: removed from the table; the block was live and its owner frees it.
+            unsafe { os::unmap(ptr::NonNull::new_unchecked(base as *mut u8), live.size) };
+            return Ok(());
+        }
+        let slot = &self.slots[self.arena_of(base)];
+        if slot.lock.try_lock().is_none() {
+            // The arena is busy: queue the free for its holder rather than wait.
+            // SAFETY: `payload` lies in a chunk of this heap (checked by `locate`).
+            unsafe { claim_remote(self.key, payload) }?;
+            // SAFETY: the claimed block's first payload word is ours to link through.
+            slot.remote
+                .push(payload, |next| unsafe { wr(payload, next) });
+            return Ok(());
+        }
+        let mut arena = ArenaGuard { slot };
+        // SAFETY: the chunk is the arena's and its lock is held.
+        let live = unsafe { validate_in_chunk(self.key, payload) }?;
+        // SAFETY: validated under this lock hold.
+        unsafe { arena.free(live) };
+        Ok(())
+    }
+
+    /// Checks `payload` as `free` would, without freeing; its usable size if live.
+    pub(crate) fn usable_size(&self, payload: usize) -> Result<usize, Invalid> {
+        let (base, kind) = self.locate(payload)?;
+        if kind == KIND_HUGE {
+            self.table_lock.lock();
+            // SAFETY: under the table lock the mapping stays registered.
+            let live = unsafe { self.validate_huge(base, payload) };
+            self.table_lock.unlock(0);
+            return live.map(|l| l.usable());
+        }
+        let _arena = self.lock_arena(self.arena_of(base));
+        // SAFETY: the chunk's arena lock is held.
+        unsafe { validate_in_chunk(self.key, payload) }.map(|l| l.usable())
+    }
+
+    /// Resizes `payload` in place to `size` bytes if its arena can; `Ok(false)` if not
+    /// (huge blocks never are).
+    pub(crate) fn resize_in_place(&self, payload: usize, size: usize) -> Result<bool, Invalid> {
+        let (base, kind) = self.locate(payload)?;
+        if kind == KIND_HUGE {
+            return Ok(false);
+        }
+        let mut arena = self.lock_arena(self.arena_of(base));
+        // SAFETY: the chunk's arena lock is held.
+        let live = unsafe { validate_in_chunk(self.key, payload) }?;
+        // SAFETY: validated under this lock hold.
+        Ok(unsafe { arena.resize_in_place(live, size) })
+    }
+
+    // ----- whole heap ----------------------------------------------------------------
+
+    /// Takes every lock (arenas by index, then the table): before `fork`.
+    pub(crate) fn lock_all(&self) {
+        for slot in &self.slots {
+            slot.lock.lock();
+        }
+        self.table_lock.lock();
+    }
+
+    /// Releases what [`lock_all`](Self::lock_all) took; in a forked child, also reseeds
+    /// every arena's generator.
+    ///
+    /// # Safety
+    ///
+    /// This thread holds every lock (it called `lock_all`).
+    pub(crate) unsafe fn unlock_all(&self, reseed: bool) {
+        self.table_lock.unlock(0);
+        for slot in &self.slots {
+            if reseed {
+                // SAFETY: the lock is held.
+                unsafe { (*slot.arena.get()).reseed() };
+            }
+            slot.lock.unlock(0);
+        }
+    }
+
+    /// The counters of all arenas and huge blocks.
+    pub(crate) fn counters(&self) -> Counters {
+        let mut total = Counters::default();
+        for i in 0..ARENAS {
+            total.add(&self.lock_arena(i).counters());
+        }
+        let huge = self.huge_live_bytes.load(Ordering::Relaxed);
+        total.live_bytes += huge;
+        total.mapped_bytes += huge;
+        total.peak_mapped_bytes += huge;
+        total.allocations += self.huge_allocations.load(Ordering::Relaxed);
+        total.deallocations += self.huge_deallocations.load(Ordering::Relaxed);
+        total
+    }
+
+    /// Walks the whole heap under all its locks; see [`crate::Randomized::check`].
+    pub(crate) fn check(&self) -> Result<HeapShape, Corruption> {
+        self.lock_all();
+        // SAFETY: every lock is held.
+        let result = unsafe { self.check_locked() };
+        // SAFETY: taken just above.
+        unsafe { self.unlock_all(false) };
+        result
+    }
+
+    /// # Safety
+    ///
+    /// Every lock is held.
+    unsafe fn check_locked(&self) -> Result<HeapShape, Corruption> {
+        let own = self as *const Root as usize;
+        let mut shapes = [HeapShape::default(); ARENAS];
+        let mut total = HeapShape::default();
+        let mut huge_bytes = 0u64;
+        for entry in &self.table {
+            let e = entry.load(Ordering::Relaxed);
+            if e == 0 || e == TOMBSTONE {
+                continue;
+            }
+            let base = e & !(CHUNK - 1);
+            if self.table_find(base).is_none() {
+                return Err(Corruption::at("chunk unreachable in the chunk table", base));
+            }
+            if e & (CHUNK - 1) == KIND_HUGE {
+                // SAFETY: a registered huge mapping; its descriptor says where its header is.
+                let offset = unsafe { rd(base + 8) };
+                // SAFETY: as above.
+                match unsafe { self.validate_huge(base, base + offset) } {
+                    Ok(live) => huge_bytes += live.size as u64,
+                    Err(_) => {
+                        return Err(Corruption::at(
+                            "huge block header disagrees with its descriptor",
+                            base,
+                        ));
+                    }
+                }
+                total.huge_blocks += 1;
+                continue;
+            }
+            let index = self.arena_of(base);
+            let first = if base == own {
+                base + ROOT_SPACE
+            } else {
+                base + CHUNK_HEADER
+            };
+            // SAFETY: all locks are held.
+            let arena = unsafe { &*self.slots[index].arena.get() };
+            // SAFETY: the chunk is this arena's; its lock is held.
+            unsafe { arena.check_chunk(first, base + CHUNK - HEADER, &mut shapes[index]) }?;
+            shapes[index].chunks += 1;
+        }
+        for (index, shape) in shapes.iter().enumerate() {
+            // SAFETY: all locks are held.
+            let arena = unsafe { &*self.slots[index].arena.get() };
+            // SAFETY: as above.
+            unsafe { arena.check_lists(shape.free_bytes, shape.live_bytes) }?;
+            let wild = arena.wilderness();
+            if wild != 0 && shape.wilderness_bytes == 0 {
+                return Err(Corruption::at(
+                    "wilderness outside every chunk of its arena",
+                    wild,
+                ));
+            }
+            total.chunks += shape.chunks;
+            total.live_blocks += shape.live_blocks;
+            total.free_blocks += shape.free_blocks;
+            total.live_bytes += shape.live_bytes;
+            total.free_bytes += shape.free_bytes;
+            total.wilderness_bytes += shape.wilderness_bytes;
+        }
+        if huge_bytes != self.huge_live_bytes.load(Ordering::Relaxed) {
+            return Err(Corruption::with(
+                "huge live bytes disagree with the huge mappings",
+                0,
+                huge_bytes as usize,
+                self.huge_live_bytes.load(Ordering::Relaxed) as usize,
+            ));
+        }
+        total.live_bytes += huge_bytes;
+        Ok(total)
+    }
+}
+
+impl ChunkSource for Root {
+    fn new_chunk(&self, index: usize) -> Option<usize> {
+        let base = os::map_aligned(CHUNK, CHUNK)?.as_ptr() as usize;
+        // SAFETY: the chunk is fresh; its first word names its arena before anyone can
+        // find it in the table.
+        unsafe { wr(base, index) };
+        self.table_lock.lock();
+        let ok = self.table_insert(base | KIND_BLOCKS);
+        self.table_lock.unlock(0);
+        if !ok {
+            // SAFETY: the chunk was just made and is referred to by nothing.
+            unsafe { os::unmap(ptr::NonNull::new_unchecked(base as *mut u8), CHUNK) };
+            return None;
+        }
+        Some(base)
+    }
+}
