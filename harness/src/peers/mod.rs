@@ -68,6 +68,12 @@ pub const ALLOCATORS: &[AllocatorInfo] = &[
         origin: Origin::Alloclab,
         capabilities: &[Capability::HostHeap],
     },
+    AllocatorInfo {
+        name: "randomized",
+        description: "alloclab's randomized allocator: one word of state, random block and offset per object, keyed headers",
+        origin: Origin::Alloclab,
+        capabilities: &[Capability::HostHeap],
+    },
     peer(
         "system",
         "the C library's malloc (glibc ptmalloc2 here): per-thread arenas, bins, locks",
@@ -106,6 +112,8 @@ pub fn find(name: &str) -> Option<&'static AllocatorInfo> {
 
 /// wfspan, alloclab's wait-free span allocator.
 pub static WFSPAN: alloclab_wfspan::WfSpan = alloclab_wfspan::WfSpan::new();
+/// The randomized allocator.
+pub static RANDOMIZED: alloclab_randomized::Randomized = alloclab_randomized::Randomized::new();
 /// The C library's malloc.
 pub static SYSTEM: SystemHeap = SystemHeap::new();
 /// mimalloc.
@@ -138,6 +146,7 @@ pub fn with_host_heap<T: HostHeapTask>(name: &str, task: T) -> Option<T::Output>
     // Keep the match in step with ALLOCATORS (a test checks it).
     Some(match name {
         "wfspan" => task.run(&WFSPAN),
+        "randomized" => task.run(&RANDOMIZED),
         "system" => task.run(&SYSTEM),
         "mimalloc" => task.run(&MIMALLOC),
         "jemalloc" => task.run(&JEMALLOC),
