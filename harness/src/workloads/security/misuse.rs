@@ -103,15 +103,19 @@ unsafe impl Sync for Foreign {}
 
 static FOREIGN: Foreign = Foreign(UnsafeCell::new([0; 256]));
 
+/// Allocates `size` bytes. The pointer goes through `black_box`, here and before every
+/// free: the compiler knows `malloc` and `free`, and would otherwise drop an allocation
+/// that is only freed (or freed twice) and never used — and with it the measurement.
 fn alloc_block<A: HostAllocator>(alloc: &A, size: usize) -> NonNull<u8> {
-    alloc
+    let ptr = alloc
         .allocate(common::layout(size))
-        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    core::hint::black_box(ptr)
 }
 
 /// Frees `ptr` as if it were a `size`-byte block: the misuse itself, in a child.
 fn free_as<A: HostAllocator>(alloc: &A, ptr: *mut u8, size: usize) {
-    let ptr = NonNull::new(ptr).expect("misuse pointers are not null");
+    let ptr = core::hint::black_box(NonNull::new(ptr).expect("misuse pointers are not null"));
     // SAFETY: none: this is the misuse the case is about, run in a disposable child that
     // is expected to crash or abort.
     unsafe { alloc.deallocate(ptr, common::layout(size)) };

@@ -45,10 +45,14 @@ const TRIAL_TIMEOUT: Duration = Duration::from_secs(20);
 /// A block the workload owns: address and requested size.
 type Live = (NonNull<u8>, usize);
 
+/// Allocates `size` bytes. The pointer goes through `black_box`, here and before every
+/// free: the compiler knows `malloc` and `free`, and would otherwise drop an allocation
+/// that is only freed (or freed twice) and never used — and with it the measurement.
 fn alloc_block<A: HostAllocator>(alloc: &A, size: usize) -> NonNull<u8> {
-    alloc
+    let ptr = alloc
         .allocate(common::layout(size))
-        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    core::hint::black_box(ptr)
 }
 
 /// # Safety
@@ -56,7 +60,7 @@ fn alloc_block<A: HostAllocator>(alloc: &A, size: usize) -> NonNull<u8> {
 /// `ptr` is a live block of `alloc` of `size` bytes, allocated with `common::layout(size)`.
 unsafe fn free_block<A: HostAllocator>(alloc: &A, ptr: NonNull<u8>, size: usize) {
     // SAFETY: the caller's promise.
-    unsafe { alloc.deallocate(ptr, common::layout(size)) };
+    unsafe { alloc.deallocate(core::hint::black_box(ptr), common::layout(size)) };
 }
 
 /// The requests that bring a heap to its steady state, drawn from the run's seed before
