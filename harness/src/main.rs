@@ -490,6 +490,15 @@ fn terminal_table(results: &ResultsFile) -> String {
                 .position(|o| o == m)
                 .unwrap_or(report::METRIC_ORDER.len())
         });
+        if report::TRANSPOSED_SUITES.contains(&suite) {
+            let _ = writeln!(
+                out,
+                "\n{suite}/{workload}: scale {}, {} run(s); median (min-max where runs differ)",
+                params.scale, params.runs
+            );
+            out.push_str(&report::transposed_text(results, suite, workload));
+            continue;
+        }
         let _ = writeln!(
             out,
             "\n{suite}/{workload}: scale {}, {} run(s); median (min-max), ratio to {baseline}",

@@ -100,6 +100,22 @@ pub const HEADLINE_METRICS: &[&str] = &[
 pub const MAX_CHART_PANELS: usize = 4;
 /// The most metrics a table of `report.md` has before it is split by metric family.
 pub const MAX_METRICS_PER_TABLE: usize = 4;
+/// Suites whose workloads are shown one metric per row and one allocator per column (the
+/// median, with min–max where the runs differ; no ratios): their many metrics are
+/// probabilities, bits and verdicts, which read across allocators better than down, and
+/// whose ratios mean little (a ratio to 0 bits). No geometric mean is taken for them.
+pub const TRANSPOSED_SUITES: &[&str] = &["security"];
+/// The metrics of a [`TRANSPOSED_SUITES`] suite that the README's results section shows.
+pub const TRANSPOSED_README_METRICS: &[&str] = &[
+    "entropy_fresh_64",
+    "entropy_steady_64",
+    "entropy_steady_1024",
+    "reuse_same_64",
+    "distance_median_64",
+    "overflow_64B_k8",
+    "caught",
+    "silent",
+];
 
 /// Placeholder for a value that does not exist.
 const NONE: &str = "—";
@@ -716,6 +732,16 @@ pub fn render_markdown(results: &ResultsFile) -> String {
         let _ = writeln!(out, "\n## Suite `{suite}`");
         for workload in view.workloads(suite) {
             let _ = writeln!(out, "\n### {suite}/{workload}");
+            if TRANSPOSED_SUITES.contains(&suite) {
+                out.push('\n');
+                transposed_table(&mut out, &view, suite, workload, None);
+                let _ = writeln!(
+                    out,
+                    "\n![{suite}/{workload}]({})",
+                    chart_file_name(suite, workload)
+                );
+                continue;
+            }
             let metrics = view.metrics_in(suite, Some(workload));
             for (title, metrics) in metric_tables(&metrics) {
                 out.push('\n');
@@ -732,6 +758,16 @@ pub fn render_markdown(results: &ResultsFile) -> String {
                 "\n![{suite}/{workload}]({})",
                 chart_file_name(suite, workload)
             );
+        }
+        if TRANSPOSED_SUITES.contains(&suite) {
+            let _ = writeln!(
+                out,
+                "\nEach cell is the median over the runs (min–max where they differ); \
+                 **bold** marks the best. No ratios and no mean: these figures are \
+                 probabilities, bits and verdicts (`score`: 1 caught, 0.5 crashed, 0.25 hung, \
+                 0 silent, shown as words), not times."
+            );
+            continue;
         }
         // A mean over one workload would repeat that workload's table.
         if let [only] = view.workloads(suite)[..] {
@@ -910,6 +946,142 @@ fn workload_table(
             table_row(out, &cells);
         }
     }
+}
+
+/// A row of a transposed table: its cells, and per allocator cell whether it is the best.
+type TransposedRow = (Vec<String>, Vec<bool>);
+
+/// The rows of the transposed table of one workload (one thread count per row group):
+/// the header (`metric`, `threads`, then the allocators) and one row of plain cells per
+/// (metric, thread count), metrics in the order the worker reported them, restricted to
+/// `only` if given. The second element of each row says, per allocator cell, whether it is
+/// the best median of the row.
+fn transposed_rows(
+    view: &View<'_>,
+    suite: &str,
+    workload: &str,
+    only: Option<&[&str]>,
+) -> (Vec<String>, Vec<TransposedRow>) {
+    let allocators = view.allocators_in(suite, Some(workload));
+    let mut metrics: Vec<MetricInfo<'_>> = Vec::new();
+    for r in view.records_in(suite, Some(workload)) {
+        if !QUALIFIER_METRICS.contains(&r.metric.as_str())
+            && only.is_none_or(|o| o.contains(&r.metric.as_str()))
+            && !metrics.iter().any(|m| m.name == r.metric)
+        {
+            metrics.push(MetricInfo {
+                name: &r.metric,
+                unit: &r.unit,
+                lower_is_better: r.lower_is_better,
+            });
+        }
+    }
+    if let Some(only) = only {
+        metrics.sort_by_key(|m| only.iter().position(|o| *o == m.name));
+    }
+    let mut header = vec!["metric".to_owned(), "threads".to_owned()];
+    header.extend(allocators.iter().map(|a| (*a).to_owned()));
+    let mut rows = Vec::new();
+    for m in &metrics {
+        for t in view.threads_in(suite, Some(workload)) {
+            let records: Vec<Option<&Record>> = allocators
+                .iter()
+                .map(|a| view.get(suite, workload, a, t, m.name))
+                .collect();
+            let medians: Vec<f64> = records.iter().flatten().map(|r| r.median).collect();
+            let mut cells = vec![format!("{} [{}]", m.name, m.unit), t.to_string()];
+            let mut best = Vec::new();
+            for r in &records {
+                match r {
+                    Some(r) => {
+                        cells.push(fmt_plain_cell(r));
+                        best.push(
+                            is_best(r.median, &medians, m.lower_is_better)
+                                && medians.iter().any(|v| *v != r.median),
+                        );
+                    }
+                    None => {
+                        cells.push(NONE.to_owned());
+                        best.push(false);
+                    }
+                }
+            }
+            rows.push((cells, best));
+        }
+    }
+    (header, rows)
+}
+
+/// A cell of a transposed table: the median, and (min–max) where the runs differ; a
+/// misuse `score` as its verdict.
+fn fmt_plain_cell(r: &Record) -> String {
+    use crate::workloads::security::analysis::Verdict;
+    let word = |v: f64| {
+        Verdict::from_score(v)
+            .filter(|_| r.unit == "score")
+            .map(|v| v.as_str().to_owned())
+    };
+    let value = |v: f64| word(v).unwrap_or_else(|| fmt_value(v));
+    if r.min == r.max {
+        value(r.median)
+    } else {
+        format!("{} ({}–{})", value(r.median), value(r.min), value(r.max))
+    }
+}
+
+/// The transposed Markdown table of one workload; see [`TRANSPOSED_SUITES`].
+fn transposed_table(
+    out: &mut String,
+    view: &View<'_>,
+    suite: &str,
+    workload: &str,
+    only: Option<&[&str]>,
+) {
+    let (header, rows) = transposed_rows(view, suite, workload, only);
+    if rows.is_empty() {
+        return;
+    }
+    let mut header: Vec<String> = header.iter().map(|h| escape_cell(h)).collect();
+    header[0] = format!("{suite}/{workload}");
+    table_header(out, &header, 1);
+    for (cells, best) in rows {
+        let mut cells: Vec<String> = cells.iter().map(|c| escape_cell(c)).collect();
+        for (cell, best) in cells[2..].iter_mut().zip(best) {
+            if best {
+                *cell = format!("**{cell}**");
+            }
+        }
+        table_row(out, &cells);
+    }
+}
+
+/// The transposed table of one workload as plain text, for the terminal; see
+/// [`TRANSPOSED_SUITES`]. Empty if the workload has no records.
+pub fn transposed_text(results: &ResultsFile, suite: &str, workload: &str) -> String {
+    let view = View::new(results);
+    let (header, rows) = transposed_rows(&view, suite, workload, None);
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for (cells, _) in &rows {
+        for (w, c) in widths.iter_mut().zip(cells) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: &[String]| {
+        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+            if i == 0 {
+                let _ = write!(out, "{c:<w$}");
+            } else {
+                let _ = write!(out, "  {c:>w$}");
+            }
+        }
+        out.push('\n');
+    };
+    line(&header);
+    for (cells, _) in &rows {
+        line(cells);
+    }
+    out
 }
 
 /// The geometric-mean table of `metrics` of one suite.
@@ -1131,6 +1303,22 @@ pub fn render_readme_section(results: &ResultsFile) -> String {
     out.push('\n');
     let baseline = view.baseline.unwrap_or(NONE);
     for &suite in &view.suites {
+        if TRANSPOSED_SUITES.contains(&suite) {
+            let _ = writeln!(
+                out,
+                "\n#### Suite `{suite}`: headline figures (median over the runs)\n"
+            );
+            for workload in view.workloads(suite) {
+                transposed_table(
+                    &mut out,
+                    &view,
+                    suite,
+                    workload,
+                    Some(TRANSPOSED_README_METRICS),
+                );
+            }
+            continue;
+        }
         let workloads = view.workloads(suite);
         let metrics = headline(view.metrics_in(suite, None));
         if let [only] = workloads[..] {
@@ -1779,6 +1967,74 @@ mod tests {
             .find(|l| l.starts_with("| allocator"))
             .unwrap_or_else(|| panic!("no table after {heading:?} in\n{md}"))
             .to_owned()
+    }
+
+    /// [`sample`] plus a `security` suite: two workloads, bits, probabilities and verdicts.
+    fn sample_with_security() -> ResultsFile {
+        let mut results = sample();
+        results.header.parameters.suites.push("security".into());
+        let rec =
+            |workload: &str, allocator: &str, metric: &str, unit: &str, v: (f64, f64)| Record {
+                suite: "security".into(),
+                workload: workload.into(),
+                allocator: allocator.into(),
+                threads: 1,
+                metric: metric.into(),
+                unit: unit.into(),
+                median: v.0,
+                min: v.0,
+                max: v.1,
+                runs: 3,
+                lower_is_better: unit == "p",
+            };
+        for (a, bits, reuse, verdict) in [
+            ("system", 0.0, 0.997, 1.0),
+            ("mimalloc", 0.0, 0.0247, 0.5),
+            ("jemalloc", 9.5, 1.0, 0.0),
+        ] {
+            results
+                .records
+                .push(rec("entropy", a, "entropy_steady_64", "bits", (bits, bits)));
+            results
+                .records
+                .push(rec("reuse", a, "reuse_same_64", "p", (reuse, reuse)));
+            results.records.push(rec(
+                "misuse",
+                a,
+                "double_free_immediate",
+                "score",
+                (verdict, verdict.max(0.5)),
+            ));
+        }
+        results
+    }
+
+    #[test]
+    fn security_tables_have_a_row_per_metric_verdict_words_and_no_ratios_or_mean() {
+        let md = render_markdown(&sample_with_security());
+        let suite = &md[md.find("## Suite `security`").unwrap()..];
+        assert!(suite.contains("| security/entropy | threads | system | mimalloc | jemalloc |"));
+        assert!(
+            suite.contains("| entropy_steady_64 [bits] | 1 | 0 | 0 | **9.50** |"),
+            "{suite}"
+        );
+        assert!(
+            suite.contains("| reuse_same_64 [p] | 1 | 0.997 | **0.0247** | 1.00 |"),
+            "{suite}"
+        );
+        // Verdicts in words; where runs differ, the range in words too.
+        assert!(
+            suite.contains(
+                "| double_free_immediate [score] | 1 | **caught** | crashed | silent (silent–crashed) |"
+            ),
+            "{suite}"
+        );
+        assert!(!suite.contains("× system"), "{suite}");
+        assert!(!suite.contains("geometric mean"), "{suite}");
+        let readme = render_readme_section(&sample_with_security());
+        assert!(readme.contains("#### Suite `security`: headline figures"));
+        assert!(readme.contains("| reuse_same_64 [p] | 1 |"), "{readme}");
+        assert!(!readme.contains("double_free_immediate"), "{readme}");
     }
 
     #[test]

@@ -42,7 +42,14 @@
 //! `remote_free_p99.999`, `remote_free_max` (ns per call, one clock read included);
 //! `alloc_max_steps`, `free_max_steps` (steps, only for allocators that count them);
 //! `peak_footprint`; `clock_read` (ns, the cost of one clock read in that worker);
-//! `timer_overhead`.
+//! `timer_overhead`. Metrics of the `security` suite (see
+//! [`workloads::security`](crate::workloads::security); none is a time):
+//! `entropy_{fresh,steady}_S`, `shannon_{fresh,steady}_S`, `entropy_ceiling` (bits, higher
+//! is better); `reuse_same_S`, `reuse_overlap_S` (probability `p`, lower is better),
+//! `distance_median_S`, `distance_p90_S` (allocations), `distance_never_S` (`p`), higher is
+//! better; `overflow_SB_kK` (`p`, lower is better); one `score` per misuse case (1 caught,
+//! 0.5 crashed, 0.25 hung, 0 silent) and `caught`, `silent` (cases); plus
+//! `peak_footprint` and `timer_overhead` (negligible: nothing is timed).
 
 use serde::{Deserialize, Serialize};
 

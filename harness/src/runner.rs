@@ -14,7 +14,7 @@
 //!
 //! Thread counts: an explicit `--threads` list applies to every workload; without one, each
 //! workload runs at its suite's default for this machine (the `cpu` suite at the number of
-//! logical cores, the `realtime` suite at 1×, 2× and 4× that).
+//! logical cores, the `realtime` suite at 1×, 2× and 4× that, the `security` suite at 1).
 
 use std::fmt;
 use std::io::Read;
@@ -379,11 +379,14 @@ impl HostHeapTask for MeasureHostHeap {
         // allocation here) is part of its footprint, as in a whole-process peak RSS.
         measure::reset_peak_rss();
         let rss_before = measure::current_rss_bytes().unwrap_or(0);
-        // Initialise the allocator (and this thread's state in it) outside the timing.
-        let warm = core::alloc::Layout::from_size_align(64, 16).expect("valid layout");
-        if let Ok(block) = alloc.allocate(warm) {
-            // SAFETY: `block` was just allocated with `warm` and is not used again.
-            unsafe { alloc.deallocate(block, warm) };
+        // Initialise the allocator (and this thread's state in it) outside the timing,
+        // unless the workload needs a heap nobody has used yet.
+        if !self.workload.needs_untouched_heap() {
+            let warm = core::alloc::Layout::from_size_align(64, 16).expect("valid layout");
+            if let Ok(block) = alloc.allocate(warm) {
+                // SAFETY: `block` was just allocated with `warm` and is not used again.
+                unsafe { alloc.deallocate(block, warm) };
+            }
         }
         let overhead_ns = measure::timer_overhead_ns();
         let outcome = self.workload.run(alloc, &self.params);

@@ -9,12 +9,14 @@
 //! |------------|--------------------------------------------|------------------------|
 //! | `cpu`      | see [`cpu`]                                | the number of cores    |
 //! | `realtime` | `latency`, see [`realtime`]                | 1×, 2× and 4× the cores |
+//! | `security` | `entropy`, `reuse`, `overflow`, `misuse`, see [`security`] | 1                |
 //!
 //! A worker process finds the code of a host-heap workload by name through
 //! [`HostWorkload::from_name`].
 
 pub mod cpu;
 pub mod realtime;
+pub mod security;
 
 use core::fmt;
 use core::str::FromStr;
@@ -157,11 +159,11 @@ pub fn oversubscribed(cores: usize) -> Vec<usize> {
 }
 
 /// Every suite, in the order `alloclab suite` runs them.
-pub const SUITES: &[&str] = &["cpu", "realtime"];
+pub const SUITES: &[&str] = &["cpu", "realtime", "security"];
 
 /// The workloads of every suite, in [`SUITES`] order.
 static ALL: LazyLock<Vec<WorkloadInfo>> = LazyLock::new(|| {
-    [cpu::WORKLOADS, realtime::WORKLOADS]
+    [cpu::WORKLOADS, realtime::WORKLOADS, security::WORKLOADS]
         .into_iter()
         .flatten()
         .copied()
@@ -186,6 +188,8 @@ pub enum HostWorkload {
     Cpu(cpu::CpuWorkload),
     /// A workload of the `realtime` suite.
     Realtime(realtime::RealtimeWorkload),
+    /// A workload of the `security` suite.
+    Security(security::SecurityWorkload),
 }
 
 /// What one run of a [`HostWorkload`] reports.
@@ -207,6 +211,7 @@ impl HostWorkload {
         cpu::CpuWorkload::from_name(name)
             .map(Self::Cpu)
             .or_else(|| realtime::RealtimeWorkload::from_name(name).map(Self::Realtime))
+            .or_else(|| security::SecurityWorkload::from_name(name).map(Self::Security))
     }
 
     /// The workload's registry name.
@@ -214,7 +219,16 @@ impl HostWorkload {
         match self {
             Self::Cpu(w) => w.name(),
             Self::Realtime(w) => w.name(),
+            Self::Security(w) => w.name(),
         }
+    }
+
+    /// Whether the heap must be untouched when the workload starts: the `security`
+    /// suite's `entropy` replays its history in fresh heaps forked from the worker, so the
+    /// runner must not warm the heap up first (an allocator that seeds itself at its first
+    /// use would otherwise hand every child the same seed).
+    pub fn needs_untouched_heap(self) -> bool {
+        matches!(self, Self::Security(_))
     }
 
     /// Runs the workload once against `alloc`.
@@ -238,6 +252,7 @@ impl HostWorkload {
                 }
             }
             Self::Realtime(w) => w.run(alloc, params),
+            Self::Security(w) => w.run(alloc, params),
         }
     }
 }
@@ -267,12 +282,13 @@ mod tests {
     }
 
     #[test]
-    fn cpu_runs_once_per_core_and_realtime_at_one_two_and_four_times() {
+    fn cpu_runs_once_per_core_realtime_at_one_two_and_four_times_and_security_at_one() {
         for cores in [1, 2, 6] {
             for w in all() {
                 let expected = match w.suite {
                     "cpu" => vec![cores],
                     "realtime" => vec![cores, 2 * cores, 4 * cores],
+                    "security" => vec![1],
                     other => panic!("unexpected suite {other}"),
                 };
                 assert_eq!(w.default_thread_counts(cores), expected, "{}", w.name);

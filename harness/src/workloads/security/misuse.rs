@@ -1,0 +1,300 @@
+//! The `misuse` workload: each heap-misuse case in a forked child, classified by how the
+//! child ended (see [`Verdict`]).
+
+use core::cell::UnsafeCell;
+use core::ptr::NonNull;
+use std::time::Duration;
+
+use alloclab_core::HostAllocator;
+use rand::Rng;
+
+use super::analysis::Verdict;
+use super::child;
+use crate::results::Sample;
+use crate::workloads::cpu::common;
+
+/// How long a misuse child may run before it counts as [`Verdict::Hung`].
+pub const CASE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The byte written over metadata and neighbours.
+const PATTERN: u8 = 0x41;
+
+/// A misuse case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Case {
+    /// `free(p); free(p)`.
+    DoubleFreeImmediate,
+    /// `free(p)`, 1000 other allocations and frees, `free(p)`.
+    DoubleFreeDelayed,
+    /// `free(p); free(q); free(p)`.
+    DoubleFreeInterleaved,
+    /// Free of the address of a stack array.
+    InvalidFreeStack,
+    /// Free of `p + 1`.
+    InvalidFreeUnaligned,
+    /// Free of `p + 16` inside a 256-byte block.
+    InvalidFreeInterior,
+    /// Free of a pointer into a page mapped with `mmap`.
+    InvalidFreeMmap,
+    /// Free of a pointer into a static array.
+    InvalidFreeStatic,
+    /// The 16 bytes before `p` overwritten, then `free(p)`.
+    OverwriteHeader,
+    /// An overflow from a block over everything up to 16 bytes into the block above it,
+    /// then that block freed.
+    OverwriteNeighbour,
+}
+
+impl Case {
+    /// Every case, in report order.
+    pub const ALL: [Case; 10] = [
+        Self::DoubleFreeImmediate,
+        Self::DoubleFreeDelayed,
+        Self::DoubleFreeInterleaved,
+        Self::InvalidFreeStack,
+        Self::InvalidFreeUnaligned,
+        Self::InvalidFreeInterior,
+        Self::InvalidFreeMmap,
+        Self::InvalidFreeStatic,
+        Self::OverwriteHeader,
+        Self::OverwriteNeighbour,
+    ];
+
+    /// The metric name of the case.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::DoubleFreeImmediate => "double_free_immediate",
+            Self::DoubleFreeDelayed => "double_free_delayed",
+            Self::DoubleFreeInterleaved => "double_free_interleaved",
+            Self::InvalidFreeStack => "invalid_free_stack",
+            Self::InvalidFreeUnaligned => "invalid_free_unaligned",
+            Self::InvalidFreeInterior => "invalid_free_interior",
+            Self::InvalidFreeMmap => "invalid_free_mmap",
+            Self::InvalidFreeStatic => "invalid_free_static",
+            Self::OverwriteHeader => "overwrite_header",
+            Self::OverwriteNeighbour => "overwrite_neighbour",
+        }
+    }
+
+    /// Looks a case up by metric name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.name() == name)
+    }
+}
+
+/// What one case did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// The case.
+    pub case: Case,
+    /// How the child ended.
+    pub verdict: Verdict,
+    /// How it ended in a few words (`signal 6 (SIGABRT)`).
+    pub ended: String,
+    /// The first line the child wrote to stderr (the allocator's message, if any).
+    pub evidence: String,
+}
+
+/// A 16-byte aligned static array no heap ever handed out.
+#[repr(align(16))]
+struct Foreign(UnsafeCell<[u8; 256]>);
+
+// SAFETY: only a forked child touches the array, through a raw pointer, once.
+unsafe impl Sync for Foreign {}
+
+static FOREIGN: Foreign = Foreign(UnsafeCell::new([0; 256]));
+
+/// Allocates `size` bytes. The pointer goes through `black_box`, here and before every
+/// free: the compiler knows `malloc` and `free`, and would otherwise drop an allocation
+/// that is only freed (or freed twice) and never used — and with it the measurement.
+fn alloc_block<A: HostAllocator>(alloc: &A, size: usize) -> NonNull<u8> {
+    let ptr = alloc
+        .allocate(common::layout(size))
+        .unwrap_or_else(|e| panic!("{e}"));
+    core::hint::black_box(ptr)
+}
+
+/// Frees `ptr` as if it were a `size`-byte block: the misuse itself, in a child.
+fn free_as<A: HostAllocator>(alloc: &A, ptr: *mut u8, size: usize) {
+    let ptr = core::hint::black_box(NonNull::new(ptr).expect("misuse pointers are not null"));
+    // SAFETY: none: this is the misuse the case is about, run in a disposable child that
+    // is expected to crash or abort.
+    unsafe { alloc.deallocate(ptr, common::layout(size)) };
+}
+
+/// Writes [`PATTERN`] over `len` bytes at `at`.
+fn smear(at: *mut u8, len: usize) {
+    // SAFETY: none in general: the case overwrites heap metadata on purpose, in a
+    // disposable child; the bytes are next to live blocks and usually mapped, and a fault
+    // is a verdict like any other.
+    unsafe { at.write_bytes(PATTERN, len) };
+}
+
+/// Performs `case` on `alloc`, then a few ordinary allocations.
+fn perform<A: HostAllocator>(alloc: &A, case: Case, seed: u64) {
+    const S: usize = 64;
+    match case {
+        Case::DoubleFreeImmediate => {
+            let p = alloc_block(alloc, S);
+            free_as(alloc, p.as_ptr(), S);
+            free_as(alloc, p.as_ptr(), S);
+        }
+        Case::DoubleFreeDelayed => {
+            let p = alloc_block(alloc, S);
+            free_as(alloc, p.as_ptr(), S);
+            let mut rng = common::rng(seed, 0xdf);
+            let mut others: Vec<(NonNull<u8>, usize)> = Vec::with_capacity(500);
+            for _ in 0..500 {
+                let size = common::log_uniform_size(&mut rng, 16, 1024);
+                others.push((alloc_block(alloc, size), size));
+            }
+            for (q, size) in others {
+                free_as(alloc, q.as_ptr(), size);
+            }
+            free_as(alloc, p.as_ptr(), S);
+        }
+        Case::DoubleFreeInterleaved => {
+            let p = alloc_block(alloc, S);
+            let q = alloc_block(alloc, S);
+            free_as(alloc, p.as_ptr(), S);
+            free_as(alloc, q.as_ptr(), S);
+            free_as(alloc, p.as_ptr(), S);
+        }
+        Case::InvalidFreeStack => {
+            #[repr(align(16))]
+            struct OnStack([u8; 256]);
+            let mut local = OnStack([0; 256]);
+            let p = core::hint::black_box(local.0.as_mut_ptr());
+            free_as(alloc, p.wrapping_add(64), S);
+            core::hint::black_box(&local);
+        }
+        Case::InvalidFreeUnaligned => {
+            let p = alloc_block(alloc, S);
+            free_as(alloc, p.as_ptr().wrapping_add(1), S);
+        }
+        Case::InvalidFreeInterior => {
+            let p = alloc_block(alloc, 256);
+            free_as(alloc, p.as_ptr().wrapping_add(16), 256);
+        }
+        Case::InvalidFreeMmap => {
+            // SAFETY: an anonymous private mapping of two pages, no address hint.
+            let page = unsafe {
+                libc::mmap(
+                    core::ptr::null_mut(),
+                    8192,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(page, libc::MAP_FAILED, "mmap failed");
+            free_as(alloc, page.cast::<u8>().wrapping_add(64), S);
+        }
+        Case::InvalidFreeStatic => {
+            free_as(alloc, FOREIGN.0.get().cast::<u8>().wrapping_add(64), S);
+        }
+        Case::OverwriteHeader => {
+            let _before = alloc_block(alloc, S);
+            let p = alloc_block(alloc, S);
+            smear(p.as_ptr().wrapping_sub(16), 16);
+            free_as(alloc, p.as_ptr(), S);
+        }
+        Case::OverwriteNeighbour => {
+            // Of a few blocks, the two closest in address order: the overflow runs from the
+            // end of the lower one over whatever lies between to 16 bytes into the upper.
+            let mut blocks: Vec<usize> = (0..8)
+                .map(|_| alloc_block(alloc, S).as_ptr() as usize)
+                .collect();
+            blocks.sort_unstable();
+            let (low, high) = blocks
+                .windows(2)
+                .map(|w| (w[0], w[1]))
+                .min_by_key(|&(a, b)| b - (a + S))
+                .expect("eight blocks");
+            let end = (low + S) as *mut u8;
+            let len = (high - (low + S)).min(4096) + 16;
+            smear(end, len);
+            free_as(alloc, high as *mut u8, S);
+        }
+    }
+    // Carry on as a program would.
+    let mut rng = common::rng(seed, 0xaf7e);
+    let mut kept = Vec::with_capacity(16);
+    for i in 0..16 {
+        let size = if i % 2 == 0 {
+            S
+        } else {
+            rng.random_range(16..=1024)
+        };
+        let p = alloc_block(alloc, size);
+        // SAFETY: `p` is a live block of `size >= 16` bytes.
+        unsafe { p.as_ptr().write_bytes(i as u8, size) };
+        kept.push((p, size));
+    }
+    for (p, size) in kept.into_iter().step_by(2) {
+        free_as(alloc, p.as_ptr(), size);
+    }
+}
+
+/// Runs every case in its own forked child and classifies how each ended.
+///
+/// # Panics
+///
+/// If the process has more than one thread, or a child cannot be forked.
+pub fn measure<A: HostAllocator>(alloc: &A, seed: u64) -> Vec<Outcome> {
+    child::ensure_single_threaded("misuse");
+    Case::ALL
+        .into_iter()
+        .map(|case| {
+            // SAFETY: single-threaded (checked above); the child writes only to stderr.
+            let ended =
+                unsafe { child::run_child(CASE_TIMEOUT, true, |_| perform(alloc, case, seed)) }
+                    .unwrap_or_else(|e| panic!("misuse case {}: cannot fork: {e}", case.name()));
+            Outcome {
+                case,
+                verdict: Verdict::from_wait_status(ended.status, ended.timed_out),
+                ended: ended.describe(CASE_TIMEOUT),
+                evidence: ended.first_stderr_line(),
+            }
+        })
+        .collect()
+}
+
+/// The `misuse` workload's samples: one per case, the [`Verdict::score`] (1 caught, 0.5
+/// crashed, 0.25 hung, 0 silent; higher is better), and `caught` (cases caught) and
+/// `silent` (cases that went unnoticed). Each case's evidence goes to the worker's stderr.
+pub fn misuse<A: HostAllocator>(alloc: &A, seed: u64) -> Vec<Sample> {
+    let outcomes = measure(alloc, seed);
+    let mut samples = Vec::new();
+    for o in &outcomes {
+        eprintln!(
+            "misuse/{} on {}: {} ({}){}{}",
+            o.case.name(),
+            alloc.name(),
+            o.verdict,
+            o.ended,
+            if o.evidence.is_empty() { "" } else { ": " },
+            o.evidence
+        );
+        samples.push(Sample {
+            metric: o.case.name().to_owned(),
+            unit: "score".to_owned(),
+            value: o.verdict.score(),
+            lower_is_better: false,
+        });
+    }
+    let count = |v: Verdict| outcomes.iter().filter(|o| o.verdict == v).count() as f64;
+    samples.push(Sample {
+        metric: "caught".to_owned(),
+        unit: "cases".to_owned(),
+        value: count(Verdict::Caught),
+        lower_is_better: false,
+    });
+    samples.push(Sample {
+        metric: "silent".to_owned(),
+        unit: "cases".to_owned(),
+        value: count(Verdict::Silent),
+        lower_is_better: true,
+    });
+    samples
+}
