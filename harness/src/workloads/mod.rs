@@ -9,11 +9,13 @@
 //! |------------|--------------------------------------------|------------------------|
 //! | `cpu`      | see [`cpu`]                                | the number of cores    |
 //! | `realtime` | `latency`, see [`realtime`]                | 1×, 2× and 4× the cores |
+//! | `hls`      | `mixed-kernels`, see [`hls`] (simulated)   | 1 (always)             |
 //!
 //! A worker process finds the code of a host-heap workload by name through
-//! [`HostWorkload::from_name`].
+//! [`HostWorkload::from_name`], and runs an on-chip workload through [`hls::run`].
 
 pub mod cpu;
+pub mod hls;
 pub mod realtime;
 
 use core::fmt;
@@ -157,11 +159,11 @@ pub fn oversubscribed(cores: usize) -> Vec<usize> {
 }
 
 /// Every suite, in the order `alloclab suite` runs them.
-pub const SUITES: &[&str] = &["cpu", "realtime"];
+pub const SUITES: &[&str] = &["cpu", "realtime", "hls"];
 
 /// The workloads of every suite, in [`SUITES`] order.
 static ALL: LazyLock<Vec<WorkloadInfo>> = LazyLock::new(|| {
-    [cpu::WORKLOADS, realtime::WORKLOADS]
+    [cpu::WORKLOADS, realtime::WORKLOADS, hls::WORKLOADS]
         .into_iter()
         .flatten()
         .copied()
@@ -250,9 +252,14 @@ mod tests {
     fn every_registered_workload_has_code_under_its_own_name() {
         for w in all() {
             assert!(SUITES.contains(&w.suite), "{} has no suite", w.name);
-            let code = HostWorkload::from_name(w.name)
-                .unwrap_or_else(|| panic!("no code for workload {}", w.name));
-            assert_eq!(code.name(), w.name);
+            match w.requires {
+                Capability::HostHeap => {
+                    let code = HostWorkload::from_name(w.name)
+                        .unwrap_or_else(|| panic!("no code for workload {}", w.name));
+                    assert_eq!(code.name(), w.name);
+                }
+                Capability::OnChipModel => assert!(hls::is_hls_workload(w.name), "{}", w.name),
+            }
         }
         assert_eq!(HostWorkload::from_name("no-such-workload"), None);
     }
@@ -273,6 +280,7 @@ mod tests {
                 let expected = match w.suite {
                     "cpu" => vec![cores],
                     "realtime" => vec![cores, 2 * cores, 4 * cores],
+                    "hls" => vec![1],
                     other => panic!("unexpected suite {other}"),
                 };
                 assert_eq!(w.default_thread_counts(cores), expected, "{}", w.name);
