@@ -271,7 +271,10 @@ impl OnChipConfig {
         if self.heap_words == 0 {
             return Err(ConfigError::ZeroHeapSize);
         }
-        if self.word_bits == 0 || self.word_bits % 8 != 0 || self.word_bits > MAX_WORD_BITS {
+        if self.word_bits == 0
+            || !self.word_bits.is_multiple_of(8)
+            || self.word_bits > MAX_WORD_BITS
+        {
             return Err(ConfigError::WordBits {
                 bits: self.word_bits,
             });
@@ -286,7 +289,7 @@ impl OnChipConfig {
             return Err(ConfigError::HeapTooLarge { bytes });
         }
         let unit_bytes = self.unit_bytes();
-        if bytes % u64::from(unit_bytes) != 0 {
+        if !bytes.is_multiple_of(u64::from(unit_bytes)) {
             return Err(ConfigError::HeapNotWholeUnits { bytes, unit_bytes });
         }
         if let Some(d) = &self.defrag {

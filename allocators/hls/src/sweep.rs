@@ -111,8 +111,8 @@ impl Experiment {
         let ok = |c: &OnChipConfig| {
             c.validate().map(|()| {
                 self.step_bytes > 0
-                    && self.step_bytes % u64::from(c.word_bytes()) == 0
-                    && self.step_bytes % u64::from(c.unit_bytes()) == 0
+                    && self.step_bytes.is_multiple_of(u64::from(c.word_bytes()))
+                    && self.step_bytes.is_multiple_of(u64::from(c.unit_bytes()))
             })
         };
         if ok(&self.baseline)? && ok(&self.measured)? {
