@@ -28,8 +28,14 @@
 //!   metrics, only the first [`MAX_CHART_PANELS`] in [`HEADLINE_METRICS`] order are drawn
 //!   (or summarised): for `realtime`, the p99.999 and the max of alloc and free.
 //!
+//! **Sweeps.** A metric named `<base>@<x>` ([`SWEEP_SEPARATOR`]) is one point of a sweep of
+//! `<base>` over a parameter `x` (the `hls` suite sweeps the heap size). Sweep points get no
+//! comparison columns or bars: each workload that has them gets a table (one row per `x`)
+//! and a line chart, `<suite>-<workload>-sweep.svg`, one panel per base metric.
+//!
 //! Output is deterministic: suites follow `parameters.suites`,
-//! allocators follow `parameters.allocators` (the first is the baseline of every ratio),
+//! allocators follow `parameters.allocators` (the first that ran a suite is the baseline of
+//! that suite's ratios),
 //! anything else is sorted by name, workloads are sorted by name and thread counts
 //! ascending.
 
@@ -83,6 +89,17 @@ pub const METRIC_ORDER: &[&str] = &[
     "remote_free_p99.999",
     "remote_free_max",
     "peak_footprint",
+    "failures_total",
+    "failures_capacity",
+    "failures_fragmentation",
+    "failures_rate",
+    "heap_reference",
+    "heap_zero_failures",
+    "cycles_alloc",
+    "cycles_free",
+    "cycles_defrag_mean",
+    "cycles_defrag_max",
+    "kernels_per_mcycle",
     CLOCK_READ_METRIC,
     TIMER_OVERHEAD_METRIC,
 ];
@@ -95,6 +112,10 @@ pub const HEADLINE_METRICS: &[&str] = &[
     "free_p99.999",
     "free_max",
     "peak_footprint",
+    "failures_total",
+    "failures_fragmentation",
+    "heap_zero_failures",
+    "kernels_per_mcycle",
 ];
 /// The most panels a chart has (and columns the README's summary table has).
 pub const MAX_CHART_PANELS: usize = 4;
@@ -116,6 +137,19 @@ pub const TRANSPOSED_README_METRICS: &[&str] = &[
     "caught",
     "silent",
 ];
+
+/// What separates a sweep metric's base name from its parameter (`failures_total@8064`).
+pub const SWEEP_SEPARATOR: char = '@';
+
+/// The (base metric, parameter) of a sweep point such as `failures_total@8064`; `None` for
+/// any other metric.
+pub fn sweep_point(metric: &str) -> Option<(&str, f64)> {
+    let (base, x) = metric.split_once(SWEEP_SEPARATOR)?;
+    x.parse().ok().map(|x| (base, x))
+}
+
+/// What the parameter of each suite's sweeps is, for table headers and chart axes.
+pub const SWEEP_PARAMETERS: &[(&str, &str)] = &[("hls", "heap size per heap (B)")];
 
 /// Placeholder for a value that does not exist.
 const NONE: &str = "—";
@@ -232,8 +266,9 @@ struct View<'a> {
     map: BTreeMap<Key<'a>, &'a Record>,
     /// `parameters.allocators`, then any other allocator of the records, by name.
     allocators: Vec<&'a str>,
-    /// The allocator every ratio divides by.
-    baseline: Option<&'a str>,
+    /// The allocator every ratio of a suite divides by: the first of `allocators` with
+    /// records in that suite.
+    baselines: BTreeMap<&'a str, &'a str>,
     /// `parameters.suites` that have records, then any other suite, by name.
     suites: Vec<&'a str>,
 }
@@ -268,7 +303,16 @@ impl<'a> View<'a> {
                 allocators.push(a);
             }
         }
-        let baseline = allocators.first().copied();
+        let mut baselines = BTreeMap::new();
+        for r in &results.records {
+            let rank = |a: &str| allocators.iter().position(|x| *x == a);
+            let best = baselines
+                .entry(r.suite.as_str())
+                .or_insert(r.allocator.as_str());
+            if rank(&r.allocator) < rank(best) {
+                *best = r.allocator.as_str();
+            }
+        }
         let suites_in_records: BTreeSet<&str> =
             results.records.iter().map(|r| r.suite.as_str()).collect();
         let mut suites: Vec<&str> = Vec::new();
@@ -286,7 +330,7 @@ impl<'a> View<'a> {
             results,
             map,
             allocators,
-            baseline,
+            baselines,
             suites,
         }
     }
@@ -356,6 +400,7 @@ impl<'a> View<'a> {
         for r in self
             .records_in(suite, workload)
             .filter(|r| !QUALIFIER_METRICS.contains(&r.metric.as_str()))
+            .filter(|r| sweep_point(&r.metric).is_none())
         {
             if !metrics.iter().any(|m| m.name == r.metric) {
                 metrics.push(MetricInfo {
@@ -379,7 +424,7 @@ impl<'a> View<'a> {
         threads: usize,
         metric: &str,
     ) -> Option<f64> {
-        let base = self.get(suite, workload, self.baseline?, threads, metric)?;
+        let base = self.get(suite, workload, self.baseline(suite)?, threads, metric)?;
         let this = self.get(suite, workload, allocator, threads, metric)?;
         ratio_of(this.median, base.median)
     }
@@ -414,9 +459,14 @@ impl<'a> View<'a> {
         (geometric_mean_of_logs(&logs), logs.len(), total)
     }
 
-    /// The header name of the ratio columns.
-    fn ratio_header(&self) -> String {
-        format!("× {}", self.baseline.unwrap_or("first"))
+    /// The allocator the ratios of `suite` divide by.
+    fn baseline(&self, suite: &str) -> Option<&'a str> {
+        self.baselines.get(suite).copied()
+    }
+
+    /// The header name of the ratio columns of `suite`.
+    fn ratio_header(&self, suite: &str) -> String {
+        format!("× {}", self.baseline(suite).unwrap_or("first"))
     }
 }
 
@@ -717,18 +767,28 @@ pub fn render_markdown(results: &ResultsFile) -> String {
     out.push_str("# alloclab report\n\n");
     header_list(&mut out, results);
     out.push('\n');
-    let baseline = view.baseline.unwrap_or(NONE);
+    let baselines: Vec<&str> = view
+        .suites
+        .iter()
+        .filter_map(|s| view.baseline(s))
+        .collect();
+    let baseline = if baselines.iter().all(|b| Some(b) == baselines.first()) {
+        baselines.first().copied().unwrap_or(NONE).to_owned()
+    } else {
+        "the first allocator asked for that ran the suite".to_owned()
+    };
     let _ = writeln!(
         out,
         "Each cell is the median over the runs, then (min–max) and the unit. **Bold** marks \
-         the best median of each metric at each thread count. The “{}” columns divide a \
-         median by the median of {baseline} (the first allocator asked for) for the same \
-         workload and thread count; every figure comes from this one run, so the ratios \
-         compare like with like. Charts: `<suite>-<workload>.svg` next to this file.",
-        view.ratio_header()
+         the best median of each metric at each thread count. The “× A” columns divide a \
+         median by the median of A ({baseline}; the first allocator asked for that ran the \
+         suite) for the same workload and thread count; every figure comes from this one \
+         run, so the ratios compare like with like. Charts: `<suite>-<workload>.svg` next \
+         to this file."
     );
 
     for &suite in &view.suites {
+        let baseline = view.baseline(suite).unwrap_or(NONE);
         let _ = writeln!(out, "\n## Suite `{suite}`");
         for workload in view.workloads(suite) {
             let _ = writeln!(out, "\n### {suite}/{workload}");
@@ -758,6 +818,7 @@ pub fn render_markdown(results: &ResultsFile) -> String {
                 "\n![{suite}/{workload}]({})",
                 chart_file_name(suite, workload)
             );
+            sweep_section(&mut out, &view, suite, workload);
         }
         if TRANSPOSED_SUITES.contains(&suite) {
             let _ = writeln!(
@@ -906,7 +967,7 @@ fn workload_table(
 ) {
     let allocators = view.allocators_in(suite, None);
     let threads = view.threads_in(suite, Some(workload));
-    let ratio_header = view.ratio_header();
+    let ratio_header = view.ratio_header(suite);
 
     let mut headers = vec!["allocator".to_owned(), "threads".to_owned()];
     for m in metrics {
@@ -1088,7 +1149,7 @@ pub fn transposed_text(results: &ResultsFile, suite: &str, workload: &str) -> St
 fn summary_table(out: &mut String, view: &View<'_>, suite: &str, metrics: &[MetricInfo<'_>]) {
     let allocators = view.allocators_in(suite, None);
     let threads = view.threads_in(suite, None);
-    let ratio_header = view.ratio_header();
+    let ratio_header = view.ratio_header(suite);
 
     let mut headers = vec!["allocator".to_owned(), "threads".to_owned()];
     for m in metrics {
@@ -1301,8 +1362,8 @@ pub fn render_readme_section(results: &ResultsFile) -> String {
     let mut out = String::new();
     out.push_str(&header_line(results));
     out.push('\n');
-    let baseline = view.baseline.unwrap_or(NONE);
     for &suite in &view.suites {
+        let baseline = view.baseline(suite).unwrap_or(NONE);
         if TRANSPOSED_SUITES.contains(&suite) {
             let _ = writeln!(
                 out,
@@ -1354,7 +1415,7 @@ pub fn render_readme_section(results: &ResultsFile) -> String {
             out,
             "\n#### Suite `{suite}`: `{}` {} per workload\n",
             metric.name,
-            view.ratio_header()
+            view.ratio_header(suite)
         );
         let mut headers = vec!["workload".to_owned(), "threads".to_owned()];
         headers.extend(allocators.iter().map(|a| escape_cell(a)));
@@ -1603,6 +1664,196 @@ where
 }
 
 // ---------------------------------------------------------------------------------------
+// Sweeps
+// ---------------------------------------------------------------------------------------
+
+/// The sweep points of one workload: base metric -> allocator -> (x, median), x ascending;
+/// bases and allocators in report order. Thread counts are not distinguished (a sweeping
+/// workload runs at one).
+type Sweeps<'a> = Vec<(&'a str, Vec<(&'a str, Vec<(f64, f64)>)>)>;
+
+fn sweeps<'a>(view: &View<'a>, suite: &str, workload: &str) -> Sweeps<'a> {
+    let mut bases: Vec<&'a str> = Vec::new();
+    for r in view.records_in(suite, Some(workload)) {
+        if let Some((base, _)) = sweep_point(&r.metric)
+            && !bases.contains(&base)
+        {
+            bases.push(base);
+        }
+    }
+    bases.sort_by_key(|b| metric_rank(b));
+    bases
+        .into_iter()
+        .map(|base| {
+            let per_allocator = view
+                .allocators_in(suite, Some(workload))
+                .into_iter()
+                .map(|a| {
+                    let mut points: Vec<(f64, f64)> = view
+                        .records_in(suite, Some(workload))
+                        .filter(|r| r.allocator == a)
+                        .filter_map(|r| {
+                            let (b, x) = sweep_point(&r.metric)?;
+                            (b == base && r.median.is_finite()).then_some((x, r.median))
+                        })
+                        .collect();
+                    points.sort_by(|p, q| p.0.total_cmp(&q.0));
+                    (a, points)
+                })
+                .filter(|(_, points)| !points.is_empty())
+                .collect();
+            (base, per_allocator)
+        })
+        .collect()
+}
+
+/// The name of the parameter `suite` sweeps.
+fn sweep_parameter(suite: &str) -> &'static str {
+    SWEEP_PARAMETERS
+        .iter()
+        .find(|(s, _)| *s == suite)
+        .map_or("parameter", |(_, name)| name)
+}
+
+/// The chart file of a workload's sweeps.
+pub fn sweep_chart_file_name(suite: &str, workload: &str) -> String {
+    chart_file_name(suite, &format!("{workload}-sweep"))
+}
+
+/// The sweep table of one workload (one row per parameter value, one column per base
+/// metric and allocator) and a link to its chart; nothing if it has no sweep.
+fn sweep_section(out: &mut String, view: &View<'_>, suite: &str, workload: &str) {
+    let sweeps = sweeps(view, suite, workload);
+    if sweeps.is_empty() {
+        return;
+    }
+    let parameter = sweep_parameter(suite);
+    let _ = writeln!(
+        out,
+        "
+Sweep over the {parameter} (median of the runs at each point):
+"
+    );
+    let mut headers = vec![escape_cell(parameter)];
+    let mut xs: Vec<f64> = Vec::new();
+    for (base, per_allocator) in &sweeps {
+        for (a, points) in per_allocator {
+            headers.push(escape_cell(&format!("{base} {a}")));
+            xs.extend(points.iter().map(|p| p.0));
+        }
+    }
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    table_header(out, &headers, 1);
+    for x in xs {
+        let mut cells = vec![fmt_value(x)];
+        for (_, per_allocator) in &sweeps {
+            for (_, points) in per_allocator {
+                cells.push(
+                    points
+                        .iter()
+                        .find(|p| p.0 == x)
+                        .map_or(NONE.to_owned(), |p| fmt_value(p.1)),
+                );
+            }
+        }
+        table_row(out, &cells);
+    }
+    let _ = writeln!(
+        out,
+        "
+![{suite}/{workload} sweep]({})",
+        sweep_chart_file_name(suite, workload)
+    );
+}
+
+/// Writes the sweep chart of one workload to `path` (atomically): one panel per base
+/// metric, one line per allocator, the parameter on the x axis. Fails if the workload has
+/// no sweep.
+pub fn write_sweep_chart_svg(
+    results: &ResultsFile,
+    suite: &str,
+    workload: &str,
+    path: &Path,
+) -> Result<(), ReportError> {
+    let view = View::new(results);
+    let sweeps = sweeps(&view, suite, workload);
+    let error = |message: String| ReportError::Chart {
+        path: path.to_path_buf(),
+        message,
+    };
+    if sweeps.is_empty() {
+        return Err(error(format!("no sweep for {suite}/{workload}")));
+    }
+    let svg = render_sweep_svg(&sweeps, suite, workload).map_err(|e| error(e.to_string()))?;
+    write_atomic(path, svg.as_bytes())
+}
+
+fn render_sweep_svg(
+    sweeps: &Sweeps<'_>,
+    suite: &str,
+    workload: &str,
+) -> Result<String, Box<dyn std::error::Error>> {
+    let parameter = sweep_parameter(suite);
+    let height = TITLE_HEIGHT + PANEL_HEIGHT * sweeps.len() as u32;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (800, height)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let body = root.titled(&format!("{suite}/{workload}: sweep"), ("sans-serif", 24))?;
+        let panels = body.split_evenly((sweeps.len(), 1));
+        for ((base, per_allocator), panel) in sweeps.iter().zip(&panels) {
+            let all = per_allocator.iter().flat_map(|(_, p)| p.iter());
+            let (x0, x1, y1) = all.fold(
+                (f64::INFINITY, f64::NEG_INFINITY, 0.0f64),
+                |(x0, x1, y1), &(x, y)| (x0.min(x), x1.max(x), y1.max(y)),
+            );
+            let x1 = if x1 > x0 { x1 } else { x0 + 1.0 };
+            let y1 = if y1 > 0.0 { y1 * 1.1 } else { 1.0 };
+            let mut chart = ChartBuilder::on(panel)
+                .margin(10)
+                .caption(format!("{base} (lower is better)"), ("sans-serif", 18))
+                .x_label_area_size(40)
+                .y_label_area_size(70)
+                .build_cartesian_2d(x0..x1, 0.0..y1)?;
+            let tick = |v: &f64| fmt_tick(*v);
+            chart
+                .configure_mesh()
+                .x_desc(parameter)
+                .y_desc(*base)
+                .x_label_formatter(&tick)
+                .y_label_formatter(&tick)
+                .draw()?;
+            for (i, (allocator, points)) in per_allocator.iter().enumerate() {
+                let color = Palette99::pick(i);
+                chart
+                    .draw_series(LineSeries::new(
+                        points.iter().copied(),
+                        color.stroke_width(2),
+                    ))?
+                    .label(*allocator)
+                    .legend(move |(x, y)| {
+                        PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2))
+                    });
+                chart.draw_series(
+                    points
+                        .iter()
+                        .map(|&p| Circle::new(p, 3, Palette99::pick(i).filled())),
+                )?;
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()?;
+        }
+        root.present()?;
+    }
+    Ok(svg)
+}
+
+// ---------------------------------------------------------------------------------------
 // Files
 // ---------------------------------------------------------------------------------------
 
@@ -1615,15 +1866,16 @@ pub struct ReportFiles {
     pub results_json: PathBuf,
     /// `report.md`.
     pub report_md: PathBuf,
-    /// One `<suite>-<workload>.svg` per workload, in report order.
+    /// One `<suite>-<workload>.svg` per workload, in report order, each followed by its
+    /// `<suite>-<workload>-sweep.svg` if it has sweep points.
     pub charts: Vec<PathBuf>,
     /// Every file written, in the order written: `results.json`, `report.md`, the charts.
     pub paths: Vec<PathBuf>,
 }
 
 /// Writes the report directory: creates `dir` (and its parents) if needed, then writes
-/// `results.json`, `report.md` and `<suite>-<workload>.svg` for each workload, each
-/// atomically.
+/// `results.json`, `report.md`, `<suite>-<workload>.svg` for each workload and
+/// `<suite>-<workload>-sweep.svg` for each workload with sweep points, each atomically.
 pub fn write_report(dir: &Path, results: &ResultsFile) -> Result<ReportFiles, ReportError> {
     fs::create_dir_all(dir).map_err(|source| ReportError::Io {
         action: "create directory",
@@ -1641,6 +1893,11 @@ pub fn write_report(dir: &Path, results: &ResultsFile) -> Result<ReportFiles, Re
             let path = dir.join(chart_file_name(suite, workload));
             write_chart_svg(results, suite, workload, &path)?;
             charts.push(path);
+            if !sweeps(&view, suite, workload).is_empty() {
+                let path = dir.join(sweep_chart_file_name(suite, workload));
+                write_sweep_chart_svg(results, suite, workload, &path)?;
+                charts.push(path);
+            }
         }
     }
     let mut paths = vec![results_json.clone(), report_md.clone()];
@@ -2240,6 +2497,57 @@ mod tests {
         assert_eq!(mi4[2], "60.00 (54.00–66.00) ms");
         assert_eq!(mi4[3], "—");
         assert_eq!(row(&md, "### cpu/larson", "system", 4)[2], "—");
+    }
+
+    #[test]
+    fn sweep_points_get_a_table_and_a_chart_and_each_suite_its_own_baseline() {
+        let mut results = sample();
+        results.header.parameters.suites.push("hls".into());
+        for (allocator, failures) in [("hls-bitmap", 100.0), ("hls-defrag", 60.0)] {
+            let mut push = |metric: String, median: f64| {
+                results.records.push(Record {
+                    suite: "hls".into(),
+                    workload: "mixed-kernels".into(),
+                    allocator: allocator.into(),
+                    threads: 1,
+                    metric,
+                    unit: "failures".into(),
+                    median,
+                    min: median,
+                    max: median,
+                    runs: 1,
+                    lower_is_better: true,
+                });
+            };
+            push("failures_total".into(), failures);
+            for (x, f) in [(4096, failures * 2.0), (8192, failures / 2.0)] {
+                push(format!("failures_total{SWEEP_SEPARATOR}{x}"), f);
+            }
+        }
+        let md = render_markdown(&results);
+        // The cpu suite still divides by system, the hls suite by its own first allocator.
+        let defrag = row(&md, "### hls/mixed-kernels", "hls-defrag", 1);
+        assert_eq!(defrag[3], "0.60", "{defrag:?}");
+        assert!(md.contains("| allocator | threads | failures_total | × hls-bitmap |"));
+        assert!(
+            !md.contains("| failures_total@"),
+            "sweep points are no columns"
+        );
+        assert!(md.contains("| failures_total hls-bitmap | failures_total hls-defrag |"));
+        assert!(md.contains("| 4096 | 200.0 | 120.0 |"), "{md}");
+        assert!(md.contains("(hls-mixed-kernels-sweep.svg)"));
+        let dir = std::env::temp_dir().join(format!("alloclab-sweep-{}", std::process::id()));
+        let files = write_report(&dir, &results).unwrap();
+        let sweep = dir.join("hls-mixed-kernels-sweep.svg");
+        assert!(files.charts.contains(&sweep));
+        let svg = fs::read_to_string(&sweep).unwrap();
+        assert!(svg.contains("hls-defrag") && svg.contains("heap size"));
+        let _ = fs::remove_dir_all(&dir);
+        assert_eq!(
+            sweep_point("failures_total@8064"),
+            Some(("failures_total", 8064.0))
+        );
+        assert_eq!(sweep_point("alloc_p99.9"), None);
     }
 
     #[test]

@@ -12,9 +12,10 @@
 //! `alloclab __worker --workload W --alloc A --threads N --scale S --seed X`; it prints one
 //! JSON line: the [`Sample`]s of that run.
 //!
-//! Thread counts: an explicit `--threads` list applies to every workload; without one, each
-//! workload runs at its suite's default for this machine (the `cpu` suite at the number of
-//! logical cores, the `realtime` suite at 1×, 2× and 4× that, the `security` suite at 1).
+//! Thread counts: an explicit `--threads` list applies to every host-heap workload; without
+//! one, each workload runs at its suite's default for this machine (the `cpu` suite at the
+//! number of logical cores, the `realtime` suite at 1×, 2× and 4× that, the `security` suite
+//! at 1). The `hls` suite is a single-threaded simulation and always runs at 1.
 
 use std::fmt;
 use std::io::Read;
@@ -75,11 +76,12 @@ pub struct Plan {
 
 impl Plan {
     /// The thread counts `workload` runs at: those given, or its default for the logical
-    /// cores of this machine.
+    /// cores of this machine (always the default for an on-chip simulation).
     pub fn threads_for(&self, workload: &WorkloadInfo) -> Vec<usize> {
         match &self.threads {
-            Some(given) => given.clone(),
-            None => workload.default_thread_counts(machine::logical_cores()),
+            // A simulation has no threads to vary: its default (1) stands.
+            Some(given) if workload.requires != Capability::OnChipModel => given.clone(),
+            _ => workload.default_thread_counts(machine::logical_cores()),
         }
     }
 
@@ -360,6 +362,9 @@ pub fn worker_main(request: &WorkerRequest) -> Result<Vec<Sample>, String> {
             )
             .ok_or_else(|| format!("allocator '{}' is not a host heap", allocator.name))
         }
+        Capability::OnChipModel => {
+            crate::workloads::hls::run(workload.name, allocator.name, &request.params)
+        }
     }
 }
 
@@ -462,6 +467,25 @@ mod tests {
         assert_eq!(threads_of(&jobs, "larson"), [3, 1]);
         assert_eq!(threads_of(&jobs, "latency"), [3, 1]);
         assert_eq!(plan.all_thread_counts(), [1, 3]);
+    }
+
+    #[test]
+    fn the_hls_simulation_runs_at_one_thread_on_the_on_chip_models_only() {
+        let plan = Plan {
+            workloads: vec![workloads::find("mixed-kernels").expect("registered")],
+            allocators: ["hls-bitmap", "system", "hls-defrag"]
+                .iter()
+                .map(|a| peers::find(a).expect("registered"))
+                .collect(),
+            threads: Some(vec![4, 8]),
+            scale: Scale::Tiny,
+            runs: 1,
+            seed: 1,
+        };
+        let jobs = plan.jobs();
+        let names: Vec<&str> = jobs.iter().map(|j| j.allocator.name).collect();
+        assert_eq!(names, ["hls-bitmap", "hls-defrag"]);
+        assert!(jobs.iter().all(|j| j.threads == 1));
     }
 
     fn worker(workload: &str) -> Vec<Sample> {

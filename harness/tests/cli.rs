@@ -130,6 +130,51 @@ fn suite_writes_report_results_and_a_chart_per_workload() {
 }
 
 #[test]
+fn hls_suite_compares_the_models_at_one_thread_with_a_sweep_chart() {
+    let dir = scratch("hls-suite");
+    let report = dir.join("report");
+    let out = alloclab(&[
+        "suite",
+        "--only",
+        "hls",
+        "--scale",
+        "tiny",
+        "--runs",
+        "1",
+        "--threads",
+        "3",
+        "--out",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "suite failed: {}", stderr(&out));
+    let results: ResultsFile =
+        serde_json::from_str(&std::fs::read_to_string(report.join("results.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        results.header.parameters.allocators,
+        ["hls-bitmap", "hls-defrag"]
+    );
+    let get = |allocator: &str, metric: &str| {
+        results
+            .records
+            .iter()
+            .find(|r| r.allocator == allocator && r.metric == metric)
+            .unwrap_or_else(|| panic!("no {metric} for {allocator}"))
+    };
+    assert!(results.records.iter().all(|r| r.threads == 1));
+    assert_eq!(get("hls-defrag", "failures_fragmentation").median, 0.0);
+    assert_eq!(
+        get("hls-defrag", "heap_reference").median,
+        get("hls-bitmap", "heap_reference").median
+    );
+    assert!(report.join("hls-mixed-kernels.svg").is_file());
+    assert!(report.join("hls-mixed-kernels-sweep.svg").is_file());
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    assert!(md.contains("× hls-bitmap"), "{md}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn realtime_run_reports_ordered_latency_percentiles_and_the_clock_cost() {
     let dir = scratch("realtime-run");
     let json = dir.join("out.json");

@@ -5,6 +5,7 @@
 //! statics (most of them are process-wide by nature); the harness runs each measurement in a
 //! fresh worker process, so one allocator's cached memory never shows in another's figures.
 
+mod hls;
 mod tlsf;
 
 use core::alloc::GlobalAlloc;
@@ -12,6 +13,7 @@ use core::fmt;
 
 use alloclab_core::{GlobalAllocHeap, HostAllocator, SystemHeap};
 
+pub use hls::{HLS_HEAPS, on_chip_config};
 pub use tlsf::TlsfHeap;
 
 /// What an allocator offers, and so which workloads it can run.
@@ -20,12 +22,16 @@ pub enum Capability {
     /// Hands out pointers into this process; thread-safe; any size and alignment a program
     /// asks of `malloc`.
     HostHeap,
+    /// A simulated on-chip memory (`alloclab-hls`): runs in-process, measured in cycles,
+    /// not in time.
+    OnChipModel,
 }
 
 impl fmt::Display for Capability {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::HostHeap => "host heap",
+            Self::OnChipModel => "on-chip memory model",
         })
     }
 }
@@ -59,8 +65,9 @@ impl AllocatorInfo {
     }
 }
 
-/// Every allocator the harness knows: alloclab's first, then the peers, in the order reports
-/// compare them.
+/// Every allocator the harness knows, in the order reports compare them: the host heaps
+/// (alloclab's first, then the peers), then the on-chip models (the no-defragmentation
+/// baseline first, so that it is the suite's reference).
 pub const ALLOCATORS: &[AllocatorInfo] = &[
     AllocatorInfo {
         name: "wfspan",
@@ -94,6 +101,18 @@ pub const ALLOCATORS: &[AllocatorInfo] = &[
         "wf_alloc",
         "wf_alloc 0.1: a public wfspan-style prototype, through its hosted (not wait-free) GlobalAlloc wrapper",
     ),
+    AllocatorInfo {
+        name: "hls-bitmap",
+        description: "on-chip baseline: Memluv's bitmap first fit, no defragmentation (alloclab-hls model)",
+        origin: Origin::Peer,
+        capabilities: &[Capability::OnChipModel],
+    },
+    AllocatorInfo {
+        name: "hls-defrag",
+        description: "alloclab's on-chip model with the defragmenter: compaction on fragmentation failures, budgeted",
+        origin: Origin::Alloclab,
+        capabilities: &[Capability::OnChipModel],
+    },
 ];
 
 const fn peer(name: &'static str, description: &'static str) -> AllocatorInfo {
@@ -174,6 +193,19 @@ mod tests {
         fn run<A: HostAllocator>(self, alloc: &'static A) -> String {
             alloc.name().to_owned()
         }
+    }
+
+    #[test]
+    fn every_on_chip_model_in_the_registry_has_a_configuration() {
+        for info in ALLOCATORS
+            .iter()
+            .filter(|a| a.fits(Capability::OnChipModel))
+        {
+            let config = on_chip_config(info.name)
+                .unwrap_or_else(|| panic!("{} has no on-chip configuration", info.name));
+            assert_eq!(config.validate(), Ok(()), "{}", info.name);
+        }
+        assert!(on_chip_config("system").is_none());
     }
 
     #[test]

@@ -10,11 +10,13 @@
 //! | `cpu`      | see [`cpu`]                                | the number of cores    |
 //! | `realtime` | `latency`, see [`realtime`]                | 1×, 2× and 4× the cores |
 //! | `security` | `entropy`, `reuse`, `overflow`, `misuse`, see [`security`] | 1                |
+//! | `hls`      | `mixed-kernels`, see [`hls`] (simulated)   | 1 (always)             |
 //!
 //! A worker process finds the code of a host-heap workload by name through
-//! [`HostWorkload::from_name`].
+//! [`HostWorkload::from_name`], and runs an on-chip workload through [`hls::run`].
 
 pub mod cpu;
+pub mod hls;
 pub mod realtime;
 pub mod security;
 
@@ -159,15 +161,20 @@ pub fn oversubscribed(cores: usize) -> Vec<usize> {
 }
 
 /// Every suite, in the order `alloclab suite` runs them.
-pub const SUITES: &[&str] = &["cpu", "realtime", "security"];
+pub const SUITES: &[&str] = &["cpu", "realtime", "security", "hls"];
 
 /// The workloads of every suite, in [`SUITES`] order.
 static ALL: LazyLock<Vec<WorkloadInfo>> = LazyLock::new(|| {
-    [cpu::WORKLOADS, realtime::WORKLOADS, security::WORKLOADS]
-        .into_iter()
-        .flatten()
-        .copied()
-        .collect()
+    [
+        cpu::WORKLOADS,
+        realtime::WORKLOADS,
+        security::WORKLOADS,
+        hls::WORKLOADS,
+    ]
+    .into_iter()
+    .flatten()
+    .copied()
+    .collect()
 });
 
 /// Every workload the harness knows, suite by suite in [`SUITES`] order.
@@ -265,9 +272,14 @@ mod tests {
     fn every_registered_workload_has_code_under_its_own_name() {
         for w in all() {
             assert!(SUITES.contains(&w.suite), "{} has no suite", w.name);
-            let code = HostWorkload::from_name(w.name)
-                .unwrap_or_else(|| panic!("no code for workload {}", w.name));
-            assert_eq!(code.name(), w.name);
+            match w.requires {
+                Capability::HostHeap => {
+                    let code = HostWorkload::from_name(w.name)
+                        .unwrap_or_else(|| panic!("no code for workload {}", w.name));
+                    assert_eq!(code.name(), w.name);
+                }
+                Capability::OnChipModel => assert!(hls::is_hls_workload(w.name), "{}", w.name),
+            }
         }
         assert_eq!(HostWorkload::from_name("no-such-workload"), None);
     }
@@ -289,6 +301,7 @@ mod tests {
                     "cpu" => vec![cores],
                     "realtime" => vec![cores, 2 * cores, 4 * cores],
                     "security" => vec![1],
+                    "hls" => vec![1],
                     other => panic!("unexpected suite {other}"),
                 };
                 assert_eq!(w.default_thread_counts(cores), expected, "{}", w.name);
