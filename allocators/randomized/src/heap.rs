@@ -80,9 +80,9 @@ const RANGE_MIN: usize = 8 << 10;
 const RESERVE: u64 = 32 << 10;
 /// A free that leaves a free block at least this large returns its whole pages to the OS
 /// (when they span at least [`RELEASE_SPAN`]).
-const RELEASE_MIN: usize = 64 << 10;
+const RELEASE_MIN: usize = 1 << 20;
 /// The least span of whole pages worth a `madvise` call.
-const RELEASE_SPAN: usize = 16 << 10;
+const RELEASE_SPAN: usize = 64 << 10;
 /// Free-list classes: 64 exact (32 B to 1040 B) and 4 per power of two above.
 const CLASSES: usize = 128;
 /// Classes per group of the two-level byte totals.
@@ -147,10 +147,9 @@ pub(crate) unsafe fn wr(addr: usize, value: usize) {
 /// [`claim_remote`]), set without rewriting the tag.
 #[inline(always)]
 pub(crate) fn tag(key: u64, h: usize, w0: usize, prev: usize) -> u32 {
-    let mut x = (h as u64 ^ key).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    x ^= ((w0 & !HUGE) as u64).rotate_left(29) ^ ((prev as u64) << 7);
-    x = x.wrapping_mul(0xD6E8_FEB8_6659_FD93);
-    (x ^ (x >> 32)) as u32
+    let x = (h as u64 ^ key ^ ((w0 & !HUGE) as u64).rotate_left(29) ^ ((prev as u64) << 7))
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (x >> 32) as u32
 }
 
 /// Writes the header of the block at `h`.
@@ -230,16 +229,18 @@ fn offsets(
     align: usize,
     max_offset: usize,
 ) -> (usize, usize, usize) {
+    // `step` is a power of two: round with masks, divide with shifts.
     let step = align.max(GRANULE);
-    let first = (start + HEADER).next_multiple_of(step) - (start + HEADER);
+    let mask = step - 1;
+    let first = ((start + HEADER + mask) & !mask) - (start + HEADER);
     if size < need {
         return (0, first, step);
     }
     let last = max_offset.min(size - need);
     let (zero, from) = if first == 0 {
-        (1, step.max(MIN_BLOCK).next_multiple_of(step))
+        (1, (MIN_BLOCK + mask) & !mask)
     } else if first < MIN_BLOCK {
-        (0, first + (MIN_BLOCK - first).next_multiple_of(step))
+        (0, first + ((MIN_BLOCK - first + mask) & !mask))
     } else {
         (0, first)
     };
@@ -247,7 +248,7 @@ fn offsets(
         return (0, from, step);
     }
     let rest = if from <= last {
-        (last - from) / step + 1
+        ((last - from) >> step.trailing_zeros()) + 1
     } else {
         0
     };
@@ -425,6 +426,8 @@ pub(crate) struct Arena {
     class_bytes: [u64; CLASSES],
     /// Bytes on the lists of each group of [`GROUP`] classes.
     group_bytes: [u64; CLASSES / GROUP],
+    /// Bit `c` set iff class `c` has a free block.
+    nonempty: [u64; CLASSES / 64],
     /// Bytes on all free lists.
     pool: u64,
     /// Header of the wilderness (0 if none).
@@ -552,7 +555,9 @@ impl Arena {
         }
     }
 
-    /// Bytes on the lists of classes `lo..=hi`.
+    /// Bytes on the lists of classes `lo..=hi`: classes to the end of `lo`'s group, whole
+    /// groups, then the classes of `hi`'s group.
+    #[inline]
     fn bytes_in(&self, lo: usize, hi: usize) -> u64 {
         let (glo, ghi) = (lo / GROUP, hi / GROUP);
         if glo == ghi {
@@ -564,49 +569,52 @@ impl Arena {
         head + middle + tail
     }
 
-    /// The class in `lo..=hi` holding byte `target` of their lists, counting from `lo`.
+    /// The class in `lo..=hi` holding byte `target` of their lists, counting from `lo`, in
+    /// the same order as [`bytes_in`](Self::bytes_in).
+    #[inline]
     fn class_at(&self, lo: usize, hi: usize, mut target: u64) -> usize {
         let mut class = lo;
-        // Whole classes up to the end of `lo`'s group, then whole groups, then classes.
-        while class <= hi {
-            if class.is_multiple_of(GROUP) && class + GROUP - 1 <= hi {
-                let g = self.group_bytes[class / GROUP];
-                if target >= g {
-                    target -= g;
-                    class += GROUP;
-                    continue;
-                }
-            }
-            let c = self.class_bytes[class];
-            if target < c {
+        let first_end = hi.min((lo / GROUP + 1) * GROUP - 1);
+        while class <= first_end {
+            let bytes = self.class_bytes[class];
+            if target < bytes {
                 return class;
             }
-            target -= c;
+            target -= bytes;
             class += 1;
         }
-        debug_assert!(false, "target beyond the classes' bytes");
+        let mut group = class / GROUP;
+        while group < hi / GROUP {
+            let bytes = self.group_bytes[group];
+            if target < bytes {
+                break;
+            }
+            target -= bytes;
+            group += 1;
+        }
+        class = class.max(group * GROUP);
+        while class < hi {
+            let bytes = self.class_bytes[class];
+            if target < bytes {
+                return class;
+            }
+            target -= bytes;
+            class += 1;
+        }
         hi
     }
 
     /// The smallest non-empty class above `class`, if any.
     fn next_nonempty_above(&self, class: usize) -> Option<usize> {
-        let mut g = (class + 1) / GROUP;
-        let mut c = class + 1;
-        while c < CLASSES {
-            if c.is_multiple_of(GROUP) {
-                while g < CLASSES / GROUP && self.group_bytes[g] == 0 {
-                    g += 1;
-                }
-                if g == CLASSES / GROUP {
-                    return None;
-                }
-                c = c.max(g * GROUP);
+        let from = class + 1;
+        for word in from / 64..CLASSES / 64 {
+            let mut bits = self.nonempty[word];
+            if word == from / 64 {
+                bits &= !0u64 << (from % 64);
             }
-            if self.head[c] != 0 {
-                return Some(c);
+            if bits != 0 {
+                return Some(word * 64 + bits.trailing_zeros() as usize);
             }
-            c += 1;
-            g = c / GROUP;
         }
         None
     }
@@ -626,6 +634,7 @@ impl Arena {
             wr(h + PREV, tail);
             if tail == 0 {
                 self.head[class] = h;
+                self.nonempty[class / 64] |= 1 << (class % 64);
             } else {
                 wr(tail + NEXT, h);
             }
@@ -671,6 +680,9 @@ impl Arena {
             } else {
                 wr(next + PREV, prev);
             }
+        }
+        if self.head[class] == 0 {
+            self.nonempty[class / 64] &= !(1 << (class % 64));
         }
         self.count(class, size as u64, false);
     }
@@ -1205,6 +1217,17 @@ impl Arena {
                 ));
             }
             listed += bytes;
+        }
+        for class in 0..CLASSES {
+            let bit = (self.nonempty[class / 64] >> (class % 64)) & 1 == 1;
+            if bit != (self.head[class] != 0) {
+                return Err(Corruption::with(
+                    "free-list non-empty bit wrong",
+                    self.head[class],
+                    class,
+                    0,
+                ));
+            }
         }
         for g in 0..CLASSES / GROUP {
             let sum: u64 = self.class_bytes[g * GROUP..(g + 1) * GROUP].iter().sum();

@@ -37,10 +37,22 @@ const TOMBSTONE: usize = 3;
 /// An arena and its lock, on their own cache lines.
 #[repr(C, align(64))]
 struct Slot {
+    /// Frees that found the arena busy; on a cache line of its own, so that their pushes
+    /// do not steal the holder's line.
+    remote: Padded<RemoteFrees>,
     lock: StateWord,
-    /// Frees that found the arena busy.
-    remote: RemoteFrees,
     arena: UnsafeCell<Arena>,
+}
+
+/// A value alone on its cache line(s).
+#[repr(C, align(128))]
+struct Padded<T>(T);
+
+impl<T> core::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
 /// The control block.
@@ -341,9 +353,10 @@ impl Root {
             unsafe { os::unmap(ptr::NonNull::new_unchecked(base as *mut u8), live.size) };
             return Ok(());
         }
-        let slot = &self.slots[self.arena_of(base)];
+        let index = self.arena_of(base);
+        let slot = &self.slots[index];
         if slot.lock.try_lock().is_none() {
-            // The arena is busy: queue the free for its holder rather than wait.
+            // Busy: queue the free for the arena's next holder rather than wait.
             // SAFETY: `payload` lies in a chunk of this heap (checked by `locate`).
             unsafe { claim_remote(self.key, payload) }?;
             // SAFETY: the claimed block's first payload word is ours to link through.
