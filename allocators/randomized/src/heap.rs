@@ -78,10 +78,13 @@ const RANGE: usize = 32;
 const RANGE_MIN: usize = 8 << 10;
 /// The least candidate free memory to choose from before carving fresh slack instead.
 const RESERVE: u64 = 32 << 10;
-/// A free that leaves a free block at least this large returns its whole pages to the OS
-/// (when they span at least [`RELEASE_SPAN`]).
+/// A free that leaves a free region at least this large gives its whole pages back to the
+/// OS (`madvise(MADV_DONTNEED)`), like glibc's trim threshold: not for every small hole,
+/// since each call costs a system call, page faults when the memory is used again, and a
+/// TLB shootdown that stalls every other thread of the process.
 const RELEASE_MIN: usize = 1 << 20;
-/// The least span of whole pages worth a `madvise` call.
+/// The least span of pages worth a `madvise` call around a block freed into a region whose
+/// pages were given back already.
 const RELEASE_SPAN: usize = 64 << 10;
 /// Free-list classes: 64 exact (32 B to 1040 B) and 4 per power of two above.
 const CLASSES: usize = 128;
@@ -99,6 +102,9 @@ pub(crate) const HUGE: usize = 4;
 pub(crate) const INTERNAL: usize = 8;
 /// All flag bits.
 pub(crate) const FLAGS: usize = 15;
+/// On a free block (where no other meaning applies), the HUGE bit says its whole pages
+/// were given back to the OS, so that merging more into it does not give them back again.
+const RELEASED: usize = HUGE;
 
 /// Free-block link offsets from the block's start.
 const NEXT: usize = 16;
@@ -935,6 +941,8 @@ impl Arena {
     /// `h` is a block of this arena that nobody uses any more.
     unsafe fn release(&mut self, h: usize, size: usize, prev: usize) {
         let (mut start, mut total, mut start_prev) = (h, size, prev);
+        // Whether every free neighbour merged here had its pages given back already.
+        let mut neighbours_released = true;
         // SAFETY: (whole block) neighbours are found through checked headers of this arena.
         unsafe {
             if prev != 0 {
@@ -944,6 +952,7 @@ impl Arena {
                     if lw0 & !FLAGS != prev {
                         os::fatal("corrupted block header (sizes disagree)", h + HEADER);
                     }
+                    neighbours_released &= lw0 & RELEASED != 0;
                     self.unlink(left, prev);
                     Self::poison(h);
                     (start, total, start_prev) = (left, total + prev, lprev);
@@ -952,30 +961,46 @@ impl Arena {
             let right = h + size;
             let (rw0, _) = self.get_or_die(right);
             let rsize = rw0 & !FLAGS;
-            if rw0 & WILD != 0 {
+            let wild = rw0 & WILD != 0;
+            if wild {
+                // The wilderness past its front was never touched (or was given back).
                 Self::poison(right);
                 total += rsize;
-                self.put(start, total | WILD, start_prev);
-                self.wild = start;
-                self.set_prev(start + total, total);
-            } else {
-                if rw0 & BUSY == 0 {
-                    self.unlink(right, rsize);
-                    Self::poison(right);
-                    total += rsize;
-                }
-                self.put(start, total, start_prev);
-                self.push(start, total);
-                self.set_prev(start + total, total);
+            } else if rw0 & BUSY == 0 {
+                neighbours_released &= rw0 & RELEASED != 0;
+                self.unlink(right, rsize);
+                Self::poison(right);
+                total += rsize;
             }
+            // Large free regions give their whole pages back: all of them the first time
+            // the region reaches RELEASE_MIN, then only around each block freed into it
+            // (when that is worth a system call).
+            let mut released = false;
             if total >= RELEASE_MIN {
                 let page = os::page_size();
-                let lo = (start + MIN_BLOCK).max(h.saturating_sub(page));
-                let hi = (start + total).min(h + size + page);
-                if hi >= lo + RELEASE_SPAN {
+                let (lo, hi) = if neighbours_released {
+                    let lo = (start + MIN_BLOCK).max(h.saturating_sub(page));
+                    (lo, (start + total).min(h + size + page))
+                } else {
+                    (start + MIN_BLOCK, start + total)
+                };
+                if hi >= lo + RELEASE_SPAN || !neighbours_released {
                     self.released_bytes += os::release_pages(lo, hi) as u64;
                 }
+                released = true;
             }
+            if wild {
+                self.put(start, total | WILD, start_prev);
+                self.wild = start;
+            } else {
+                self.put(
+                    start,
+                    total | if released { RELEASED } else { 0 },
+                    start_prev,
+                );
+                self.push(start, total);
+            }
+            self.set_prev(start + total, total);
         }
     }
 

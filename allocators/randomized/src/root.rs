@@ -99,6 +99,20 @@ impl core::ops::DerefMut for ArenaGuard<'_> {
     }
 }
 
+impl<'a> ArenaGuard<'a> {
+    /// The guard of `slot`, whose lock the caller just took; first frees the blocks other
+    /// threads queued there while it was busy, so that every lock hold sees them freed.
+    fn drained(slot: &'a Slot) -> Self {
+        let mut guard = ArenaGuard { slot };
+        if !slot.remote.is_empty() {
+            let queued = slot.remote.take_all();
+            // SAFETY: the stack holds blocks of this arena, whose lock is held.
+            unsafe { guard.drain(queued) };
+        }
+        guard
+    }
+}
+
 impl Drop for ArenaGuard<'_> {
     fn drop(&mut self) {
         self.slot.lock.unlock(0);
@@ -147,23 +161,17 @@ impl Root {
     #[inline]
     pub(crate) fn lock_any(&self) -> ArenaGuard<'_> {
         let first = preferred_arena();
-        let mut arena = (0..ARENAS)
+        (0..ARENAS)
             .map(|i| &self.slots[(first + i) % ARENAS])
             .find(|slot| slot.lock.try_lock().is_some())
-            .map_or_else(|| self.lock_arena(first), |slot| ArenaGuard { slot });
-        if !arena.slot.remote.is_empty() {
-            let queued = arena.slot.remote.take_all();
-            // SAFETY: the stack holds blocks of this arena, whose lock is held.
-            unsafe { arena.drain(queued) };
-        }
-        arena
+            .map_or_else(|| self.lock_arena(first), ArenaGuard::drained)
     }
 
-    /// Locks arena `index`.
+    /// Locks arena `index` (and frees what others queued there meanwhile).
     pub(crate) fn lock_arena(&self, index: usize) -> ArenaGuard<'_> {
         let slot = &self.slots[index];
         slot.lock.lock();
-        ArenaGuard { slot }
+        ArenaGuard::drained(slot)
     }
 
     // ----- chunk table ---------------------------------------------------------------
@@ -364,7 +372,7 @@ impl Root {
                 .push(payload, |next| unsafe { wr(payload, next) });
             return Ok(());
         }
-        let mut arena = ArenaGuard { slot };
+        let mut arena = ArenaGuard::drained(slot);
         // SAFETY: the chunk is the arena's and its lock is held.
         let live = unsafe { validate_in_chunk(self.key, payload) }?;
         // SAFETY: validated under this lock hold.
@@ -407,6 +415,7 @@ impl Root {
     pub(crate) fn lock_all(&self) {
         for slot in &self.slots {
             slot.lock.lock();
+            core::mem::forget(ArenaGuard::drained(slot));
         }
         self.table_lock.lock();
     }

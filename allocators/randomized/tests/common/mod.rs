@@ -1,0 +1,220 @@
+//! Helpers shared by the integration tests of `alloclab-randomized`: a small deterministic
+//! generator, block patterns, a finder for blocks whose neighbours are both live, and a
+//! harness that runs a misuse in a forked child and checks that it died of `SIGABRT` with
+//! the expected message.
+
+#![allow(dead_code)]
+
+use core::alloc::Layout;
+use core::ptr::NonNull;
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+
+use alloclab_randomized::Randomized;
+
+/// Bytes per chunk of the heap (the crate's `CHUNK`; chunks are aligned to it).
+pub const CHUNK: usize = 4 << 20;
+
+/// A layout, unwrapped.
+pub fn layout(size: usize, align: usize) -> Layout {
+    Layout::from_size_align(size, align).unwrap()
+}
+
+/// SplitMix64: a tiny, deterministic generator for the workloads (the heap's own randomness
+/// comes from its seed; this one only chooses the requests).
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    /// 64 pseudo-random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// An integer in `[0, n)` (`n > 0`; the multiply-shift bias is far below what the
+    /// workloads could notice).
+    pub fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
+    }
+
+    /// A size in `[lo, hi]`, log-uniformly distributed (as the harness's churn draws them).
+    pub fn log_uniform(&mut self, lo: usize, hi: usize) -> usize {
+        let u = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let (a, b) = ((lo as f64).ln(), ((hi + 1) as f64).ln());
+        ((a + u * (b - a)).exp() as usize).clamp(lo, hi)
+    }
+}
+
+/// Fills `len` bytes at `ptr` with `seed`.
+pub fn fill(ptr: NonNull<u8>, len: usize, seed: u8) {
+    // SAFETY: callers pass live blocks of at least `len` writable bytes.
+    unsafe { ptr.as_ptr().write_bytes(seed, len) };
+}
+
+/// Asserts that the `len` bytes at `ptr` all equal `seed`.
+pub fn expect_filled(ptr: NonNull<u8>, len: usize, seed: u8, what: &str) {
+    // SAFETY: callers pass live blocks of at least `len` bytes that they filled.
+    let bytes = unsafe { core::slice::from_raw_parts(ptr.as_ptr(), len) };
+    if let Some(i) = bytes.iter().position(|&b| b != seed) {
+        panic!(
+            "{what}: byte {i} of the block at {ptr:p} is {:#x}, expected {seed:#x}",
+            bytes[i]
+        );
+    }
+}
+
+/// Among `blocks` (live blocks of `heap`, and every live block of the heap's chunks), a
+/// block whose left and right neighbours in memory are both in `blocks`: `(p, left,
+/// right)` as indices. Freeing such a block coalesces with nothing, so its header stays a
+/// valid free-block header, and a second free of it must say "double free".
+pub fn sandwiched(heap: &Randomized, blocks: &[NonNull<u8>]) -> Option<(usize, usize, usize)> {
+    let usable: Vec<usize> = blocks
+        .iter()
+        .map(|p| heap.check_pointer(p.as_ptr()).expect("a live block"))
+        .collect();
+    // Next header address (payload + usable) -> index, and payload -> index.
+    let by_end: HashMap<usize, usize> = blocks
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.as_ptr() as usize + usable[i], i))
+        .collect();
+    let by_payload: HashMap<usize, usize> = blocks
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.as_ptr() as usize, i))
+        .collect();
+    blocks.iter().enumerate().find_map(|(i, p)| {
+        let p = p.as_ptr() as usize;
+        let left = *by_end.get(&(p - 16))?;
+        let right = *by_payload.get(&(p + usable[i] + 16))?;
+        Some((i, left, right))
+    })
+}
+
+/// Allocates `count` blocks of `size` bytes (filled) until one of them has live blocks on
+/// both sides; returns the blocks and the indices of [`sandwiched`].
+pub fn blocks_with_a_sandwich(
+    heap: &Randomized,
+    size: usize,
+    count: usize,
+) -> (Vec<NonNull<u8>>, (usize, usize, usize)) {
+    use alloclab_core::Allocator;
+    let blocks: Vec<NonNull<u8>> = (0..count)
+        .map(|i| {
+            let p = heap.allocate(layout(size, 16)).unwrap();
+            fill(p, size, i as u8 | 1);
+            p
+        })
+        .collect();
+    let found = sandwiched(heap, &blocks).unwrap_or_else(|| {
+        panic!("no {size}-byte block among {count} has live blocks on both sides")
+    });
+    (blocks, found)
+}
+
+/// Exit status of a child whose misuse returned (was not caught).
+const SURVIVED: i32 = 0;
+/// Exit status of a child whose misuse panicked.
+const PANICKED: i32 = 101;
+
+/// Runs `misuse` in a forked child whose standard error goes to a pipe, and asserts that
+/// the child died of `SIGABRT` having written one of `expected` (and the heap's prefix);
+/// returns what it wrote.
+///
+/// The test binary is multi-threaded (tests run on threads), so the child, a copy of this
+/// thread alone, does only the misuse on heaps this test built (no other thread holds
+/// their locks), with no allocation from the process's allocator on the expected path,
+/// then `_exit`s if it is still alive. A child that survives (or panics, or hangs for 20 s
+/// and dies of `SIGALRM`) fails the test with a message saying so.
+pub fn expect_abort(expected: &[&str], misuse: impl FnOnce()) -> String {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe failed");
+    let (read_end, write_end) = (fds[0], fds[1]);
+    // SAFETY: the child only uses async-signal-safe calls and memory it inherited, then
+    // leaves with `_exit` (no destructors, no atexit handlers, no flushing of shared state).
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        // SAFETY: plain system calls on descriptors and limits this process owns.
+        unsafe {
+            libc::close(read_end);
+            libc::dup2(write_end, 2);
+            libc::close(write_end);
+            let no_core = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+            libc::alarm(20);
+        }
+        let survived = std::panic::catch_unwind(AssertUnwindSafe(misuse)).is_ok();
+        // SAFETY: ends the child without running anything of the parent's.
+        unsafe { libc::_exit(if survived { SURVIVED } else { PANICKED }) }
+    }
+    // SAFETY: the parent's copy of the write end; the child has its own.
+    unsafe { libc::close(write_end) };
+    let mut out = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        // SAFETY: `buf` is a writable buffer of its length.
+        let n = unsafe { libc::read(read_end, buf.as_mut_ptr().cast(), buf.len()) };
+        if n > 0 {
+            out.extend_from_slice(&buf[..n as usize]);
+        } else if n == 0
+            || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+        {
+            break;
+        }
+    }
+    // SAFETY: our descriptor, closed once.
+    unsafe { libc::close(read_end) };
+    let mut status = 0;
+    loop {
+        // SAFETY: waits for our own child.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            break;
+        }
+        assert_eq!(
+            std::io::Error::last_os_error().kind(),
+            std::io::ErrorKind::Interrupted,
+            "waitpid failed"
+        );
+    }
+    let stderr = String::from_utf8_lossy(&out).into_owned();
+    if libc::WIFEXITED(status) {
+        let code = libc::WEXITSTATUS(status);
+        let how = match code {
+            SURVIVED => "survived the misuse (it was not caught)",
+            PANICKED => "panicked instead of aborting",
+            _ => "exited",
+        };
+        panic!(
+            "the child {how}: exit status {code}; expected an abort with one of {expected:?}; its stderr: {stderr:?}"
+        );
+    }
+    assert!(
+        libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGABRT,
+        "the child died of signal {} instead of SIGABRT ({}); its stderr: {stderr:?}",
+        libc::WTERMSIG(status),
+        libc::SIGABRT
+    );
+    assert!(
+        stderr.contains("alloclab-randomized: "),
+        "the abort message lacks the heap's prefix: {stderr:?}"
+    );
+    assert!(
+        expected.iter().any(|m| stderr.contains(m)),
+        "the child aborted, but its message {stderr:?} contains none of {expected:?}"
+    );
+    stderr
+}

@@ -1,0 +1,281 @@
+//! Misuse of the randomized heap, each case in a forked child: double frees (immediate,
+//! delayed, interleaved), invalid frees (stack, unaligned, interior, foreign mapping,
+//! static, never returned, freed huge block) and overwritten headers (the block's own, its
+//! right neighbour's). Every one must abort the child with `SIGABRT` and the message glibc
+//! users expect; a child that survives fails the test.
+//!
+//! All setup (allocations, first frees, churn) happens in the parent, with heaps built by
+//! `with_seed` so that the layouts are reproducible; the child only performs the final
+//! misuse (and any corrupting write), then dies.
+
+mod common;
+
+use core::ptr::NonNull;
+
+use alloclab_core::{Allocator, HostAllocator, MallocHeap};
+use alloclab_randomized::Randomized;
+use common::{Rng, blocks_with_a_sandwich, expect_abort, fill, layout};
+
+const DOUBLE: &str = "free(): double free detected";
+const BAD_HEADER: &str = "free(): invalid pointer or corrupted block header";
+const FOREIGN: &str = "free(): invalid pointer (not from this heap)";
+const MISALIGNED: &str = "free(): invalid pointer (not 16-byte aligned)";
+const NEIGHBOUR: &str = "corrupted block header (heap overflow?)";
+
+/// Frees `ptr` through the unsized (C `free`) entry point.
+fn free(heap: &Randomized, ptr: *mut u8) {
+    // SAFETY: none: these tests call it on pointers that are not live blocks on purpose,
+    // in a child process that must abort before the heap could be harmed.
+    unsafe { heap.deallocate_unsized(NonNull::new(ptr).unwrap()) };
+}
+
+/// Frees every block of `blocks` but those in `keep_out` (which the test freed itself).
+fn free_rest(heap: &Randomized, blocks: &[NonNull<u8>], keep_out: &[usize]) {
+    for (i, p) in blocks.iter().enumerate() {
+        if !keep_out.contains(&i) {
+            free(heap, p.as_ptr());
+        }
+    }
+    heap.check().expect("the parent's heap stays consistent");
+    assert_eq!(heap.counters().live_bytes, 0);
+}
+
+#[test]
+fn immediate_double_free_aborts_with_double_free() {
+    let heap = Randomized::with_seed(1).unwrap();
+    let (blocks, (p, _, _)) = blocks_with_a_sandwich(&heap, 64, 3000);
+    free(&heap, blocks[p].as_ptr());
+    let err = heap.check_pointer(blocks[p].as_ptr()).unwrap_err();
+    assert!(err.contains("double free"), "{err}");
+    expect_abort(&[DOUBLE], || free(&heap, blocks[p].as_ptr()));
+    free_rest(&heap, &blocks, &[p]);
+}
+
+#[test]
+fn immediate_double_free_of_a_coalesced_block_still_aborts() {
+    // The only block of a fresh heap merges back into the wilderness when freed: its header
+    // is gone, so the second free is caught as a pointer the heap does not hand out.
+    let heap = Randomized::with_seed(2).unwrap();
+    let p = heap.allocate(layout(100, 8)).unwrap();
+    free(&heap, p.as_ptr());
+    expect_abort(&[DOUBLE, BAD_HEADER], || free(&heap, p.as_ptr()));
+    heap.check().unwrap();
+}
+
+#[test]
+fn delayed_double_free_aborts() {
+    let heap = Randomized::with_seed(3).unwrap();
+    let (blocks, (p, _, _)) = blocks_with_a_sandwich(&heap, 64, 3000);
+    free(&heap, blocks[p].as_ptr());
+    // A thousand allocations and frees in between, some of the same size: the freed
+    // block may be reused and freed again, merged or split meanwhile.
+    let mut rng = Rng::new(3);
+    let mut churn = Vec::new();
+    for i in 0..1000 {
+        let size = if i % 4 == 0 {
+            64
+        } else {
+            rng.log_uniform(16, 4096)
+        };
+        churn.push(heap.allocate(layout(size, 16)).unwrap());
+        if churn.len() > 20 || i == 999 {
+            while let Some(q) = churn.pop() {
+                free(&heap, q.as_ptr());
+            }
+        }
+    }
+    expect_abort(&[DOUBLE, BAD_HEADER], || free(&heap, blocks[p].as_ptr()));
+    free_rest(&heap, &blocks, &[p]);
+}
+
+#[test]
+fn interleaved_double_free_aborts_with_double_free() {
+    let heap = Randomized::with_seed(4).unwrap();
+    let (blocks, (p, left, right)) = blocks_with_a_sandwich(&heap, 64, 3000);
+    // Another block, not a neighbour of p: freeing it cannot touch p's header.
+    let q = (0..blocks.len())
+        .find(|&i| ![p, left, right].contains(&i))
+        .unwrap();
+    free(&heap, blocks[p].as_ptr());
+    free(&heap, blocks[q].as_ptr());
+    expect_abort(&[DOUBLE], || free(&heap, blocks[p].as_ptr()));
+    free_rest(&heap, &blocks, &[p, q]);
+}
+
+#[test]
+fn reallocating_a_freed_block_aborts_with_double_free() {
+    let heap = Randomized::with_seed(5).unwrap();
+    let (blocks, (p, _, _)) = blocks_with_a_sandwich(&heap, 64, 3000);
+    free(&heap, blocks[p].as_ptr());
+    expect_abort(&[DOUBLE], || {
+        // SAFETY: none, on purpose (see `free`).
+        let _ = unsafe { heap.reallocate(blocks[p], layout(64, 16), 100) };
+    });
+    free_rest(&heap, &blocks, &[p]);
+}
+
+#[test]
+fn freeing_a_stack_address_aborts() {
+    let heap = Randomized::with_seed(6).unwrap();
+    let live = heap.allocate(layout(64, 8)).unwrap();
+    #[repr(align(16))]
+    struct Local([u8; 64]);
+    let mut local = Local([7; 64]);
+    let on_stack = local.0.as_mut_ptr();
+    expect_abort(&[FOREIGN], || free(&heap, on_stack));
+    free(&heap, live.as_ptr());
+}
+
+#[test]
+fn freeing_an_unaligned_pointer_aborts() {
+    let heap = Randomized::with_seed(7).unwrap();
+    let p = heap.allocate(layout(256, 16)).unwrap();
+    for delta in [1usize, 8] {
+        // SAFETY: inside the 256-byte block.
+        let inside = unsafe { p.as_ptr().add(delta) };
+        expect_abort(&[MISALIGNED], || free(&heap, inside));
+    }
+    free(&heap, p.as_ptr());
+    heap.check().unwrap();
+}
+
+#[test]
+fn freeing_an_interior_pointer_aborts() {
+    let heap = Randomized::with_seed(8).unwrap();
+    let p = heap.allocate(layout(256, 16)).unwrap();
+    fill(p, 256, 0x5a);
+    for delta in [16usize, 32, 128, 240] {
+        // SAFETY: inside the 256-byte block.
+        let inside = unsafe { p.as_ptr().add(delta) };
+        expect_abort(&[BAD_HEADER], || free(&heap, inside));
+    }
+    free(&heap, p.as_ptr());
+    heap.check().unwrap();
+}
+
+#[test]
+fn freeing_a_foreign_mapping_aborts() {
+    let heap = Randomized::with_seed(9).unwrap();
+    let live = heap.allocate(layout(64, 8)).unwrap();
+    // SAFETY: a fresh anonymous page, unmapped below.
+    let page = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(page, libc::MAP_FAILED);
+    let page = page.cast::<u8>();
+    // SAFETY: inside the page.
+    let middle = unsafe { page.add(2048) };
+    expect_abort(&[FOREIGN], || free(&heap, page));
+    expect_abort(&[FOREIGN], || free(&heap, middle));
+    // SAFETY: mapped above, unmapped once.
+    unsafe { libc::munmap(page.cast(), 4096) };
+    free(&heap, live.as_ptr());
+}
+
+#[test]
+fn freeing_a_static_aborts() {
+    #[repr(align(16))]
+    struct Aligned([u8; 64]);
+    static DATA: Aligned = Aligned([1; 64]);
+    let heap = Randomized::with_seed(10).unwrap();
+    let live = heap.allocate(layout(64, 8)).unwrap();
+    let at = DATA.0.as_ptr().cast_mut();
+    expect_abort(&[FOREIGN], || free(&heap, at));
+    free(&heap, live.as_ptr());
+}
+
+#[test]
+fn freeing_a_never_returned_heap_address_aborts() {
+    // Inside a chunk of this heap, but in the untouched wilderness: no header there.
+    let heap = Randomized::with_seed(11).unwrap();
+    let p = heap.allocate(layout(64, 16)).unwrap();
+    let wilderness = ((p.as_ptr() as usize & !(common::CHUNK - 1)) + common::CHUNK / 2) as *mut u8;
+    expect_abort(&[BAD_HEADER], || free(&heap, wilderness));
+    free(&heap, p.as_ptr());
+}
+
+#[test]
+fn freeing_a_freed_huge_block_aborts() {
+    let heap = Randomized::with_seed(12).unwrap();
+    let huge = heap.allocate(layout(1 << 20, 16)).unwrap();
+    free(&heap, huge.as_ptr());
+    expect_abort(&[FOREIGN], || free(&heap, huge.as_ptr()));
+    let live = heap.allocate(layout(1 << 20, 16)).unwrap();
+    // SAFETY: inside the live huge block.
+    let interior = unsafe { live.as_ptr().add(4096) };
+    expect_abort(&[BAD_HEADER], || free(&heap, interior));
+    free(&heap, live.as_ptr());
+    heap.check().unwrap();
+}
+
+#[test]
+fn overwriting_a_blocks_header_aborts_its_free() {
+    let heap = Randomized::with_seed(13).unwrap();
+    let (blocks, (p, _, _)) = blocks_with_a_sandwich(&heap, 64, 3000);
+    let other = heap.allocate(layout(300, 16)).unwrap();
+    for target in [blocks[p], other] {
+        expect_abort(&[BAD_HEADER], || {
+            // SAFETY: none, on purpose: the 16 bytes before the payload are the heap's
+            // header (an underflow of the block, or an overflow of its left neighbour).
+            unsafe { target.as_ptr().sub(16).write_bytes(0x41, 16) };
+            free(&heap, target.as_ptr());
+        });
+    }
+    free(&heap, other.as_ptr());
+    free_rest(&heap, &blocks, &[]);
+}
+
+#[test]
+fn overwriting_the_right_neighbours_header_aborts_the_free() {
+    let heap = Randomized::with_seed(14).unwrap();
+    let (blocks, (p, _, right)) = blocks_with_a_sandwich(&heap, 64, 3000);
+    let single = heap.allocate(layout(100, 16)).unwrap();
+    // A live right neighbour (p's) and a free or wilderness one (the first block's, in
+    // most layouts): free reads either when it coalesces.
+    for target in [blocks[p], single] {
+        // SAFETY: `target` is live.
+        let usable = unsafe { heap.usable_size(target) };
+        expect_abort(&[NEIGHBOUR], || {
+            // SAFETY: none, on purpose: a 16-byte linear overflow past the usable end.
+            unsafe { target.as_ptr().add(usable).write_bytes(0x42, 16) };
+            free(&heap, target.as_ptr());
+        });
+    }
+    // The neighbour itself fails its own check too.
+    let neighbour = blocks[right];
+    expect_abort(&[BAD_HEADER], || {
+        // SAFETY: as above.
+        unsafe { neighbour.as_ptr().sub(16).write_bytes(0x42, 16) };
+        free(&heap, neighbour.as_ptr());
+    });
+    free(&heap, single.as_ptr());
+    free_rest(&heap, &blocks, &[]);
+}
+
+#[test]
+fn usable_size_of_a_freed_block_aborts() {
+    let heap = Randomized::with_seed(15).unwrap();
+    let (blocks, (p, _, _)) = blocks_with_a_sandwich(&heap, 64, 3000);
+    free(&heap, blocks[p].as_ptr());
+    expect_abort(&[DOUBLE], || {
+        // SAFETY: none, on purpose.
+        let _ = unsafe { heap.usable_size(blocks[p]) };
+    });
+    free_rest(&heap, &blocks, &[p]);
+}
+
+#[test]
+#[should_panic(expected = "survived the misuse")]
+fn a_child_that_survives_fails_the_test() {
+    // The harness itself: a "misuse" that is in fact a correct free must be reported.
+    let heap = Randomized::with_seed(16).unwrap();
+    let p = heap.allocate(layout(64, 16)).unwrap();
+    expect_abort(&[DOUBLE], || free(&heap, p.as_ptr()));
+}
