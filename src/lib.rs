@@ -11,9 +11,9 @@
 //! The harness (binary `alloclab`, crate `alloclab-harness`) is described in the README.
 
 pub use alloclab_core::{
-    AllocError, AllocErrorKind, Allocator, BlockHandle, Checked, GlobalAdapter, GlobalAllocHeap,
-    HostAllocator, MallocHeap, Policy, Stats, SystemHeap, Violation, checked, move_block,
-    resized_layout, sync,
+    AllocError, AllocErrorKind, Allocator, BlockHandle, Checked, ForkHooks, GlobalAdapter,
+    GlobalAllocHeap, HostAllocator, MallocHeap, Policy, Stats, SystemHeap, Violation, checked,
+    move_block, resized_layout, sync,
 };
 
 /// The README's examples, compiled and run as doc tests so that they cannot rot.
@@ -24,3 +24,11 @@ pub struct ReadmeDoctests;
 /// The wait-free span allocator (crate `alloclab-wfspan`).
 #[cfg(feature = "wfspan")]
 pub use alloclab_wfspan::{self as wfspan, WfSpan};
+
+/// The randomized allocator whose state is one word (crate `alloclab-randomized`).
+#[cfg(feature = "randomized")]
+pub use alloclab_randomized::{self as randomized, Randomized};
+
+/// The on-chip memory model of an HLS many-accelerator FPGA (crate `alloclab-hls`).
+#[cfg(feature = "hls")]
+pub use alloclab_hls as hls;
