@@ -83,6 +83,9 @@ const RESERVE: u64 = 32 << 10;
 /// since each call costs a system call, page faults when the memory is used again, and a
 /// TLB shootdown that stalls every other thread of the process.
 const RELEASE_MIN: usize = 1 << 20;
+/// ... and only once the arena's free lists hold more than this, and more than its live
+/// bytes: a heap that shrank, not one that frees and reallocates the same memory.
+const TRIM_MIN: u64 = 4 << 20;
 /// The least span of pages worth a `madvise` call around a block freed into a region whose
 /// pages were given back already.
 const RELEASE_SPAN: usize = 64 << 10;
@@ -972,11 +975,14 @@ impl Arena {
                 Self::poison(right);
                 total += rsize;
             }
-            // Large free regions give their whole pages back: all of them the first time
+            // Large free regions give their whole pages back, once the arena holds more
+            // free memory than live (and at least TRIM_MIN): all of them the first time
             // the region reaches RELEASE_MIN, then only around each block freed into it
-            // (when that is worth a system call).
+            // (when that is worth a system call). A heap that frees and reallocates the
+            // same memory over and over keeps it.
             let mut released = false;
-            if total >= RELEASE_MIN {
+            let slack = self.pool + if wild { 0 } else { total as u64 };
+            if total >= RELEASE_MIN && slack > TRIM_MIN.max(self.live_bytes) {
                 let page = os::page_size();
                 let (lo, hi) = if neighbours_released {
                     let lo = (start + MIN_BLOCK).max(h.saturating_sub(page));
