@@ -1048,6 +1048,22 @@ impl Arena {
     ///
     /// `live` came from [`validate_in_chunk`] under this lock hold.
     pub(crate) unsafe fn resize_in_place(&mut self, live: Live, payload: usize) -> bool {
+        // SAFETY: forwarded.
+        let resized = unsafe { self.resize_block(live, payload) };
+        if resized {
+            // `Stats` counts a reallocation as a free and an allocation, moved or not.
+            self.allocations += 1;
+            self.deallocations += 1;
+        }
+        resized
+    }
+
+    /// [`resize_in_place`](Self::resize_in_place) without the counters.
+    ///
+    /// # Safety
+    ///
+    /// As `resize_in_place`.
+    unsafe fn resize_block(&mut self, live: Live, payload: usize) -> bool {
         let need = (payload.next_multiple_of(GRANULE) + HEADER).max(MIN_BLOCK);
         let (h, size) = (live.header, live.size);
         // SAFETY: (whole block) `h` is a live block; its right neighbour is reached through
