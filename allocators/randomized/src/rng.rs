@@ -24,10 +24,14 @@ impl Rng {
         self.0.next_u64()
     }
 
-    /// A uniformly random integer in `[0, n)`; `n` must not be 0.
+    /// A uniformly random integer in `[0, n)`; `n` must not be 0. Draws 32-bit words when
+    /// `n` fits in one (half the generator output per draw), 64-bit ones otherwise.
     #[inline]
     pub(crate) fn below(&mut self, n: u64) -> u64 {
-        below(n, || self.0.next_u64())
+        match u32::try_from(n) {
+            Ok(small) => u64::from(below(small, || self.0.next_u32())),
+            Err(_) => below(n, || self.0.next_u64()),
+        }
     }
 }
 
@@ -49,6 +53,16 @@ impl Word for u64 {
     }
     fn narrow(x: u128) -> Self {
         x as u64
+    }
+}
+
+impl Word for u32 {
+    const BITS: u32 = 32;
+    fn wide(self) -> u128 {
+        u128::from(self)
+    }
+    fn narrow(x: u128) -> Self {
+        x as u32
     }
 }
 
