@@ -1,0 +1,21 @@
+//! A crash-consistent persistent heap (work in progress: the persistence layer and the pool
+//! file format; the allocator itself is next).
+//!
+//! Everything that makes bytes durable goes through one narrow interface, [`Medium`]:
+//! bytes at offsets of one mapping, made durable by [`Medium::flush`] and
+//! [`Medium::fence`]. Three kinds of medium implement it:
+//!
+//! * a file mapped through **libpmem** (`pmem_map_file`, `pmem_flush`, `pmem_drain`; loaded
+//!   at run time with `dlopen`, so the crate builds and runs without PMDK);
+//! * a file mapped with `mmap` and flushed **natively** (CLWB or CLFLUSHOPT chosen at run
+//!   time, then SFENCE; `msync` when the file is not persistent memory);
+//! * a **simulator**: a durable image beside the working one, into which flushes and fences
+//!   move cache lines, and which can produce the image a crash would leave.
+//!
+//! The pool format ([`pool`]) sits on any medium: a versioned, checksummed header, a root
+//! object, position-independent offsets and typed persistent pointers.
+
+pub mod persist;
+pub mod pool;
+
+pub use persist::{Medium, MediumKind, PersistStats};

@@ -1,0 +1,1 @@
+//! The pool format: header, root object, persistent pointers (on any [`Medium`](crate::Medium)).
