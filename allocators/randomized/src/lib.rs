@@ -31,42 +31,48 @@
 //!
 //! # The design
 //!
-//! * **One word of state**: the address of the control block, with a lock bit (see
-//!   `lock.rs`). The control block (free lists, a Fenwick tree of their byte totals, the
-//!   ChaCha8 generator, the header key, counters and the table of mappings) lives in band at
-//!   the start of the first 4 MiB chunk, which the first allocation maps.
-//! * **Blocks** carry a 16-byte header (size and flags; previous block's size and a 32-bit
-//!   keyed tag). Free blocks are on doubly linked lists threaded through them, one per
-//!   size class (exact up to 1040 B, four per power of two above).
-//! * **Allocation** draws a fitting free block with probability proportional to its size,
-//!   and an offset inside it uniformly among all aligned offsets that leave the slack before
-//!   it large enough to stand as a free block; both slacks go back to the lists. When the
-//!   fitting free memory is below max(64 KiB, live/8), the object comes from the chunk's
-//!   untouched end (the wilderness) at a random offset within 8 KiB of its front instead,
-//!   which refills the pool. Blocks above 256 KiB get their own mapping.
+//! * **One word of state**: the address of the control block, with a lock bit that guards
+//!   its construction at the first allocation (see `lock.rs`). The control block (eight
+//!   arenas, the header key, the table of every mapping, counters) lives in band at the
+//!   start of the first 4 MiB chunk.
+//! * **Blocks** carry a 16-byte header (size and flags; the previous block's size and a
+//!   32-bit keyed tag). Free blocks are on doubly linked lists threaded through them, one
+//!   per size class (exact up to 1040 B, four per power of two above), per arena.
+//! * **Allocation** draws a fitting free block, among those at most 32 times the request
+//!   (at least 8 KiB), with probability proportional to its size, and an offset inside it
+//!   uniformly among all aligned offsets that leave the slack before it large enough to
+//!   stand as a free block; both slacks go back to the lists. When those candidates hold
+//!   less than 32 KiB, the object goes at a random offset within the first 8 KiB of a larger
+//!   free block or of the chunk's untouched end (the wilderness) instead, which refills the
+//!   pool. Blocks above 256 KiB get their own mapping.
 //! * **Free** checks the pointer (in a mapping of this heap, a header whose keyed tag
-//!   verifies, busy), then coalesces with both neighbours, and gives the whole pages of a
-//!   large free region back to the OS (`madvise(MADV_DONTNEED)`). A freed block joins the
-//!   back of its list, behind every other free block of its class.
-//! * **Random numbers**: ChaCha8 seeded from `getrandom`; bounded draws by Lemire's method,
-//!   with no modulo bias. After `fork` the child reseeds ([`Randomized::after_fork_in_child`]).
+//!   verifies, busy), then coalesces with both neighbours. A freed block joins the back of
+//!   its list, behind every other free block of its class. Free regions of 1 MiB and more
+//!   give their whole pages back to the OS once the arena holds more free memory than live.
+//! * **Threads**: each arena has its own lock, a word in band; a thread prefers the arena
+//!   its `pthread_self` selects (no thread-local state) and takes another when it is busy.
+//!   A free that finds its block's arena busy queues the block on a lock-free stack that the
+//!   arena's next holder drains (`remote.rs`).
+//! * **Random numbers**: ChaCha8 seeded from `getrandom`, one generator per arena; bounded
+//!   draws by Lemire's method, with no modulo bias. After `fork` the child reseeds (through
+//!   [`ForkHooks::after_fork_in_child`](alloclab_core::ForkHooks::after_fork_in_child)).
 //!
 //! # Guarantees and limits
 //!
-//! * Thread-safe through the lock bit: operations block while another thread holds it.
-//!   Nothing is per-thread, so there is no thread-local cache to exploit and nothing to
-//!   leak when threads exit; the price is contention on many cores.
-//! * Detected and fatal: double frees of blocks still free, frees of pointers that are
-//!   misaligned, outside the heap, interior, or whose header was overwritten; free-list
-//!   links corrupted by an overflow (checked before every unlink). A block freed, then
-//!   reallocated at the same address, then freed through the stale pointer cannot be told
-//!   from a legitimate free (no allocator without quarantine can); placement makes that
-//!   coincidence rare.
+//! * Thread-safe through the arena locks: an operation blocks while another thread holds
+//!   its arena. Nothing is per-thread, so there is no thread-local cache to exploit and
+//!   nothing to leak when threads exit; the price is a lock per operation.
+//! * Detected and fatal: double frees of blocks still free (or queued), frees of pointers
+//!   that are misaligned, outside the heap, interior, or whose header was overwritten;
+//!   free-list links corrupted by an overflow (checked before every unlink); a neighbour's
+//!   header overwritten (checked when a free merges). A block freed, then reallocated at the
+//!   same address, then freed through the stale pointer cannot be told from a legitimate
+//!   free (no allocator without quarantine can); placement makes that coincidence rare.
 //! * The tag is a keyed hash, not a MAC: it stops blind overwrites and stale pointers, not
 //!   an attacker who can already read the heap (and so the key).
 //! * It does not solve fragmentation: random offsets split free blocks where a first fit
 //!   would not. The `cpu` suite of `alloclab-harness` measures the footprint against glibc.
-//! * Alignments above 2 MiB are refused; sizes above `isize::MAX` are refused.
+//! * Alignments above 2 MiB are refused; sizes above `isize::MAX / 2` are refused.
 
 #![cfg_attr(loom, allow(dead_code))]
 
