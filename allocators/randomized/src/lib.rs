@@ -38,8 +38,9 @@
 //! * **Blocks** carry a 16-byte header (size and flags; the previous block's size and a
 //!   32-bit keyed tag). Free blocks are on doubly linked lists threaded through them, one
 //!   per size class (exact up to 1040 B, four per power of two above), per arena.
-//! * **Allocation** draws a fitting free block, among those at most 32 times the request
-//!   (at least 8 KiB), with probability proportional to its size, and an offset inside it
+//! * **Allocation** draws a fitting free block among those at most 32 times the request
+//!   (at least 8 KiB; twice the request plus 8 KiB above 1 KiB): a class with probability
+//!   proportional to its number of free blocks, then its oldest block; and an offset inside it
 //!   uniformly among all aligned offsets that leave the slack before it large enough to
 //!   stand as a free block; both slacks go back to the lists. When those candidates hold
 //!   less than 32 KiB, the object goes at a random offset within the first 8 KiB of a larger
