@@ -47,9 +47,10 @@
 //! slack on either side goes back to the free lists. Drawing by count rather than by bytes
 //! splits large free blocks less often (less fragmentation) at no cost in entropy here.
 //!
-//! When those candidates hold fewer than [`RESERVE`] bytes, the object instead goes at a
-//! uniformly random offset within the first [`WINDOW`] bytes of a larger free block (the
-//! smallest there is) or else of the wilderness, which adds that slack to the candidates:
+//! When there are fewer than [`RESERVE_BLOCKS`] candidates holding fewer than [`RESERVE`]
+//! bytes, the object instead goes at a uniformly random offset within the first [`WINDOW`]
+//! bytes of a larger free block (the smallest there is) or else of the wilderness, which
+//! adds that slack to the candidates:
 //! so the pool the choice is made from never shrinks to a few blocks, and a steady-state
 //! heap stays as unpredictable as a fresh one. Limiting candidates to blocks of comparable
 //! size keeps small objects from being scattered through large free blocks, which would
@@ -79,8 +80,10 @@ pub(crate) const WINDOW: usize = 8 << 10;
 const RANGE: usize = 32;
 /// ... or this many bytes, if more.
 const RANGE_MIN: usize = 8 << 10;
-/// The least candidate free memory to choose from before carving fresh slack instead.
+/// The least candidate free memory to choose from before carving fresh slack instead ...
 const RESERVE: u64 = 32 << 10;
+/// ... unless there are at least this many candidate blocks.
+const RESERVE_BLOCKS: u64 = 128;
 /// A free that leaves a free region at least this large gives its whole pages back to the
 /// OS (`madvise(MADV_DONTNEED)`), like glibc's trim threshold: not for every small hole,
 /// since each call costs a system call, page faults when the memory is used again, and a
@@ -752,12 +755,15 @@ impl Arena {
             2 * want + WINDOW
         };
         let last = class_of(cap.min(CHUNK)).max(first);
-        let candidates = self.bytes_in(first, last);
+        let blocks = self.blocks_in(first, last);
+        // Enough candidates: many blocks, or (fewer, but large ones) many bytes.
+        let enough =
+            blocks >= RESERVE_BLOCKS || (blocks > 0 && self.bytes_in(first, last) >= RESERVE);
         // SAFETY: (whole block) every address below is a block of this arena reached from
         // its lists, its wilderness or its own headers, under the lock.
         unsafe {
-            if candidates >= RESERVE {
-                return Some(self.place_in_class(first, last, need, align));
+            if enough {
+                return Some(self.place_in_class(first, last, blocks, need, align));
             }
             // Too few candidates: carve fresh slack from the front of the smallest larger
             // block, or of the wilderness.
@@ -779,8 +785,8 @@ impl Arena {
             if self.wild != 0 && self.wild_end - self.wild >= want + MIN_BLOCK {
                 return Some(self.carve(need, align));
             }
-            if candidates > 0 {
-                return Some(self.place_in_class(first, last, need, align));
+            if blocks > 0 {
+                return Some(self.place_in_class(first, last, blocks, need, align));
             }
             if let Some(class) = partial {
                 let mut h = self.head[class];
@@ -808,15 +814,15 @@ impl Arena {
     ///
     /// # Safety
     ///
-    /// Those classes hold a block, and all their blocks fit `need` at `align`.
+    /// Those classes hold `blocks > 0` blocks, all of which fit `need` at `align`.
     unsafe fn place_in_class(
         &mut self,
         first: usize,
         last: usize,
+        blocks: u64,
         need: usize,
         align: usize,
     ) -> usize {
-        let blocks = self.blocks_in(first, last);
         let target = self.rng.below(blocks);
         let class = self.class_of_block(first, last, target);
         let h = self.head[class];
