@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 const IMAGES: usize = 64;
 
 fn store_u64(medium: &SimMedium, offset: usize, value: u64) {
-    assert!(offset % 8 == 0 && offset + 8 <= medium.len());
+    assert!(offset.is_multiple_of(8) && offset + 8 <= medium.len());
     // SAFETY: aligned, in bounds, and the test is single-threaded.
     unsafe { medium.base().add(offset).cast::<u64>().write(value) };
 }
