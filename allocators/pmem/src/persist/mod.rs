@@ -209,3 +209,13 @@ pub fn open_best(path: impl AsRef<Path>) -> Result<Box<dyn Medium>, MediumError>
         Err(_) => Ok(Box::new(FileMedium::open(path)?)),
     }
 }
+
+impl std::fmt::Debug for dyn Medium {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Medium")
+            .field("kind", &self.kind())
+            .field("len", &self.len())
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
