@@ -127,8 +127,9 @@ pub struct SimMedium {
 // SAFETY: the working image is heap memory owned by the medium until drop; all other state
 // sits behind mutexes. Stores through `base()` are synchronized by their callers.
 unsafe impl Send for SimMedium {}
-// SAFETY: as for `Send`; `&SimMedium` reads the working image only under the state mutex
-// (see the module docs for the race a caller must avoid).
+// SAFETY: as for `Send`; through `&SimMedium` the bookkeeping changes only under its
+// mutexes, and the working image is only read (by flushes, crash images and copies); the
+// module docs name the race with a caller's unordered store that a caller must avoid.
 unsafe impl Sync for SimMedium {}
 
 impl fmt::Debug for SimMedium {
