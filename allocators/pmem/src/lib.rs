@@ -18,4 +18,7 @@
 pub mod persist;
 pub mod pool;
 
-pub use persist::{Medium, MediumKind, PersistStats};
+pub use persist::{
+    FileMedium, Medium, MediumError, MediumKind, PersistStats, PmemFileMedium, SimMedium,
+    create_best, open_best,
+};

@@ -1,4 +1,37 @@
 //! The persistence interface and its three media.
+//!
+//! [`Medium`] is the one narrow interface: bytes at offsets `0..len()` of one mapping, made
+//! durable by [`Medium::flush`] then [`Medium::fence`]. Its implementations, one per file:
+//!
+//! * [`sim::SimMedium`] — the crash simulator: a durable image beside the working one;
+//!   flushes snapshot cache lines, fences move the snapshots into the durable image, and
+//!   [`sim::SimMedium::crash_image`] draws what a power failure would leave now.
+//! * [`native::FileMedium`] — a file mapped with `mmap` and flushed by this crate: CLWB,
+//!   CLFLUSHOPT or CLFLUSH (chosen by CPUID) when the mapping is persistent memory or
+//!   `PMEM_IS_PMEM_FORCE=1` says to act as if it were, `msync` otherwise, nothing under
+//!   `PMEM_NO_FLUSH=1` (eADR).
+//! * [`libpmem::PmemFileMedium`] — a file mapped and flushed by libpmem, which is loaded with
+//!   `dlopen` at run time so that nothing here needs PMDK to build or run.
+//!
+//! [`create_best`] and [`open_best`] pick libpmem when it loads and the native medium
+//! otherwise. The two file media share one set of rules ([`MediumError`] says which broke):
+//! `create` refuses an existing file, `open` refuses an empty one, and a pool file is held
+//! under an exclusive `flock` for the medium's life, so a second open fails.
+
+mod error;
+mod file;
+pub mod libpmem;
+pub mod native;
+pub mod sim;
+
+use std::path::Path;
+
+use alloclab_core::sync::atomic::{AtomicU64, Ordering};
+
+pub use error::MediumError;
+pub use libpmem::{Libpmem, PmemFileMedium};
+pub use native::FileMedium;
+pub use sim::{CrashCapture, SimMedium, SplitMix64};
 
 /// Bytes per cache line: the unit of flushing and of crash atomicity (an aligned 8-byte
 /// store is also failure-atomic within its line).
@@ -83,4 +116,106 @@ pub unsafe trait Medium: Send + Sync {
     fn stats(&self) -> PersistStats;
     /// What kind of medium this is.
     fn kind(&self) -> MediumKind;
+}
+
+/// Cache lines that hold any byte of `offset..offset + len` (0 when `len` is 0).
+pub fn lines_touched(offset: usize, len: usize) -> u64 {
+    if len == 0 {
+        return 0;
+    }
+    let first = offset / CACHE_LINE;
+    let last = (offset + len - 1) / CACHE_LINE;
+    (last - first + 1) as u64
+}
+
+/// [`PersistStats`] kept with atomics, for media shared between threads.
+///
+/// Relaxed counters: each is exact once the threads that flushed and fenced have been
+/// joined (or otherwise synchronized with the reader); a snapshot taken while they run may
+/// mix counts from slightly different moments.
+#[derive(Debug, Default)]
+pub struct AtomicPersistStats {
+    lines_flushed: AtomicU64,
+    flushes: AtomicU64,
+    fences: AtomicU64,
+    bytes_flushed: AtomicU64,
+}
+
+impl AtomicPersistStats {
+    /// All zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Counts one `flush(offset, len)` call.
+    pub fn record_flush(&self, offset: usize, len: usize) {
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+        self.lines_flushed
+            .fetch_add(lines_touched(offset, len), Ordering::Relaxed);
+        self.bytes_flushed.fetch_add(len as u64, Ordering::Relaxed);
+    }
+
+    /// Counts one `fence` call.
+    pub fn record_fence(&self) {
+        self.fences.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> PersistStats {
+        PersistStats {
+            lines_flushed: self.lines_flushed.load(Ordering::Relaxed),
+            flushes: self.flushes.load(Ordering::Relaxed),
+            fences: self.fences.load(Ordering::Relaxed),
+            bytes_flushed: self.bytes_flushed.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Panics unless `offset..offset + len` lies within a medium of `medium_len` bytes: flushing
+/// outside the mapping is a caller's bug, and on a file medium it would fault.
+#[track_caller]
+pub(crate) fn check_range(offset: usize, len: usize, medium_len: usize) {
+    assert!(
+        offset.checked_add(len).is_some_and(|end| end <= medium_len),
+        "flush of {offset}..{offset}+{len} outside a medium of {medium_len} bytes"
+    );
+}
+
+/// Creates a pool file of `len` bytes at `path` on the best medium available: libpmem when
+/// `libpmem.so.1` loads, else [`FileMedium`] (native flushing).
+///
+/// # Errors
+///
+/// As [`PmemFileMedium::create`] or [`FileMedium::create`]: the file exists, `len` is 0 or
+/// too large, no space, permission, or the mapping failed.
+pub fn create_best(path: impl AsRef<Path>, len: usize) -> Result<Box<dyn Medium>, MediumError> {
+    let path = path.as_ref();
+    match Libpmem::load() {
+        Ok(_) => Ok(Box::new(PmemFileMedium::create(path, len)?)),
+        Err(_) => Ok(Box::new(FileMedium::create(path, len)?)),
+    }
+}
+
+/// Opens the existing pool file at `path` on the best medium available (as [`create_best`]).
+///
+/// # Errors
+///
+/// As [`PmemFileMedium::open`] or [`FileMedium::open`]: not found, permission, empty file,
+/// pool already open by another process, or the mapping failed.
+pub fn open_best(path: impl AsRef<Path>) -> Result<Box<dyn Medium>, MediumError> {
+    let path = path.as_ref();
+    match Libpmem::load() {
+        Ok(_) => Ok(Box::new(PmemFileMedium::open(path)?)),
+        Err(_) => Ok(Box::new(FileMedium::open(path)?)),
+    }
+}
+
+impl std::fmt::Debug for dyn Medium {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Medium")
+            .field("kind", &self.kind())
+            .field("len", &self.len())
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
 }
