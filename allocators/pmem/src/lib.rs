@@ -19,3 +19,4 @@ pub mod persist;
 pub mod pool;
 
 pub use persist::{Medium, MediumKind, PersistStats};
+pub use pool::{PPtr, Pool, PoolError};
