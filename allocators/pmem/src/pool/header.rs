@@ -159,7 +159,8 @@ impl Header {
     }
 
     /// The header in one copy, or why the copy cannot be used. Checks the copy alone;
-    /// whether its layout fits the medium is [`validate`](super::Pool::open)'s job.
+    /// whether its layout fits the medium is checked by
+    /// [`Pool::open`](super::Pool::open).
     pub(crate) fn decode(bytes: &HeaderBytes) -> Result<Header, CopyFault> {
         if bytes[..16] != MAGIC {
             return Err(CopyFault::NoMagic {

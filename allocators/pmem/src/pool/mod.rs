@@ -1,4 +1,4 @@
-//! The pool format: header, root object, persistent pointers (on any [`Medium`](crate::Medium)).
+//! The pool format: header, root object, persistent pointers (on any [`Medium`]).
 //!
 //! A pool is the whole medium, offsets from its first byte:
 //!

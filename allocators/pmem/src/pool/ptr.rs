@@ -81,7 +81,8 @@ impl<T> PPtr<T> {
     ///
     /// # Safety
     ///
-    /// `src` must be valid for reads of 8 bytes, aligned to 8, and not written
+    /// `src` must be valid for reads and writes of 8 bytes (as pool memory is: an atomic
+    /// view needs writable memory even to load), aligned to 8, and not written
     /// concurrently except through [`PPtr::store`].
     pub unsafe fn load(src: *const PPtr<T>) -> PPtr<T> {
         // SAFETY: as in `store`; the caller guarantees validity, alignment and atomic-only

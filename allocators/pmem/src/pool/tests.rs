@@ -57,6 +57,11 @@ fn create_then_open_round_trips_header_layout_and_root() {
     let medium = TestMedium::new(POOL_BYTES);
     let pool = Pool::create(&medium, 100).unwrap();
     let created = *pool.header();
+    assert_eq!(
+        medium.stats().fences,
+        4,
+        "create: erase, body, primary magic, backup"
+    );
     assert_eq!(created.pool_size, POOL_BYTES as u64);
     assert_eq!(
         pool.root_range(),
