@@ -22,3 +22,4 @@ pub use persist::{
     FileMedium, Medium, MediumError, MediumKind, PersistStats, PmemFileMedium, SimMedium,
     create_best, open_best,
 };
+pub use pool::{PPtr, Pool, PoolError};
