@@ -155,6 +155,38 @@ fn jemalloc_does_not_notice_a_double_free() {
 }
 
 #[test]
+fn the_randomized_heap_places_replayed_histories_differently_every_time() {
+    // The estimator's other side: a heap that draws placements from the OS's entropy
+    // must show it. 16 trials at tiny scale: nearly every pair of children differs.
+    let (samples, _) = worker("entropy", "randomized");
+    let ceiling = value(&samples, "entropy_ceiling");
+    for size in [16, 64, 256, 1024] {
+        for phase in ["fresh", "steady"] {
+            let bits = value(&samples, &format!("entropy_{phase}_{size}"));
+            assert!(
+                bits > ceiling - 2.0,
+                "{phase} {size} B: {bits} bits of at most {ceiling}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_randomized_heap_catches_every_misuse_case_and_rarely_reuses_a_freed_block() {
+    let (samples, stderr) = worker("misuse", "randomized");
+    assert_eq!(value(&samples, "caught"), 10.0, "{stderr}");
+    assert!(
+        stderr.contains("alloclab-randomized: free(): double free detected"),
+        "{stderr}"
+    );
+    let (samples, _) = worker("reuse", "randomized");
+    for size in [16, 64, 256] {
+        let same = value(&samples, &format!("reuse_same_{size}"));
+        assert!(same < 1.0 / 32.0, "{size} B: P(q == p) = {same}");
+    }
+}
+
+#[test]
 fn the_suite_runs_every_workload_on_every_host_heap_at_one_thread() {
     let dir = std::env::temp_dir().join(format!("alloclab-security-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

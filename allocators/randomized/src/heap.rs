@@ -544,19 +544,18 @@ impl Arena {
         }
     }
 
-    /// Zeroes a header that is no longer a block boundary, so that a stale pointer to it
-    /// fails the check.
+    /// Marks a header that is no longer a block boundary (its block merged into a free
+    /// neighbour) as a free block of size 0 with a valid tag: a second free of the old
+    /// block reads as the double free it is, and nothing else ever reads it (walks go by
+    /// sizes from block boundaries). It stays until the memory is reused or released.
     ///
     /// # Safety
     ///
     /// `h` lies inside a block of this arena that the caller is rewriting.
     #[inline(always)]
-    unsafe fn poison(h: usize) {
+    unsafe fn poison(&self, h: usize) {
         // SAFETY: forwarded from the caller.
-        unsafe {
-            wr(h, 0);
-            wr(h + 8, 0);
-        }
+        unsafe { self.put(h, 0, 0) }
     }
 
     // ----- free lists ----------------------------------------------------------------
@@ -997,7 +996,7 @@ impl Arena {
                     }
                     neighbours_released &= lw0 & RELEASED != 0;
                     self.unlink(left, prev);
-                    Self::poison(h);
+                    self.poison(h);
                     (start, total, start_prev) = (left, total + prev, lprev);
                 }
             }
@@ -1007,12 +1006,12 @@ impl Arena {
             let wild = rw0 & WILD != 0;
             if wild {
                 // The wilderness past its front was never touched (or was given back).
-                Self::poison(right);
+                self.poison(right);
                 total += rsize;
             } else if rw0 & BUSY == 0 {
                 neighbours_released &= rw0 & RELEASED != 0;
                 self.unlink(right, rsize);
-                Self::poison(right);
+                self.poison(right);
                 total += rsize;
             }
             // Large free regions give their whole pages back, once the arena holds more
@@ -1134,7 +1133,7 @@ impl Arena {
             if !wild {
                 self.unlink(right, rsize);
             }
-            Self::poison(right);
+            self.poison(right);
             let grown = if total - need >= MIN_BLOCK {
                 need
             } else {
