@@ -80,7 +80,7 @@ fn child_allocates_and_frees_until_killed() {
         unsafe {
             if !load(child).is_null() {
                 heap.free_from(child).unwrap();
-            } else if rng.next_u64() % 2 == 0 {
+            } else if rng.next_u64().is_multiple_of(2) {
                 alloc_node(&heap, child, &mut rng);
             } else {
                 heap.free_from(root).unwrap();
