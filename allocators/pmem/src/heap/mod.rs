@@ -441,13 +441,12 @@ impl<M: Medium> PersistentHeap<M> {
         layout: Layout,
     ) -> Result<PPtr<u8>, HeapError> {
         let dest_off = self.check_dest(dest)?;
-        let block = self.take(layout)?;
+        let block = self.take(layout, true)?;
         let p = PPtr::from_offset(block.offset as u64);
         // SAFETY: `dest` is 8-aligned and inside the mapping (checked); the caller rules out
         // concurrent non-atomic access.
         unsafe { PPtr::store(dest, p) };
         self.medium().persist(dest_off, 8);
-        lock(&self.shard().0).allocations += 1;
         Ok(p)
     }
 
@@ -486,8 +485,7 @@ impl<M: Medium> PersistentHeap<M> {
         // SAFETY: as above.
         unsafe { PPtr::store(dest, PPtr::NULL) };
         self.medium().persist(dest_off, 8);
-        self.give_back(block);
-        lock(&self.shard().0).frees += 1;
+        self.give_back(block, true);
         Ok(())
     }
 
@@ -498,7 +496,7 @@ impl<M: Medium> PersistentHeap<M> {
     ///
     /// As [`allocate_into`](Self::allocate_into) for the layout.
     pub fn reserve(&self, layout: Layout) -> Result<Reservation<'_, M>, HeapError> {
-        let block = self.take(layout)?;
+        let block = self.take(layout, false)?;
         Ok(Reservation {
             heap: self,
             block,
@@ -626,8 +624,9 @@ impl<M: Medium> PersistentHeap<M> {
         }
     }
 
-    /// Takes a free block for `layout` and sets its live bit.
-    fn take(&self, layout: Layout) -> Result<Block, HeapError> {
+    /// Takes a free block for `layout` and sets its live bit; counts an allocation when
+    /// `count` (under the shard lock the fast path takes anyway).
+    fn take(&self, layout: Layout, count: bool) -> Result<Block, HeapError> {
         let size = layout.size();
         if size == 0 {
             return Err(HeapError::ZeroSize);
@@ -639,7 +638,7 @@ impl<M: Medium> PersistentHeap<M> {
         }
         let block = if size <= MAX_SMALL {
             let c = class_of(size);
-            let offset = self.take_small(c)?;
+            let offset = self.take_small(c, count)?;
             Block {
                 offset,
                 size: SIZE_CLASSES[c],
@@ -657,6 +656,9 @@ impl<M: Medium> PersistentHeap<M> {
             let head = self
                 .assign_run(n)
                 .ok_or(HeapError::OutOfSpace { requested: size })?;
+            if count {
+                lock(&self.shard().0).allocations += 1;
+            }
             Block {
                 offset: self.geo.heap_off + head * SLAB_BYTES,
                 size: n * SLAB_BYTES,
@@ -667,14 +669,15 @@ impl<M: Medium> PersistentHeap<M> {
         Ok(block)
     }
 
-    fn take_small(&self, c: usize) -> Result<usize, HeapError> {
+    fn take_small(&self, c: usize, count: bool) -> Result<usize, HeapError> {
+        let pop = |shard: &mut Shard| {
+            shard.allocations += u64::from(count);
+            shard.free[c].pop().expect("a block is there") as usize
+        };
         {
             let mut shard = lock(&self.shard().0);
-            if let Some(b) = shard.free[c].pop() {
-                return Ok(b as usize);
-            }
-            if self.refill(&mut shard, c) {
-                return Ok(shard.free[c].pop().expect("refilled") as usize);
+            if !shard.free[c].is_empty() || self.refill(&mut shard, c) {
+                return Ok(pop(&mut shard));
             }
         }
         // Out of slabs: gather what the other shards hold of this class, then retry.
@@ -685,7 +688,7 @@ impl<M: Medium> PersistentHeap<M> {
         }
         let mut shard = lock(&self.shard().0);
         if self.refill(&mut shard, c) {
-            return Ok(shard.free[c].pop().expect("refilled") as usize);
+            return Ok(pop(&mut shard));
         }
         Err(HeapError::OutOfSpace {
             requested: SIZE_CLASSES[c],
@@ -765,11 +768,13 @@ impl<M: Medium> PersistentHeap<M> {
         self.medium().flush(off, 8);
     }
 
-    /// Gives a block whose live bit is already clear back to the shard or the slab pool.
-    fn give_back(&self, block: Block) {
+    /// Gives a block whose live bit is already clear back to the shard or the slab pool;
+    /// counts a free when `count`.
+    fn give_back(&self, block: Block, count: bool) {
         match block.class {
             Some(c) => {
                 let mut shard = lock(&self.shard().0);
+                shard.frees += u64::from(count);
                 let list = &mut shard.free[c];
                 list.push(block.offset as u64);
                 if list.len() > SHARD_LIMIT {
@@ -780,6 +785,9 @@ impl<M: Medium> PersistentHeap<M> {
                 }
             }
             None => {
+                if count {
+                    lock(&self.shard().0).frees += 1;
+                }
                 let head = (block.offset - self.geo.heap_off) / SLAB_BYTES;
                 let n = block.size / SLAB_BYTES;
                 // Tags stay as they are (stale tags are read safely at recovery).
@@ -845,7 +853,7 @@ impl<M: Medium> Reservation<'_, M> {
 impl<M: Medium> Drop for Reservation<'_, M> {
     fn drop(&mut self) {
         if self.armed && self.heap.clear_live(self.block.offset) {
-            self.heap.give_back(self.block);
+            self.heap.give_back(self.block, false);
         }
     }
 }
