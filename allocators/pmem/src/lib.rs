@@ -1,5 +1,5 @@
-//! A crash-consistent persistent heap (work in progress: the persistence layer and the pool
-//! file format; the allocator itself is next).
+//! A crash-consistent persistent heap: the allocator ([`heap`], [`PersistentHeap`]), the pool
+//! file format ([`pool`]) and the persistence layer ([`persist`]).
 //!
 //! Everything that makes bytes durable goes through one narrow interface, [`Medium`]:
 //! bytes at offsets of one mapping, made durable by [`Medium::flush`] and
@@ -15,8 +15,11 @@
 //! The pool format ([`pool`]) sits on any medium: a versioned, checksummed header, a root
 //! object, position-independent offsets and typed persistent pointers.
 
+pub mod heap;
 pub mod persist;
 pub mod pool;
+
+pub use heap::{HeapError, HeapStats, PersistentHeap, RecoveryReport, Reservation};
 
 pub use persist::{
     FileMedium, Medium, MediumError, MediumKind, PersistStats, PmemFileMedium, SimMedium,

@@ -118,6 +118,35 @@ pub unsafe trait Medium: Send + Sync {
     fn kind(&self) -> MediumKind;
 }
 
+// SAFETY: a box delegates every method to the medium it owns, which upholds the contract;
+// the box never moves the medium's mapping.
+unsafe impl<T: Medium + ?Sized> Medium for Box<T> {
+    fn base(&self) -> *mut u8 {
+        (**self).base()
+    }
+    fn len(&self) -> usize {
+        (**self).len()
+    }
+    fn is_empty(&self) -> bool {
+        (**self).is_empty()
+    }
+    fn flush(&self, offset: usize, len: usize) {
+        (**self).flush(offset, len)
+    }
+    fn fence(&self) {
+        (**self).fence()
+    }
+    fn persist(&self, offset: usize, len: usize) {
+        (**self).persist(offset, len)
+    }
+    fn stats(&self) -> PersistStats {
+        (**self).stats()
+    }
+    fn kind(&self) -> MediumKind {
+        (**self).kind()
+    }
+}
+
 /// Cache lines that hold any byte of `offset..offset + len` (0 when `len` is 0).
 pub fn lines_touched(offset: usize, len: usize) -> u64 {
     if len == 0 {

@@ -1,0 +1,859 @@
+//! The persistent heap: a Ralloc-style allocator on a [`Pool`], whose only persistent
+//! metadata is which slab serves which size class, and whose free lists live in DRAM and are
+//! rebuilt on open by a mark pass from the root.
+//!
+//! # Layout
+//!
+//! The pool's heap area is cut into slabs of [`SLAB_BYTES`] (64 KiB; a tail shorter than a
+//! slab is unused). A slab is free, serves one size class of [`SIZE_CLASSES`] (64 B … 4 KiB,
+//! blocks cut from the slab's start, every block cache-line aligned; the tail that no whole
+//! block fills is unused), or belongs to a *run* of whole slabs serving one request larger
+//! than 4 KiB.
+//!
+//! The pool's metadata area has one byte per heap line; the heap uses the bytes of each
+//! slab's first line only (its *tag line*):
+//!
+//! * byte 0, the **tag**: `0` never assigned, `1..=12` small class `tag - 1`, `0xFE` head of
+//!   a run, `0xFF` continuation of a run;
+//! * bytes 4..8 of a run head: the run's length in slabs (little-endian `u32`), written
+//!   before the tag, in the same line.
+//!
+//! A tag is written and persisted (flush + fence) when a slab is assigned (off the fast
+//! path: once per 64 KiB carved, once per large request), always **before** any block of
+//! it is published. Nothing persistent changes when a slab or run becomes free: tags go
+//! stale and are read with these rules at recovery (scanning slabs in order):
+//!
+//! * a head is a run only if every slab of its recorded length carries a continuation tag
+//!   (a torn or stale head is not a run; the slabs after it are read on their own);
+//! * a continuation that no valid head covers is free;
+//! * a small tag is a slab of that class.
+//!
+//! These rules are sound because a live slab's tag was persisted before its blocks were
+//! published, and a stale head can only cover slabs whose tags are still continuations,
+//! which no live slab outside a valid run carries.
+//!
+//! # Operations and crash consistency
+//!
+//! A block is live iff it is reachable from the root; nothing else is durable.
+//!
+//! * [`allocate_into`](PersistentHeap::allocate_into): pop a block from the calling thread's
+//!   shard, [`PPtr::store`] it into `dest` (one failure-atomic 8-byte store), flush `dest`'s
+//!   line, fence. **1 flush, 1 fence.** A crash before the fence leaves the block
+//!   unreachable (free after recovery) or reachable (live): never both.
+//! * [`free_from`](PersistentHeap::free_from): load the block from `dest`, store null,
+//!   flush, fence, then give the block back to the shard. **1 flush, 1 fence.**
+//! * [`reserve`](PersistentHeap::reserve) takes a block in DRAM only;
+//!   [`publish`](PersistentHeap::publish) stores every destination, flushes each line and
+//!   fences once. A dropped, unpublished [`Reservation`] returns its block.
+//!
+//! The block's contents are the caller's (persist them with
+//! [`persist`](PersistentHeap::persist) before publishing, or after: a crash in between
+//! keeps a reachable block with whatever bytes reached the medium).
+//!
+//! # Per-thread shards
+//!
+//! Each thread maps to one of a power-of-two number of shards (4 × the available
+//! parallelism, at least 8) by an index drawn once per thread; a shard is a mutex around
+//! per-class stacks of free block offsets, so the fast path takes one uncontended lock and no
+//! global one. An empty stack refills (a batch of [`REFILL_BATCH`]) from the global per-class
+//! lists, or carves a fresh slab, under the global mutex; a stack over [`SHARD_LIMIT`] hands
+//! half back. When both are empty the other shards' stacks of that class are drained into
+//! the global list before reporting [`HeapError::OutOfSpace`]. Runs are taken first-fit from
+//! the global slab map. Small slabs go back to the slab pool only at recovery (when all
+//! their blocks are free), not at run time.
+//!
+//! A volatile bitmap with one bit per heap line says which block starts are live; it is
+//! what [`free_from`](PersistentHeap::free_from) checks (and atomically clears, so a double
+//! free is refused) and what recovery's mark pass fills.
+//!
+//! # Recovery
+//!
+//! [`open_on`](PersistentHeap::open_on) reads the slab tags, then marks from the root:
+//! every aligned 8-byte word of the root and of every marked block that is a *valid block
+//! start* — inside an assigned slab at a block boundary of its class, or the first byte of a
+//! valid run — marks that block. Blocks not marked are free; small slabs with no marked block
+//! and unmarked runs return to the slab pool. The scan is conservative: **the leak bound is
+//! that a block stays allocated while any reachable word (data included, and stale bytes of
+//! reachable blocks that were never overwritten) equals its offset**; such a block is freed
+//! by a later recovery once no reachable word names it. Data that never holds a value equal
+//! to a block offset (odd numbers, say, or values below the heap's offset) leaks nothing.
+
+mod error;
+mod recovery;
+
+use std::alloc::Layout;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+pub use error::HeapError;
+
+use crate::persist::CACHE_LINE;
+use crate::{Medium, PPtr, PersistStats, Pool, create_best, open_best};
+
+/// Bytes per slab.
+pub const SLAB_BYTES: usize = 64 * 1024;
+
+/// Block sizes of the small classes, in bytes (each a multiple of a cache line).
+pub const SIZE_CLASSES: [usize; 12] = [
+    64, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096,
+];
+
+/// The largest request served from a small class; larger ones take a run of whole slabs.
+pub const MAX_SMALL: usize = 4096;
+
+/// Blocks a shard takes from the global lists at a time.
+pub const REFILL_BATCH: usize = 64;
+
+/// Free blocks a shard keeps per class before handing half back to the global lists.
+pub const SHARD_LIMIT: usize = 2048;
+
+const NCLASSES: usize = SIZE_CLASSES.len();
+const TAG_RUN_HEAD: u8 = 0xFE;
+const TAG_RUN_CONT: u8 = 0xFF;
+/// Metadata bytes per slab (one per heap line).
+const META_PER_SLAB: usize = SLAB_BYTES / CACHE_LINE;
+
+/// Volatile slab kinds, one `AtomicU32` per slab: `0` free; `1..=12` class + 1;
+/// `KIND_HEAD | len`; `KIND_CONT | head`.
+const KIND_HEAD: u32 = 0x8000_0000;
+const KIND_CONT: u32 = 0x4000_0000;
+const KIND_LOW: u32 = 0x3FFF_FFFF;
+
+/// What a slab is, decoded from its volatile kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Free,
+    Small(usize),
+    Head(usize),
+    Cont(usize),
+}
+
+fn decode(kind: u32) -> Kind {
+    if kind & KIND_HEAD != 0 {
+        Kind::Head((kind & KIND_LOW) as usize)
+    } else if kind & KIND_CONT != 0 {
+        Kind::Cont((kind & KIND_LOW) as usize)
+    } else if kind == 0 {
+        Kind::Free
+    } else {
+        Kind::Small(kind as usize - 1)
+    }
+}
+
+/// Blocks of class `c` in one slab.
+const fn blocks_per_slab(c: usize) -> usize {
+    SLAB_BYTES / SIZE_CLASSES[c]
+}
+
+/// The smallest class whose blocks hold `size` bytes (`size <= MAX_SMALL`).
+fn class_of(size: usize) -> usize {
+    SIZE_CLASSES.partition_point(|&s| s < size)
+}
+
+/// A block: its offset in the pool and what it belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Block {
+    offset: usize,
+    size: usize,
+    /// `Some(class)` for a small block, `None` for a run.
+    class: Option<usize>,
+}
+
+/// What recovery found when the heap was opened (zeros for a created heap).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Blocks reachable from the root (live after recovery).
+    pub live_blocks: u64,
+    /// Bytes of those blocks (block sizes, not the sizes asked for).
+    pub live_bytes: u64,
+    /// Time from the validated pool to the usable heap (tag scan, mark, sweep).
+    pub duration: Duration,
+}
+
+/// Counters of a heap.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeapStats {
+    /// The medium's persistence counters (every flush and fence, the heap's and callers').
+    pub persist: PersistStats,
+    /// Blocks allocated since open (`allocate_into` and published reservations).
+    pub allocations: u64,
+    /// Blocks freed since open.
+    pub frees: u64,
+    /// Blocks live now: recovered + allocations − frees.
+    pub live_blocks: u64,
+}
+
+/// One shard's free blocks and counters.
+struct Shard {
+    free: [Vec<u64>; NCLASSES],
+    allocations: u64,
+    frees: u64,
+}
+
+/// A shard on cache lines of its own.
+#[repr(align(128))]
+struct Padded(Mutex<Shard>);
+
+/// Global free lists and the slab map.
+struct Global {
+    free: [Vec<u64>; NCLASSES],
+    /// `true` for a slab in the slab pool.
+    slab_free: Vec<bool>,
+    /// Where the search for one free slab starts.
+    hint: usize,
+}
+
+/// Where things are, from the pool's validated header.
+#[derive(Clone, Copy, Debug)]
+struct Geometry {
+    root_off: usize,
+    root_len: usize,
+    meta_off: usize,
+    heap_off: usize,
+    nslabs: usize,
+    pool_len: usize,
+}
+
+/// A persistent heap on a medium (see the module documentation).
+pub struct PersistentHeap<M: Medium = Box<dyn Medium>> {
+    pool: Pool<M>,
+    geo: Geometry,
+    kinds: Box<[AtomicU32]>,
+    /// One bit per heap line: set at the start of each live (or reserved) block.
+    live: Box<[AtomicU64]>,
+    shards: Box<[Padded]>,
+    global: Mutex<Global>,
+    recovery: RecoveryReport,
+}
+
+impl<M: Medium> std::fmt::Debug for PersistentHeap<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PersistentHeap")
+            .field("pool", &self.pool)
+            .field("slabs", &self.geo.nslabs)
+            .field("recovery", &self.recovery)
+            .finish_non_exhaustive()
+    }
+}
+
+static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static THREAD_INDEX: usize = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section leaves its data consistent before anything can panic.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl PersistentHeap<Box<dyn Medium>> {
+    /// Creates a pool file of `size` bytes at `path` (libpmem when it loads, else the native
+    /// medium) holding an empty heap and a zeroed root of `root_size` bytes.
+    ///
+    /// # Errors
+    ///
+    /// [`HeapError::Medium`] when the file cannot be created (it exists, …);
+    /// [`HeapError::Pool`] when `size` is too small for the root.
+    pub fn create(
+        path: impl AsRef<Path>,
+        size: usize,
+        root_size: usize,
+    ) -> Result<Self, HeapError> {
+        Self::create_on(create_best(path, size)?, root_size)
+    }
+
+    /// Opens the pool file at `path` and recovers its heap.
+    ///
+    /// # Errors
+    ///
+    /// [`HeapError::Medium`] (not found, locked by another process, empty, …) or
+    /// [`HeapError::Pool`] (not a pool, bad checksum, truncated, other version, …); the file
+    /// is left as it was.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, HeapError> {
+        Self::open_on(open_best(path)?)
+    }
+}
+
+impl<M: Medium> PersistentHeap<M> {
+    /// Formats `medium` as a new pool with an empty heap and a zeroed root of `root_size`
+    /// bytes (whatever the medium held is lost).
+    ///
+    /// # Errors
+    ///
+    /// [`HeapError::Pool`] when the medium is too small or misaligned.
+    pub fn create_on(medium: M, root_size: usize) -> Result<Self, HeapError> {
+        let pool = Pool::create(medium, root_size)?;
+        let heap = Self::new(pool);
+        let nslabs = heap.geo.nslabs;
+        lock(&heap.global).slab_free = vec![true; nslabs];
+        Ok(heap)
+    }
+
+    /// Opens the pool on `medium` and rebuilds the heap's free lists by marking from the
+    /// root (see the module documentation); [`recovery`](Self::recovery) reports what it
+    /// found.
+    ///
+    /// # Errors
+    ///
+    /// [`HeapError::Pool`] when the pool layer refuses the medium (nothing is written then).
+    pub fn open_on(medium: M) -> Result<Self, HeapError> {
+        let pool = Pool::open(medium)?;
+        let mut heap = Self::new(pool);
+        heap.recover();
+        Ok(heap)
+    }
+
+    fn new(pool: Pool<M>) -> Self {
+        let root = pool.root_range();
+        let meta = pool.metadata_range();
+        let heap = pool.heap_range();
+        // The metadata area has a byte per heap line (validated by the pool's layout rules
+        // only as "no overlap"), so never use more slabs than it describes.
+        let nslabs = (heap.len / SLAB_BYTES).min(meta.len / META_PER_SLAB);
+        let geo = Geometry {
+            root_off: root.offset,
+            root_len: root.len,
+            meta_off: meta.offset,
+            heap_off: heap.offset,
+            nslabs,
+            pool_len: pool.size_bytes(),
+        };
+        let lines = nslabs * META_PER_SLAB;
+        let nshards = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .saturating_mul(4)
+            .next_power_of_two()
+            .max(8);
+        Self {
+            geo,
+            kinds: (0..nslabs).map(|_| AtomicU32::new(0)).collect(),
+            live: (0..lines.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            shards: (0..nshards)
+                .map(|_| {
+                    Padded(Mutex::new(Shard {
+                        free: Default::default(),
+                        allocations: 0,
+                        frees: 0,
+                    }))
+                })
+                .collect(),
+            global: Mutex::new(Global {
+                free: Default::default(),
+                slab_free: vec![false; nslabs],
+                hint: 0,
+            }),
+            recovery: RecoveryReport::default(),
+            pool,
+        }
+    }
+
+    /// The root object's first byte (`root_size()` bytes, zeroed at creation).
+    pub fn root(&self) -> *mut u8 {
+        // SAFETY: the root lies inside the mapping (validated by the pool).
+        unsafe { self.base().add(self.geo.root_off) }
+    }
+
+    /// Bytes in the root object.
+    pub fn root_size(&self) -> usize {
+        self.geo.root_len
+    }
+
+    /// The medium the pool lives on.
+    pub fn medium(&self) -> &M {
+        self.pool.medium()
+    }
+
+    /// The pool under the heap.
+    pub fn pool(&self) -> &Pool<M> {
+        &self.pool
+    }
+
+    /// What recovery found when this heap was opened.
+    pub fn recovery(&self) -> RecoveryReport {
+        self.recovery
+    }
+
+    /// The address `p` names in this mapping (`None` for null or outside the heap).
+    pub fn resolve(&self, p: PPtr<u8>) -> Option<*mut u8> {
+        self.pool.resolve(p)
+    }
+
+    /// The size of the live block that starts at `p`, if one does (reserved blocks count).
+    pub fn block_size(&self, p: PPtr<u8>) -> Option<usize> {
+        let offset = usize::try_from(p.offset()).ok()?;
+        let block = self.block_containing(offset)?;
+        (block.offset == offset && self.is_live_start(offset)).then_some(block.size)
+    }
+
+    /// Makes `len` bytes at `ptr` durable (flush + fence), for the caller's own writes.
+    ///
+    /// # Panics
+    ///
+    /// If the range is not inside the pool's mapping.
+    pub fn persist(&self, ptr: *const u8, len: usize) {
+        let offset = (ptr as usize).wrapping_sub(self.base() as usize);
+        assert!(
+            offset <= self.geo.pool_len && len <= self.geo.pool_len - offset,
+            "persist of {len} bytes at {ptr:p}: outside the pool"
+        );
+        self.medium().persist(offset, len);
+    }
+
+    /// The counters now (exact once the threads that used the heap are joined).
+    pub fn stats(&self) -> HeapStats {
+        let (mut allocations, mut frees) = (0, 0);
+        for shard in &self.shards {
+            let shard = lock(&shard.0);
+            allocations += shard.allocations;
+            frees += shard.frees;
+        }
+        HeapStats {
+            persist: self.medium().stats(),
+            allocations,
+            frees,
+            live_blocks: self.recovery.live_blocks + allocations - frees,
+        }
+    }
+
+    /// Allocates a block for `layout` and stores a pointer to it into `dest`, durably:
+    /// after a crash `dest` holds either its old value (and the block is free) or the block
+    /// (and the block is live). One flush and one fence on the fast path. Whatever `dest`
+    /// held before is overwritten (a block it named becomes garbage that recovery frees).
+    ///
+    /// # Errors
+    ///
+    /// [`HeapError::ZeroSize`], [`HeapError::UnsupportedAlignment`],
+    /// [`HeapError::TooLarge`], [`HeapError::OutOfSpace`]; [`HeapError::MisalignedDest`] and
+    /// [`HeapError::DestOutsidePool`] unless `dest` is 8 aligned bytes inside the root or a
+    /// live block. Nothing is written on error.
+    ///
+    /// # Safety
+    ///
+    /// `dest` must not be accessed concurrently by other threads except through
+    /// [`PPtr::load`]/[`PPtr::store`] (in particular not by another `allocate_into` or
+    /// `free_from` of the same `dest`), and the block holding it must not be freed meanwhile.
+    pub unsafe fn allocate_into(
+        &self,
+        dest: *mut PPtr<u8>,
+        layout: Layout,
+    ) -> Result<PPtr<u8>, HeapError> {
+        let dest_off = self.check_dest(dest)?;
+        let block = self.take(layout, true)?;
+        let p = PPtr::from_offset(block.offset as u64);
+        // SAFETY: `dest` is 8-aligned and inside the mapping (checked); the caller rules out
+        // concurrent non-atomic access.
+        unsafe { PPtr::store(dest, p) };
+        self.medium().persist(dest_off, 8);
+        Ok(p)
+    }
+
+    /// Frees the block `dest` points to and stores null into `dest`, durably: after a crash
+    /// `dest` holds the block (still live) or null (and the block is free). One flush and
+    /// one fence on the fast path.
+    ///
+    /// # Errors
+    ///
+    /// [`HeapError::NullDest`] when `dest` holds null; [`HeapError::NotABlock`] when it holds
+    /// anything but the start of a live block (a double free included);
+    /// [`HeapError::MisalignedDest`], [`HeapError::DestOutsidePool`] as for
+    /// [`allocate_into`](Self::allocate_into). Nothing is written on error.
+    ///
+    /// # Safety
+    ///
+    /// As for [`allocate_into`](Self::allocate_into); besides, no other pointer to the block
+    /// may be used after this call.
+    pub unsafe fn free_from(&self, dest: *mut PPtr<u8>) -> Result<(), HeapError> {
+        let dest_off = self.check_dest(dest)?;
+        // SAFETY: as in `allocate_into`.
+        let p = unsafe { PPtr::load(dest) };
+        if p.is_null() {
+            return Err(HeapError::NullDest);
+        }
+        let not_a_block = HeapError::NotABlock { offset: p.offset() };
+        let offset = usize::try_from(p.offset()).map_err(|_| not_a_block)?;
+        let block = match self.block_containing(offset) {
+            Some(b) if b.offset == offset => b,
+            _ => return Err(HeapError::NotABlock { offset: p.offset() }),
+        };
+        // Claiming the live bit first makes a racing double free fail here, not corrupt.
+        if !self.clear_live(offset) {
+            return Err(HeapError::NotABlock { offset: p.offset() });
+        }
+        // SAFETY: as above.
+        unsafe { PPtr::store(dest, PPtr::NULL) };
+        self.medium().persist(dest_off, 8);
+        self.give_back(block, true);
+        Ok(())
+    }
+
+    /// Takes a block for `layout` in DRAM only: nothing persistent changes until
+    /// [`publish`](Self::publish); a crash before it, or dropping the reservation, frees it.
+    ///
+    /// # Errors
+    ///
+    /// As [`allocate_into`](Self::allocate_into) for the layout.
+    pub fn reserve(&self, layout: Layout) -> Result<Reservation<'_, M>, HeapError> {
+        let block = self.take(layout, false)?;
+        Ok(Reservation {
+            heap: self,
+            block,
+            armed: true,
+        })
+    }
+
+    /// Stores each reservation's block into its destination, flushes each destination's
+    /// line and fences once: after a crash each destination holds its old value or its
+    /// block (each line independently; use one line, or one destination, when the batch
+    /// must be all or nothing). Reservations become published (dropping them does nothing).
+    ///
+    /// # Panics
+    ///
+    /// Before writing anything, if a destination is not 8 aligned bytes inside the root or a
+    /// live block, a reservation comes from another heap, or was already published.
+    ///
+    /// # Safety
+    ///
+    /// As for [`allocate_into`](Self::allocate_into), for every destination.
+    pub unsafe fn publish(&self, items: &mut [(*mut PPtr<u8>, Reservation<'_, M>)]) {
+        let mut offsets = Vec::with_capacity(items.len());
+        for (dest, r) in items.iter() {
+            assert!(std::ptr::eq(r.heap, self), "reservation of another heap");
+            assert!(r.armed, "reservation already published");
+            match self.check_dest(*dest) {
+                Ok(off) => offsets.push(off),
+                Err(e) => panic!("publish: {e}"),
+            }
+        }
+        for ((dest, r), &off) in items.iter_mut().zip(&offsets) {
+            // SAFETY: checked above; the caller rules out concurrent non-atomic access.
+            unsafe { PPtr::store(*dest, r.pptr()) };
+            self.medium().flush(off, 8);
+            r.armed = false;
+        }
+        self.medium().fence();
+        lock(&self.shard().0).allocations += items.len() as u64;
+    }
+
+    // ---- internals -------------------------------------------------------------------
+
+    fn base(&self) -> *mut u8 {
+        self.pool.base()
+    }
+
+    fn shard(&self) -> &Padded {
+        let index = THREAD_INDEX.with(|i| *i);
+        &self.shards[index & (self.shards.len() - 1)]
+    }
+
+    fn line_bit(&self, offset: usize) -> (usize, u64) {
+        let line = (offset - self.geo.heap_off) / CACHE_LINE;
+        (line / 64, 1 << (line % 64))
+    }
+
+    fn is_live_start(&self, offset: usize) -> bool {
+        let (word, bit) = self.line_bit(offset);
+        self.live[word].load(Ordering::Acquire) & bit != 0
+    }
+
+    fn set_live(&self, offset: usize) {
+        let (word, bit) = self.line_bit(offset);
+        self.live[word].fetch_or(bit, Ordering::AcqRel);
+    }
+
+    /// Clears the live bit of the block at `offset`; whether it was set.
+    fn clear_live(&self, offset: usize) -> bool {
+        let (word, bit) = self.line_bit(offset);
+        self.live[word].fetch_and(!bit, Ordering::AcqRel) & bit != 0
+    }
+
+    /// The block of an assigned slab or run that contains pool offset `offset`.
+    fn block_containing(&self, offset: usize) -> Option<Block> {
+        let rel = offset.checked_sub(self.geo.heap_off)?;
+        let slab = rel / SLAB_BYTES;
+        if slab >= self.geo.nslabs {
+            return None;
+        }
+        let slab_start = self.geo.heap_off + slab * SLAB_BYTES;
+        match decode(self.kinds[slab].load(Ordering::Acquire)) {
+            Kind::Free => None,
+            Kind::Small(c) => {
+                let size = SIZE_CLASSES[c];
+                let index = (rel % SLAB_BYTES) / size;
+                (index < blocks_per_slab(c)).then_some(Block {
+                    offset: slab_start + index * size,
+                    size,
+                    class: Some(c),
+                })
+            }
+            Kind::Head(n) => Some(Block {
+                offset: slab_start,
+                size: n * SLAB_BYTES,
+                class: None,
+            }),
+            Kind::Cont(head) => match decode(self.kinds[head].load(Ordering::Acquire)) {
+                Kind::Head(n) => Some(Block {
+                    offset: self.geo.heap_off + head * SLAB_BYTES,
+                    size: n * SLAB_BYTES,
+                    class: None,
+                }),
+                _ => None,
+            },
+        }
+    }
+
+    /// The pool offset of `dest` if it is 8 aligned bytes in the root or a live block.
+    fn check_dest(&self, dest: *mut PPtr<u8>) -> Result<usize, HeapError> {
+        let address = dest as usize;
+        if !address.is_multiple_of(8) {
+            return Err(HeapError::MisalignedDest { address });
+        }
+        let outside = HeapError::DestOutsidePool { address };
+        let Some(off) = address.checked_sub(self.base() as usize) else {
+            return Err(outside);
+        };
+        let g = &self.geo;
+        if off >= g.root_off && off + 8 <= g.root_off + g.root_len {
+            return Ok(off);
+        }
+        match self.block_containing(off) {
+            Some(b) if off + 8 <= b.offset + b.size && self.is_live_start(b.offset) => Ok(off),
+            _ => Err(outside),
+        }
+    }
+
+    /// Takes a free block for `layout` and sets its live bit; counts an allocation when
+    /// `count` (under the shard lock the fast path takes anyway).
+    fn take(&self, layout: Layout, count: bool) -> Result<Block, HeapError> {
+        let size = layout.size();
+        if size == 0 {
+            return Err(HeapError::ZeroSize);
+        }
+        if layout.align() > CACHE_LINE {
+            return Err(HeapError::UnsupportedAlignment {
+                align: layout.align(),
+            });
+        }
+        let block = if size <= MAX_SMALL {
+            let c = class_of(size);
+            let offset = self.take_small(c, count)?;
+            Block {
+                offset,
+                size: SIZE_CLASSES[c],
+                class: Some(c),
+            }
+        } else {
+            let max = self.geo.nslabs * SLAB_BYTES;
+            if size > max {
+                return Err(HeapError::TooLarge {
+                    requested: size,
+                    max,
+                });
+            }
+            let n = size.div_ceil(SLAB_BYTES);
+            let head = self
+                .assign_run(n)
+                .ok_or(HeapError::OutOfSpace { requested: size })?;
+            if count {
+                lock(&self.shard().0).allocations += 1;
+            }
+            Block {
+                offset: self.geo.heap_off + head * SLAB_BYTES,
+                size: n * SLAB_BYTES,
+                class: None,
+            }
+        };
+        self.set_live(block.offset);
+        Ok(block)
+    }
+
+    fn take_small(&self, c: usize, count: bool) -> Result<usize, HeapError> {
+        let pop = |shard: &mut Shard| {
+            shard.allocations += u64::from(count);
+            shard.free[c].pop().expect("a block is there") as usize
+        };
+        {
+            let mut shard = lock(&self.shard().0);
+            if !shard.free[c].is_empty() || self.refill(&mut shard, c) {
+                return Ok(pop(&mut shard));
+            }
+        }
+        // Out of slabs: gather what the other shards hold of this class, then retry.
+        for other in &self.shards {
+            let mut other = lock(&other.0);
+            let blocks = std::mem::take(&mut other.free[c]);
+            lock(&self.global).free[c].extend(blocks);
+        }
+        let mut shard = lock(&self.shard().0);
+        if self.refill(&mut shard, c) {
+            return Ok(pop(&mut shard));
+        }
+        Err(HeapError::OutOfSpace {
+            requested: SIZE_CLASSES[c],
+        })
+    }
+
+    /// Moves free blocks of class `c` into `shard` from the global list or a fresh slab;
+    /// whether any came.
+    fn refill(&self, shard: &mut Shard, c: usize) -> bool {
+        let mut global = lock(&self.global);
+        let list = &mut global.free[c];
+        if !list.is_empty() {
+            let from = list.len().saturating_sub(REFILL_BATCH);
+            shard.free[c].extend(list.drain(from..));
+            return true;
+        }
+        let Some(slab) = find_free_slab(&mut global) else {
+            return false;
+        };
+        global.slab_free[slab] = false;
+        drop(global);
+        self.write_tag(slab, c as u8 + 1, None);
+        self.medium().fence();
+        self.kinds[slab].store(c as u32 + 1, Ordering::Release);
+        let start = self.geo.heap_off + slab * SLAB_BYTES;
+        let size = SIZE_CLASSES[c];
+        // Reversed, so that pops hand out ascending addresses.
+        shard.free[c].extend(
+            (0..blocks_per_slab(c))
+                .rev()
+                .map(|i| (start + i * size) as u64),
+        );
+        true
+    }
+
+    /// Assigns a run of `n` free slabs (first fit), persisting its tags; its head.
+    fn assign_run(&self, n: usize) -> Option<usize> {
+        let mut global = lock(&self.global);
+        let mut head = None;
+        let mut count = 0;
+        for (i, &free) in global.slab_free.iter().enumerate() {
+            count = if free { count + 1 } else { 0 };
+            if count == n {
+                head = Some(i + 1 - n);
+                break;
+            }
+        }
+        let head = head?;
+        global.slab_free[head..head + n].fill(false);
+        drop(global);
+        for slab in head + 1..head + n {
+            self.write_tag(slab, TAG_RUN_CONT, None);
+        }
+        self.write_tag(head, TAG_RUN_HEAD, Some(n as u32));
+        self.medium().fence();
+        for slab in head + 1..head + n {
+            self.kinds[slab].store(KIND_CONT | head as u32, Ordering::Release);
+        }
+        self.kinds[head].store(KIND_HEAD | n as u32, Ordering::Release);
+        Some(head)
+    }
+
+    /// Writes slab `slab`'s tag (and a run head's length, before the tag) and flushes its
+    /// tag line; the caller fences.
+    fn write_tag(&self, slab: usize, tag: u8, run_len: Option<u32>) {
+        let off = self.geo.meta_off + slab * META_PER_SLAB;
+        // SAFETY: the tag line lies in the metadata area (`nslabs` is bounded by it), which
+        // is inside the mapping; only the thread that took the slab from the pool (under the
+        // global mutex) writes it.
+        unsafe {
+            let line = self.base().add(off);
+            if let Some(len) = run_len {
+                AtomicU32::from_ptr(line.add(4).cast()).store(len.to_le(), Ordering::Relaxed);
+            }
+            std::sync::atomic::AtomicU8::from_ptr(line).store(tag, Ordering::Release);
+        }
+        self.medium().flush(off, 8);
+    }
+
+    /// Gives a block whose live bit is already clear back to the shard or the slab pool;
+    /// counts a free when `count`.
+    fn give_back(&self, block: Block, count: bool) {
+        match block.class {
+            Some(c) => {
+                let mut shard = lock(&self.shard().0);
+                shard.frees += u64::from(count);
+                let list = &mut shard.free[c];
+                list.push(block.offset as u64);
+                if list.len() > SHARD_LIMIT {
+                    let half = list.len() / 2;
+                    let moved: Vec<u64> = list.drain(half..).collect();
+                    drop(shard);
+                    lock(&self.global).free[c].extend(moved);
+                }
+            }
+            None => {
+                if count {
+                    lock(&self.shard().0).frees += 1;
+                }
+                let head = (block.offset - self.geo.heap_off) / SLAB_BYTES;
+                let n = block.size / SLAB_BYTES;
+                // Tags stay as they are (stale tags are read safely at recovery).
+                for slab in head..head + n {
+                    self.kinds[slab].store(0, Ordering::Release);
+                }
+                let mut global = lock(&self.global);
+                global.slab_free[head..head + n].fill(true);
+                global.hint = global.hint.min(head);
+            }
+        }
+    }
+}
+
+fn find_free_slab(global: &mut Global) -> Option<usize> {
+    let n = global.slab_free.len();
+    let start = global.hint.min(n);
+    let found = (start..n).chain(0..start).find(|&i| global.slab_free[i])?;
+    global.hint = found + 1;
+    Some(found)
+}
+
+/// A block taken by [`PersistentHeap::reserve`], not yet published: dropping it gives the
+/// block back.
+pub struct Reservation<'a, M: Medium> {
+    heap: &'a PersistentHeap<M>,
+    block: Block,
+    armed: bool,
+}
+
+impl<M: Medium> std::fmt::Debug for Reservation<'_, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reservation")
+            .field("block", &self.block)
+            .field("published", &!self.armed)
+            .finish()
+    }
+}
+
+impl<M: Medium> Reservation<'_, M> {
+    /// The block, as a persistent pointer.
+    pub fn pptr(&self) -> PPtr<u8> {
+        PPtr::from_offset(self.block.offset as u64)
+    }
+
+    /// The block's first byte in this mapping.
+    pub fn as_ptr(&self) -> *mut u8 {
+        // SAFETY: the block lies inside the heap, inside the mapping.
+        unsafe { self.heap.base().add(self.block.offset) }
+    }
+
+    /// Bytes in the block (at least the size asked for).
+    pub fn size(&self) -> usize {
+        self.block.size
+    }
+
+    /// Whether [`PersistentHeap::publish`] has stored it.
+    pub fn is_published(&self) -> bool {
+        !self.armed
+    }
+}
+
+impl<M: Medium> Drop for Reservation<'_, M> {
+    fn drop(&mut self) {
+        if self.armed && self.heap.clear_live(self.block.offset) {
+            self.heap.give_back(self.block, false);
+        }
+    }
+}

@@ -1,0 +1,463 @@
+//! Functional tests of the persistent heap on the simulator and on files.
+
+mod common;
+
+use std::alloc::Layout;
+use std::collections::BTreeMap;
+
+use alloclab_pmem::heap::SLAB_BYTES;
+use alloclab_pmem::{HeapError, Medium, MediumError, PPtr, PersistentHeap, PoolError, SimMedium};
+use common::TempPath;
+use proptest::prelude::*;
+
+const MIB: usize = 1 << 20;
+
+fn sim_heap(len: usize) -> PersistentHeap<SimMedium> {
+    PersistentHeap::create_on(SimMedium::new(len), 512).unwrap()
+}
+
+fn root_slot<M: Medium>(heap: &PersistentHeap<M>, i: usize) -> *mut PPtr<u8> {
+    assert!((i + 1) * 8 <= heap.root_size());
+    // SAFETY: inside the root (asserted).
+    unsafe { heap.root().add(i * 8).cast() }
+}
+
+fn load(slot: *mut PPtr<u8>) -> PPtr<u8> {
+    // SAFETY: every slot used here is an aligned word of the root or of a live block.
+    unsafe { PPtr::load(slot) }
+}
+
+fn layout(size: usize) -> Layout {
+    Layout::from_size_align(size, 8).unwrap()
+}
+
+/// Reopens the heap from what a crash right now would certainly keep (the durable image).
+fn reopen(heap: &PersistentHeap<SimMedium>) -> PersistentHeap<SimMedium> {
+    PersistentHeap::open_on(SimMedium::from_image(heap.medium().durable_image())).unwrap()
+}
+
+/// Asserts that `blocks` (offset ↦ size) do not overlap and lie in the heap.
+fn assert_disjoint(blocks: &BTreeMap<u64, usize>) {
+    let mut end = 0;
+    for (&off, &size) in blocks {
+        assert!(
+            off >= end,
+            "block {off:#x} overlaps the previous one ending at {end:#x}"
+        );
+        end = off + size as u64;
+    }
+}
+
+#[test]
+fn allocate_write_free_round_trips_for_sizes_from_1_byte_to_1_mib() {
+    let heap = sim_heap(8 * MIB);
+    let sizes = [
+        1, 7, 8, 63, 64, 65, 100, 192, 200, 1000, 4095, 4096, 4097, 65536, 65537, MIB,
+    ];
+    let mut blocks = BTreeMap::new();
+    for (i, &size) in sizes.iter().enumerate() {
+        // SAFETY: a root slot, no other thread.
+        let p = unsafe { heap.allocate_into(root_slot(&heap, i), layout(size)) }.unwrap();
+        assert_eq!(load(root_slot(&heap, i)), p);
+        let block = heap.block_size(p).unwrap();
+        assert!(block >= size, "{size} got a block of {block}");
+        assert_eq!(p.offset() % 64, 0);
+        let ptr = heap.resolve(p).unwrap();
+        // SAFETY: the block is live and `block` bytes long.
+        unsafe { std::ptr::write_bytes(ptr, i as u8 | 1, block) };
+        heap.persist(ptr, block);
+        blocks.insert(p.offset(), block);
+    }
+    assert_disjoint(&blocks);
+    for (i, &size) in sizes.iter().enumerate() {
+        let p = load(root_slot(&heap, i));
+        let ptr = heap.resolve(p).unwrap();
+        // SAFETY: live, at least `size` bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(ptr, size) };
+        assert!(
+            bytes.iter().all(|&b| b == i as u8 | 1),
+            "block {i} overwritten"
+        );
+    }
+    let reopened = reopen(&heap);
+    assert_eq!(reopened.recovery().live_blocks, sizes.len() as u64);
+    assert_eq!(
+        reopened.recovery().live_bytes,
+        blocks.values().sum::<usize>() as u64
+    );
+    for i in 0..sizes.len() {
+        let p = load(root_slot(&heap, i));
+        // SAFETY: a root slot holding a live block.
+        unsafe { heap.free_from(root_slot(&heap, i)) }.unwrap();
+        assert!(load(root_slot(&heap, i)).is_null());
+        assert_eq!(heap.block_size(p), None);
+    }
+    let stats = heap.stats();
+    assert_eq!(
+        (stats.allocations, stats.frees, stats.live_blocks),
+        (16, 16, 0)
+    );
+    assert_eq!(reopen(&heap).recovery().live_blocks, 0);
+}
+
+#[test]
+fn the_fast_path_costs_one_flush_and_one_fence_per_operation() {
+    let heap = sim_heap(4 * MIB);
+    for size in [8, 64, 200, 1000, 4096] {
+        // Warm up: the first allocation of a class assigns a slab (one more fence).
+        // SAFETY: root slots, no other thread.
+        unsafe {
+            heap.allocate_into(root_slot(&heap, 0), layout(size))
+                .unwrap();
+            heap.free_from(root_slot(&heap, 0)).unwrap();
+        }
+        for _ in 0..50 {
+            for op in 0..2 {
+                let before = heap.medium().stats();
+                // SAFETY: as above.
+                unsafe {
+                    if op == 0 {
+                        heap.allocate_into(root_slot(&heap, 1), layout(size))
+                            .unwrap();
+                    } else {
+                        heap.free_from(root_slot(&heap, 1)).unwrap();
+                    }
+                }
+                let after = heap.medium().stats();
+                let (flushes, fences) =
+                    (after.flushes - before.flushes, after.fences - before.fences);
+                let lines = after.lines_flushed - before.lines_flushed;
+                assert!(
+                    flushes <= 2 && fences <= 2,
+                    "{size}: {flushes} flushes {fences} fences"
+                );
+                assert_eq!((flushes, lines, fences), (1, 1, 1), "size {size} op {op}");
+            }
+        }
+    }
+}
+
+#[test]
+fn reserve_publish_stores_every_dest_with_one_fence_and_a_dropped_reservation_returns_its_block() {
+    let heap = sim_heap(2 * MIB);
+    let mut items: Vec<_> = (0..3)
+        .map(|i| {
+            let r = heap.reserve(layout(100 + i * 300)).unwrap();
+            // SAFETY: the reserved block is ours, `size()` bytes.
+            unsafe { std::ptr::write_bytes(r.as_ptr(), 0x55, r.size()) };
+            heap.medium().flush(r.pptr().offset() as usize, r.size());
+            (root_slot(&heap, i), r)
+        })
+        .collect();
+    let pptrs: Vec<_> = items.iter().map(|(_, r)| r.pptr()).collect();
+    // Unpublished: not reachable, so a crash now frees them.
+    assert_eq!(reopen(&heap).recovery().live_blocks, 0);
+    let before = heap.medium().stats();
+    // SAFETY: root slots, no other thread.
+    unsafe { heap.publish(&mut items) };
+    let after = heap.medium().stats();
+    assert_eq!(after.fences - before.fences, 1);
+    assert_eq!(after.flushes - before.flushes, 3);
+    assert!(items.iter().all(|(_, r)| r.is_published()));
+    drop(items);
+    for (i, p) in pptrs.iter().enumerate() {
+        assert_eq!(load(root_slot(&heap, i)), *p);
+        assert!(
+            heap.block_size(*p).is_some(),
+            "a published block stays live"
+        );
+    }
+    assert_eq!(reopen(&heap).recovery().live_blocks, 3);
+    assert_eq!(heap.stats().allocations, 3);
+
+    let r = heap.reserve(layout(64)).unwrap();
+    let p = r.pptr();
+    assert_eq!(heap.block_size(p), Some(64));
+    drop(r);
+    assert_eq!(heap.block_size(p), None);
+    assert_eq!(heap.stats().live_blocks, 3);
+}
+
+#[test]
+#[should_panic(expected = "publish")]
+fn publish_into_a_dest_outside_the_pool_panics_before_writing() {
+    let heap = sim_heap(MIB);
+    let mut outside = PPtr::<u8>::NULL;
+    let r = heap.reserve(layout(64)).unwrap();
+    // SAFETY: the destination is a valid local; the heap refuses it.
+    unsafe { heap.publish(&mut [(&raw mut outside, r)]) };
+}
+
+#[test]
+fn bad_requests_and_bad_destinations_are_errors_that_write_nothing() {
+    let heap = sim_heap(MIB);
+    let slot = root_slot(&heap, 0);
+    let fences = heap.medium().stats().fences;
+    // SAFETY: every call gets a root slot or a pointer the heap must refuse.
+    unsafe {
+        assert!(matches!(
+            heap.allocate_into(slot, layout(0)),
+            Err(HeapError::ZeroSize)
+        ));
+        assert!(matches!(
+            heap.allocate_into(slot, Layout::from_size_align(64, 128).unwrap()),
+            Err(HeapError::UnsupportedAlignment { align: 128 })
+        ));
+        assert!(matches!(
+            heap.allocate_into(slot, layout(4 * MIB)),
+            Err(HeapError::TooLarge { .. })
+        ));
+        let mut local = PPtr::<u8>::NULL;
+        assert!(matches!(
+            heap.allocate_into(&raw mut local, layout(8)),
+            Err(HeapError::DestOutsidePool { .. })
+        ));
+        assert!(matches!(
+            heap.allocate_into(heap.root().add(4).cast(), layout(8)),
+            Err(HeapError::MisalignedDest { .. })
+        ));
+        assert!(matches!(
+            heap.allocate_into(heap.root().add(heap.root_size()).cast(), layout(8)),
+            Err(HeapError::DestOutsidePool { .. })
+        ));
+        assert!(matches!(heap.free_from(slot), Err(HeapError::NullDest)));
+        assert!(matches!(
+            heap.free_from(&raw mut local),
+            Err(HeapError::DestOutsidePool { .. })
+        ));
+    }
+    assert_eq!(
+        heap.medium().stats().fences,
+        fences,
+        "an error wrote something"
+    );
+    assert!(load(slot).is_null());
+
+    // SAFETY: root slots, no other thread.
+    unsafe {
+        let p = heap.allocate_into(slot, layout(256)).unwrap();
+        let inner = root_slot(&heap, 1);
+        // A pointer into the middle of a block, and then a freed block, are not blocks.
+        PPtr::store(inner, PPtr::from_offset(p.offset() + 64));
+        assert!(matches!(
+            heap.free_from(inner),
+            Err(HeapError::NotABlock { .. })
+        ));
+        PPtr::store(inner, p);
+        heap.free_from(slot).unwrap();
+        assert!(matches!(
+            heap.free_from(inner),
+            Err(HeapError::NotABlock { .. })
+        ));
+        // A destination inside a freed block is refused.
+        let field = heap.resolve(p).unwrap().cast::<PPtr<u8>>();
+        assert!(matches!(
+            heap.allocate_into(field, layout(8)),
+            Err(HeapError::DestOutsidePool { .. })
+        ));
+        // Offsets outside the heap.
+        PPtr::store(inner, PPtr::from_offset(8));
+        assert!(matches!(
+            heap.free_from(inner),
+            Err(HeapError::NotABlock { offset: 8 })
+        ));
+        PPtr::store(inner, PPtr::from_offset(u64::MAX - 63));
+        assert!(matches!(
+            heap.free_from(inner),
+            Err(HeapError::NotABlock { .. })
+        ));
+    }
+}
+
+#[test]
+fn out_of_space_is_an_error_value_and_the_heap_recovers_from_it() {
+    // Room for four slabs.
+    let heap = sim_heap(4 * SLAB_BYTES + 64 * 1024);
+    let mut count = 0;
+    // Chain 4 KiB blocks: each block's first word receives the next.
+    let mut dest = root_slot(&heap, 0);
+    let err = loop {
+        // SAFETY: `dest` is the root slot or the first word of the last live block.
+        match unsafe { heap.allocate_into(dest, layout(4096)) } {
+            Ok(p) => {
+                count += 1;
+                dest = heap.resolve(p).unwrap().cast();
+            }
+            Err(e) => break e,
+        }
+    };
+    assert!(
+        matches!(err, HeapError::OutOfSpace { requested: 4096 }),
+        "{err}"
+    );
+    assert!((4 * 16..=5 * 16).contains(&count), "{count} blocks");
+    assert!(load(dest).is_null(), "a failed allocation wrote its dest");
+    // SAFETY: root slots.
+    unsafe {
+        assert!(matches!(
+            heap.allocate_into(root_slot(&heap, 1), layout(100_000)),
+            Err(HeapError::OutOfSpace { .. })
+        ));
+        // Freeing the chain's head makes room again (its rest becomes garbage until a
+        // recovery: the heap does not free what the block pointed to).
+        heap.free_from(root_slot(&heap, 0)).unwrap();
+        let p = heap
+            .allocate_into(root_slot(&heap, 1), layout(4096))
+            .unwrap();
+        // The block's stale first word still names the chain's second block: clear it, or
+        // recovery (conservatively) keeps the whole chain.
+        let ptr = heap.resolve(p).unwrap();
+        ptr.cast::<u64>().write(0);
+        heap.persist(ptr, 8);
+    }
+    // Recovery frees the unreachable rest of the chain.
+    let reopened = reopen(&heap);
+    assert_eq!(reopened.recovery().live_blocks, 1);
+    let mut dest = root_slot(&reopened, 2);
+    for _ in 0..count - 2 {
+        // SAFETY: as above.
+        let p = unsafe { reopened.allocate_into(dest, layout(4096)) }.unwrap();
+        dest = reopened.resolve(p).unwrap().cast();
+    }
+}
+
+#[test]
+fn threads_allocate_and_free_concurrently_without_overlap() {
+    let heap = sim_heap(16 * MIB);
+    let threads = 4;
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let heap = &heap;
+            s.spawn(move || {
+                let mut rng = alloclab_pmem::persist::SplitMix64::new(t as u64);
+                for _ in 0..2000 {
+                    let slot = root_slot(heap, t * 8 + (rng.next_u64() % 8) as usize);
+                    // SAFETY: each thread owns its eight root slots.
+                    unsafe {
+                        if load(slot).is_null() {
+                            let size = 1 + (rng.next_u64() % 3000) as usize;
+                            heap.allocate_into(slot, layout(size)).unwrap();
+                        } else {
+                            heap.free_from(slot).unwrap();
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let mut blocks = BTreeMap::new();
+    for i in 0..threads * 8 {
+        let p = load(root_slot(&heap, i));
+        if !p.is_null() {
+            blocks.insert(p.offset(), heap.block_size(p).unwrap());
+        }
+    }
+    assert_disjoint(&blocks);
+    let stats = heap.stats();
+    assert_eq!(stats.live_blocks, blocks.len() as u64);
+    assert_eq!(stats.allocations - stats.frees, blocks.len() as u64);
+    assert_eq!(reopen(&heap).recovery().live_blocks, blocks.len() as u64);
+}
+
+#[test]
+fn a_file_pool_reopens_with_its_blocks_and_bad_files_are_refused() {
+    let path = TempPath::new("heap-file");
+    {
+        let heap = PersistentHeap::create(path.path(), 4 * MIB, 256).unwrap();
+        // SAFETY: root slots.
+        unsafe {
+            let p = heap
+                .allocate_into(root_slot(&heap, 0), layout(1000))
+                .unwrap();
+            let ptr = heap.resolve(p).unwrap();
+            ptr.write_bytes(0x77, 1000);
+            heap.persist(ptr, 1000);
+            heap.allocate_into(root_slot(&heap, 1), layout(300_000))
+                .unwrap();
+        }
+        // The pool is locked while open.
+        let err = PersistentHeap::open(path.path()).unwrap_err();
+        assert!(
+            matches!(err, HeapError::Medium(MediumError::Locked { .. })),
+            "{err}"
+        );
+    }
+    let heap = PersistentHeap::open(path.path()).unwrap();
+    assert_eq!(heap.recovery().live_blocks, 2);
+    let p = load(root_slot(&heap, 0));
+    // SAFETY: a live block of 1000 bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(heap.resolve(p).unwrap(), 1000) };
+    assert!(bytes.iter().all(|&b| b == 0x77));
+    drop(heap);
+
+    let not_a_pool = TempPath::new("heap-not-a-pool");
+    std::fs::write(not_a_pool.path(), vec![0x42u8; 1 << 16]).unwrap();
+    let err = PersistentHeap::open(not_a_pool.path()).unwrap_err();
+    assert!(
+        matches!(err, HeapError::Pool(PoolError::NotAPool { .. })),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(not_a_pool.path()).unwrap(),
+        vec![0x42u8; 1 << 16]
+    );
+    let missing = TempPath::new("heap-missing");
+    let err = PersistentHeap::open(missing.path()).unwrap_err();
+    assert!(
+        matches!(err, HeapError::Medium(MediumError::NotFound { .. })),
+        "{err}"
+    );
+    assert!(std::error::Error::source(&err).is_some());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Recovery of a pool holding N objects (in chains hanging off root slots, some freed
+    /// again) finds exactly the N still reachable, with their block sizes.
+    #[test]
+    fn recovery_finds_exactly_the_live_objects(
+        sizes in prop::collection::vec(1usize..4200, 0..300),
+        frees in prop::collection::vec(any::<bool>(), 64),
+    ) {
+        let heap = sim_heap(4 * MIB);
+        // Per root slot, the chain's blocks; each block's first word points to the next.
+        let mut chains: Vec<Vec<PPtr<u8>>> = vec![Vec::new(); 64];
+        for (i, &size) in sizes.iter().enumerate() {
+            let chain = &mut chains[i % 64];
+            let dest = match chain.last() {
+                None => root_slot(&heap, i % 64),
+                Some(&p) => heap.resolve(p).unwrap().cast(),
+            };
+            // SAFETY: a root slot or the first word of a live block.
+            let p = unsafe { heap.allocate_into(dest, layout(size.max(8))) }.unwrap();
+            let ptr = heap.resolve(p).unwrap();
+            let block = heap.block_size(p).unwrap();
+            // Null next pointer, odd payload (never a block offset).
+            // SAFETY: a live block of `block` bytes.
+            unsafe {
+                ptr.write_bytes(0x11, block);
+                ptr.cast::<u64>().write(0);
+            }
+            heap.persist(ptr, block);
+            chain.push(p);
+        }
+        // Free the last block of some chains.
+        for (chain, &free) in chains.iter_mut().zip(&frees) {
+            if free && chain.len() >= 2 {
+                let dest = heap.resolve(chain[chain.len() - 2]).unwrap().cast();
+                // SAFETY: the first word of a live block, holding the chain's last block.
+                unsafe { heap.free_from(dest) }.unwrap();
+                chain.pop();
+            }
+        }
+        let n: usize = chains.iter().map(Vec::len).sum();
+        let bytes: usize = chains.iter().flatten().map(|&p| heap.block_size(p).unwrap()).sum();
+        let reopened = reopen(&heap);
+        prop_assert_eq!(reopened.recovery().live_blocks, n as u64);
+        prop_assert_eq!(reopened.recovery().live_bytes, bytes as u64);
+        for &p in chains.iter().flatten() {
+            prop_assert_eq!(reopened.block_size(p), heap.block_size(p));
+        }
+    }
+}
