@@ -6,6 +6,8 @@
 //! * [`peers`]: the existing allocators as [`Allocator`](alloclab_core::Allocator)s, and the
 //!   registry of every allocator the harness knows.
 //! * [`workloads`]: the suites and their workloads.
+//! * [`pmem`]: persistent heaps (alloclab-pmem, PMDK, a DRAM baseline) behind one slot-based
+//!   trait, for the `pmem` suite.
 //! * [`measure`]: timer calibration and resident-set measurement.
 //! * [`runner`]: runs each measurement in a fresh worker process and aggregates runs.
 //! * [`results`]: the `results.json` format.
@@ -15,6 +17,7 @@
 pub mod machine;
 pub mod measure;
 pub mod peers;
+pub mod pmem;
 pub mod report;
 pub mod results;
 pub mod runner;

@@ -49,8 +49,8 @@ enum Cmd {
 #[derive(Args)]
 struct Common {
     /// Worker threads for every workload; a comma-separated list measures each [default:
-    /// each suite's own: cpu at the number of cores, realtime at 1x, 2x and 4x that; the hls
-    /// simulation always runs at 1].
+    /// each suite's own: cpu at the number of cores, realtime at 1x, 2x and 4x that, pmem at
+    /// 1 and 2; the hls simulation always runs at 1].
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=1024))]
     threads: Vec<u32>,
     /// Amount of work per run: tiny (smoke test), small, medium (4x) or large (16x).
@@ -137,7 +137,10 @@ fn print_list() {
             Origin::Alloclab => "alloclab",
             Origin::Peer => "peer",
         };
-        println!("  {:<10} [{origin}] {}", a.name, a.description);
+        println!("  {:<13} [{origin}] {}", a.name, a.description);
+        if let Some(reason) = peers::unavailable(a.name) {
+            println!("  {:<13} unavailable: {reason}", "");
+        }
     }
     println!("\nWorkloads:");
     for suite in SUITES {
@@ -372,9 +375,18 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
         .filter(|w| suites.contains(&w.suite))
         .collect();
     let allocators = if args.alloc.is_empty() {
+        // Allocators that cannot run here (a missing library) are left out with a note; named
+        // with --alloc, they run and their failure is reported like any other.
         peers::ALLOCATORS
             .iter()
             .filter(|a| chosen_workloads.iter().any(|w| a.fits(w.requires)))
+            .filter(|a| match peers::unavailable(a.name) {
+                Some(reason) => {
+                    eprintln!("note: skipping allocator '{}': {reason}", a.name);
+                    false
+                }
+                None => true,
+            })
             .collect()
     } else {
         let named = resolve_allocators(&args.alloc)?;
@@ -431,6 +443,10 @@ fn worker(args: WorkerArgs) -> Result<(), String> {
     if std::env::var(INJECT_FAILURE_ENV).is_ok_and(|name| name == args.alloc) {
         return Err(format!("failure injected by {INJECT_FAILURE_ENV}"));
     }
+    // SAFETY: the worker is still single-threaded here (nothing has spawned a thread, and
+    // nothing reads the environment concurrently), so setting libpmem's variables before the
+    // workload loads libpmem cannot race.
+    unsafe { workloads::pmem::prepare_process(&args.workload) }?;
     let request = WorkerRequest {
         workload: args.workload,
         allocator: args.alloc,

@@ -100,6 +100,11 @@ pub const METRIC_ORDER: &[&str] = &[
     "cycles_defrag_mean",
     "cycles_defrag_max",
     "kernels_per_mcycle",
+    "ops_per_s",
+    "flushes_per_op",
+    "fences_per_op",
+    "recovery_ms",
+    "recovery_first_alloc_ms",
     CLOCK_READ_METRIC,
     TIMER_OVERHEAD_METRIC,
 ];
@@ -116,6 +121,10 @@ pub const HEADLINE_METRICS: &[&str] = &[
     "failures_fragmentation",
     "heap_zero_failures",
     "kernels_per_mcycle",
+    "ops_per_s",
+    "alloc_p99.9",
+    "flushes_per_op",
+    "recovery_ms",
 ];
 /// The most panels a chart has (and columns the README's summary table has).
 pub const MAX_CHART_PANELS: usize = 4;

@@ -402,3 +402,123 @@ fn a_failing_worker_is_reported_and_the_rest_of_the_suite_still_runs() {
     assert!(md.contains("## Failed measurements"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn pmem_suite_runs_the_dram_bound_and_skips_a_missing_pmdk_with_the_reason() {
+    let dir = scratch("pmem-no-pmdk");
+    let report = dir.join("report");
+    let missing = "libpmemobj-missing-for-test.so.1";
+    let list = Command::new(env!("CARGO_BIN_EXE_alloclab"))
+        .arg("list")
+        .env("ALLOCLAB_PMDK_LIBRARY", missing)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        text.contains(&format!(
+            "unavailable: {missing} not found: install libpmemobj-dev"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("unavailable: alloclab-pmem is not yet built"),
+        "{text}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_alloclab"))
+        .args(["suite", "--only", "pmem", "--scale", "tiny", "--runs", "1"])
+        .arg("--out")
+        .arg(&report)
+        .env("ALLOCLAB_PMDK_LIBRARY", missing)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "suite failed: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "skipping allocator 'pmdk': {missing} not found: install libpmemobj-dev"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    let results: ResultsFile =
+        serde_json::from_str(&std::fs::read_to_string(report.join("results.json")).unwrap())
+            .unwrap();
+    assert_eq!(results.header.parameters.allocators, ["dram"]);
+    for workload in ["pmem-flush", "pmem-eadr"] {
+        for threads in [1, 2] {
+            assert!(
+                results.records.iter().any(|r| r.workload == workload
+                    && r.threads == threads
+                    && r.metric == "ops_per_s"
+                    && r.median > 0.0),
+                "no ops_per_s for {workload} at {threads}"
+            );
+        }
+    }
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    assert!(md.contains("### pmem/pmem-flush") && md.contains("ops_per_s"));
+    // Named explicitly, a missing PMDK is a failed measurement with the reason.
+    let out = Command::new(env!("CARGO_BIN_EXE_alloclab"))
+        .args([
+            "run",
+            "pmem-eadr",
+            "--alloc",
+            "dram,pmdk",
+            "--scale",
+            "tiny",
+        ])
+        .args(["--runs", "1", "--threads", "1"])
+        .env("ALLOCLAB_PMDK_LIBRARY", missing)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("not found: install libpmemobj-dev"),
+        "{}",
+        stderr(&out)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn pmem_run_on_pmdk_reports_latency_and_recovery_where_pmdk_is_installed() {
+    if let Err(reason) = alloclab_harness::pmem::Libpmemobj::load() {
+        eprintln!(
+            "SKIPPED pmem_run_on_pmdk_reports_latency_and_recovery_where_pmdk_is_installed: {reason}"
+        );
+        return;
+    }
+    let dir = scratch("pmem-pmdk");
+    let json = dir.join("out.json");
+    let out = alloclab(&[
+        "run",
+        "pmem-flush",
+        "--alloc",
+        "pmdk,dram",
+        "--scale",
+        "tiny",
+        "--runs",
+        "1",
+        "--threads",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "run failed: {}", stderr(&out));
+    let results: ResultsFile =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let has = |alloc: &str, metric: &str| {
+        results
+            .records
+            .iter()
+            .any(|r| r.allocator == alloc && r.metric == metric)
+    };
+    for metric in ["ops_per_s", "alloc_p99.9", "free_p50", "recovery_ms"] {
+        assert!(has("pmdk", metric), "pmdk lacks {metric}");
+    }
+    assert!(
+        !has("pmdk", "flushes_per_op"),
+        "PMDK does not count flushes"
+    );
+    assert!(has("dram", "ops_per_s") && !has("dram", "recovery_ms"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

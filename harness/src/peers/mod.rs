@@ -25,6 +25,9 @@ pub enum Capability {
     /// A simulated on-chip memory (`alloclab-hls`): runs in-process, measured in cycles,
     /// not in time.
     OnChipModel,
+    /// A persistent heap driven through [`SlotHeap`](crate::pmem::SlotHeap): a pool file whose
+    /// root holds slots that blocks are allocated into and freed from, crash-atomically.
+    PersistentHeap,
 }
 
 impl fmt::Display for Capability {
@@ -32,6 +35,7 @@ impl fmt::Display for Capability {
         f.write_str(match self {
             Self::HostHeap => "host heap",
             Self::OnChipModel => "on-chip memory model",
+            Self::PersistentHeap => "persistent heap",
         })
     }
 }
@@ -67,7 +71,9 @@ impl AllocatorInfo {
 
 /// Every allocator the harness knows, in the order reports compare them: the host heaps
 /// (alloclab's first, then the peers), then the on-chip models (the no-defragmentation
-/// baseline first, so that it is the suite's reference).
+/// baseline first, so that it is the suite's reference), then the persistent heaps (PMDK
+/// first, the reference the `pmem` suite's targets are stated against; the DRAM upper bound
+/// last).
 pub const ALLOCATORS: &[AllocatorInfo] = &[
     AllocatorInfo {
         name: "wfspan",
@@ -113,6 +119,24 @@ pub const ALLOCATORS: &[AllocatorInfo] = &[
         origin: Origin::Alloclab,
         capabilities: &[Capability::OnChipModel],
     },
+    AllocatorInfo {
+        name: "pmdk",
+        description: "PMDK's libpmemobj (pmemobj_alloc/pmemobj_free into PMEMoid slots), loaded at run time",
+        origin: Origin::Peer,
+        capabilities: &[Capability::PersistentHeap],
+    },
+    AllocatorInfo {
+        name: "alloclab-pmem",
+        description: "alloclab's crash-consistent persistent heap (allocate_into/free_from into PPtr slots)",
+        origin: Origin::Alloclab,
+        capabilities: &[Capability::PersistentHeap],
+    },
+    AllocatorInfo {
+        name: "dram",
+        description: "upper bound: the same slots in DRAM, blocks from malloc, nothing persisted",
+        origin: Origin::Peer,
+        capabilities: &[Capability::PersistentHeap],
+    },
 ];
 
 const fn peer(name: &'static str, description: &'static str) -> AllocatorInfo {
@@ -127,6 +151,13 @@ const fn peer(name: &'static str, description: &'static str) -> AllocatorInfo {
 /// Looks an allocator up by name.
 pub fn find(name: &str) -> Option<&'static AllocatorInfo> {
     ALLOCATORS.iter().find(|a| a.name == name)
+}
+
+/// Why the allocator `name` cannot run on this machine or in this build, if it cannot: a
+/// persistent heap whose library is missing (`libpmemobj.so.1 not found: install
+/// libpmemobj-dev`) or that is not built in this branch. `None` for every other allocator.
+pub fn unavailable(name: &str) -> Option<String> {
+    crate::pmem::availability(name).and_then(Result::err)
 }
 
 /// wfspan, alloclab's wait-free span allocator.
@@ -206,6 +237,22 @@ mod tests {
             assert_eq!(config.validate(), Ok(()), "{}", info.name);
         }
         assert!(on_chip_config("system").is_none());
+    }
+
+    #[test]
+    fn every_persistent_heap_in_the_registry_is_dispatchable_and_only_those() {
+        for info in ALLOCATORS {
+            let dispatched = crate::pmem::availability(info.name).is_some();
+            assert_eq!(
+                dispatched,
+                info.fits(Capability::PersistentHeap),
+                "{}: registry and with_slot_heap disagree",
+                info.name
+            );
+        }
+        assert_eq!(unavailable("system"), None);
+        assert_eq!(unavailable("dram"), None);
+        assert!(unavailable("alloclab-pmem").is_some_and(|r| r.contains("not yet built")));
     }
 
     #[test]

@@ -11,12 +11,15 @@
 //! | `realtime` | `latency`, see [`realtime`]                | 1×, 2× and 4× the cores |
 //! | `security` | `entropy`, `reuse`, `overflow`, `misuse`, see [`security`] | 1                |
 //! | `hls`      | `mixed-kernels`, see [`hls`] (simulated)   | 1 (always)             |
+//! | `pmem`     | `pmem-flush`, `pmem-eadr`, see [`pmem`]    | 1 and 2                |
 //!
 //! A worker process finds the code of a host-heap workload by name through
-//! [`HostWorkload::from_name`], and runs an on-chip workload through [`hls::run`].
+//! [`HostWorkload::from_name`], runs an on-chip workload through [`hls::run`] and a
+//! persistent-heap workload through [`pmem::run`].
 
 pub mod cpu;
 pub mod hls;
+pub mod pmem;
 pub mod realtime;
 pub mod security;
 
@@ -161,7 +164,7 @@ pub fn oversubscribed(cores: usize) -> Vec<usize> {
 }
 
 /// Every suite, in the order `alloclab suite` runs them.
-pub const SUITES: &[&str] = &["cpu", "realtime", "security", "hls"];
+pub const SUITES: &[&str] = &["cpu", "realtime", "security", "hls", "pmem"];
 
 /// The workloads of every suite, in [`SUITES`] order.
 static ALL: LazyLock<Vec<WorkloadInfo>> = LazyLock::new(|| {
@@ -170,6 +173,7 @@ static ALL: LazyLock<Vec<WorkloadInfo>> = LazyLock::new(|| {
         realtime::WORKLOADS,
         security::WORKLOADS,
         hls::WORKLOADS,
+        pmem::WORKLOADS,
     ]
     .into_iter()
     .flatten()
@@ -279,6 +283,10 @@ mod tests {
                     assert_eq!(code.name(), w.name);
                 }
                 Capability::OnChipModel => assert!(hls::is_hls_workload(w.name), "{}", w.name),
+                Capability::PersistentHeap => {
+                    assert!(pmem::is_pmem_workload(w.name), "{}", w.name);
+                    assert_eq!(w.suite, "pmem");
+                }
             }
         }
         assert_eq!(HostWorkload::from_name("no-such-workload"), None);
@@ -294,7 +302,8 @@ mod tests {
     }
 
     #[test]
-    fn cpu_runs_once_per_core_realtime_at_one_two_and_four_times_and_security_at_one() {
+    fn cpu_runs_once_per_core_realtime_at_one_two_and_four_times_security_at_one_pmem_at_one_and_two()
+     {
         for cores in [1, 2, 6] {
             for w in all() {
                 let expected = match w.suite {
@@ -302,6 +311,7 @@ mod tests {
                     "realtime" => vec![cores, 2 * cores, 4 * cores],
                     "security" => vec![1],
                     "hls" => vec![1],
+                    "pmem" => vec![1, 2],
                     other => panic!("unexpected suite {other}"),
                 };
                 assert_eq!(w.default_thread_counts(cores), expected, "{}", w.name);
