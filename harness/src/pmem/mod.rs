@@ -12,7 +12,7 @@
 //! | name            | type                     | slots live in                                 |
 //! |-----------------|--------------------------|-----------------------------------------------|
 //! | `pmdk`          | [`PmdkHeap`]             | `PMEMoid[slots]` in `pmemobj_root`            |
-//! | `alloclab-pmem` | not yet built here       | `PPtr<u8>[slots]` in the heap's root (adapter at merge) |
+//! | `alloclab-pmem` | [`AlloclabPmemHeap`]     | a 16-byte header, then `PPtr<u8>[slots]`, in the heap's root |
 //! | `dram`          | [`DramHeap`]             | a `Box<[u8]>` per slot in a plain array, nothing persists |
 //!
 //! **Slot ownership.** The trait's methods are safe: each heap claims a slot (a flag per
@@ -20,26 +20,18 @@
 //! use the same slot at once get an error instead of a data race. The `pmem` workloads give
 //! each thread a disjoint range of slots, so a claim is one uncontended atomic swap and one
 //! store per call, the same for every heap.
-//!
-//! **Adding alloclab-pmem** (the lead, at merge): write `harness/src/pmem/alloclab.rs` with
-//! `AlloclabPmemHeap` implementing [`SlotHeap`] over `PersistentHeap<Box<dyn Medium>>`
-//! (`create`/`open` map to the heap's, the root is a slot count followed by
-//! `PPtr<u8>[slots]`, `alloc_into`/`free_from` call `allocate_into`/`free_from` with the
-//! slot's address, `persist_counts` is `Some(heap.stats().persist)`), then replace the
-//! `"alloclab-pmem"` arm of [`with_slot_heap`] by `Some(Ok(task.run::<AlloclabPmemHeap>()))`.
 
+mod alloclab;
 mod dram;
 mod pmdk;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+pub use alloclab::AlloclabPmemHeap;
 pub use alloclab_pmem::PersistStats;
 pub use dram::DramHeap;
 pub use pmdk::{LIBPMEMOBJ_SONAME, Libpmemobj, PMEMoid, PmdkHeap};
-
-/// What `alloclab-pmem` reports until its adapter is written (see the module docs).
-pub const ALLOCLAB_PMEM_NOT_BUILT: &str = "alloclab-pmem is not yet built in this branch: its SlotHeap adapter is added when the allocator is merged";
 
 /// A persistent heap as the `pmem` workloads see it: a pool whose root holds `slots`
 /// persistent pointers (see the [module documentation](self)).
@@ -181,7 +173,7 @@ pub fn with_slot_heap<T: SlotHeapTask>(name: &str, task: T) -> Option<Result<T::
     Some(match name {
         "pmdk" => Ok(task.run::<PmdkHeap>()),
         // The lead replaces this arm by `Ok(task.run::<alloclab::AlloclabPmemHeap>())`.
-        "alloclab-pmem" => Err(ALLOCLAB_PMEM_NOT_BUILT.to_owned()),
+        "alloclab-pmem" => Ok(task.run::<alloclab::AlloclabPmemHeap>()),
         "dram" => Ok(task.run::<DramHeap>()),
         _ => return None,
     })
@@ -216,11 +208,8 @@ mod tests {
     }
 
     #[test]
-    fn alloclab_pmem_says_it_is_not_built_yet_and_unknown_names_are_none() {
-        assert_eq!(
-            availability("alloclab-pmem"),
-            Some(Err(ALLOCLAB_PMEM_NOT_BUILT.to_owned()))
-        );
+    fn alloclab_pmem_and_dram_are_available_and_unknown_names_are_none() {
+        assert_eq!(availability("alloclab-pmem"), Some(Ok(())));
         assert_eq!(availability("dram"), Some(Ok(())));
         assert_eq!(availability("system"), None);
     }
