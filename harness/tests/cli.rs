@@ -404,7 +404,7 @@ fn a_failing_worker_is_reported_and_the_rest_of_the_suite_still_runs() {
 }
 
 #[test]
-fn pmem_suite_runs_the_dram_bound_and_skips_a_missing_pmdk_with_the_reason() {
+fn pmem_suite_runs_alloclab_pmem_and_the_dram_bound_and_skips_a_missing_pmdk_with_the_reason() {
     let dir = scratch("pmem-no-pmdk");
     let report = dir.join("report");
     let missing = "libpmemobj-missing-for-test.so.1";
@@ -442,7 +442,10 @@ fn pmem_suite_runs_the_dram_bound_and_skips_a_missing_pmdk_with_the_reason() {
     let results: ResultsFile =
         serde_json::from_str(&std::fs::read_to_string(report.join("results.json")).unwrap())
             .unwrap();
-    assert_eq!(results.header.parameters.allocators, ["dram"]);
+    assert_eq!(
+        results.header.parameters.allocators,
+        ["alloclab-pmem", "dram"]
+    );
     for workload in ["pmem-flush", "pmem-eadr"] {
         for threads in [1, 2] {
             assert!(
