@@ -32,3 +32,7 @@ pub use alloclab_randomized::{self as randomized, Randomized};
 /// The on-chip memory model of an HLS many-accelerator FPGA (crate `alloclab-hls`).
 #[cfg(feature = "hls")]
 pub use alloclab_hls as hls;
+
+/// The crash-consistent persistent heap (crate `alloclab-pmem`).
+#[cfg(feature = "pmem")]
+pub use alloclab_pmem as pmem;
