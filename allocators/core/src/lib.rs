@@ -30,6 +30,7 @@ pub mod checked;
 mod error;
 mod from_global;
 mod global;
+mod global_tests;
 mod handle;
 mod stats;
 pub mod sync;
