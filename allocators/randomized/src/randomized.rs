@@ -238,13 +238,6 @@ impl Allocator for Randomized {
 }
 
 impl HostAllocator for Randomized {
-    fn allocate_zeroed(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
-        let ptr = self.allocate_block(layout)?;
-        // SAFETY: the block holds at least `layout.size()` bytes.
-        unsafe { ptr.as_ptr().write_bytes(0, layout.size()) };
-        Ok(ptr)
-    }
-
     /// In place when the block shrinks or its right neighbour is free and large enough;
     /// otherwise allocate, copy, free.
     unsafe fn reallocate(
