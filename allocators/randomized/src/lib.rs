@@ -42,10 +42,10 @@
 //!   (at least 8 KiB; twice the request plus 8 KiB above 1 KiB): a class with probability
 //!   proportional to its number of free blocks, then its oldest block; and an offset inside it
 //!   uniformly among all aligned offsets that leave the slack before it large enough to
-//!   stand as a free block; both slacks go back to the lists. When those candidates hold
-//!   less than 32 KiB, the object goes at a random offset within the first 8 KiB of a larger
-//!   free block or of the chunk's untouched end (the wilderness) instead, which refills the
-//!   pool. Blocks above 256 KiB get their own mapping.
+//!   stand as a free block; both slacks go back to the lists. When there are fewer than 128
+//!   candidates holding less than 32 KiB, the object goes at a random offset within the
+//!   first 8 KiB of a larger free block or of the chunk's untouched end (the wilderness)
+//!   instead, which refills the pool. Blocks above 256 KiB get their own mapping.
 //! * **Free** checks the pointer (in a mapping of this heap, a header whose keyed tag
 //!   verifies, busy), then coalesces with both neighbours. A freed block joins the back of
 //!   its list, behind every other free block of its class. Free regions of 1 MiB and more
