@@ -32,7 +32,7 @@
 //! # The design
 //!
 //! * **One word of state**: the address of the control block, with a lock bit that guards
-//!   its construction at the first allocation (see `lock.rs`). The control block (eight
+//!   its construction at the first allocation (see `lock.rs`). The control block (sixteen
 //!   arenas, the header key, the table of every mapping, counters) lives in band at the
 //!   start of the first 4 MiB chunk.
 //! * **Blocks** carry a 16-byte header (size and flags; the previous block's size and a
