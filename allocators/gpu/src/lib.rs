@@ -8,8 +8,11 @@
 //!
 //! * [`sim`] — a round-synchronous simulator of N requesters in warps of 32 that measures
 //!   TAS (mean probes per thread) and WAS (mean over warps of the slowest lane's probes),
+//!   and [`sim::sweep`] over the pool's free fraction.
 //! * [`closed_form`] — the paper's formulas for those costs, the simulator's oracle.
+//! * [`PagePool`] — a real concurrent RW-BM page pool on CPU threads (atomics from
 //!   [`alloclab_core::sync`], so the loom models check the shipped code), implementing
+//!   [`alloclab_core::Allocator`] with [`PageHandle`]s.
 //!
 //! ```
 //! use alloclab_gpu::sim::{simulate, Design, SimConfig};
@@ -24,6 +27,8 @@
 //! US patent application 2024/0345746 claims the random-probe idea; see the README.
 
 pub mod closed_form;
+mod pool;
 pub mod rng;
 pub mod sim;
 
+pub use pool::{DEFAULT_PAGE_SIZE, MAX_PAGES_PER_REQUEST, PageHandle, PagePool, PoolError};
