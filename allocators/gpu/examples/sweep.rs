@@ -29,13 +29,13 @@ fn main() {
         config.seeds.len()
     );
     println!(
-        "| design | A/T | TAS measured ± sd | TAS closed form | rel. err | rel. sd | WAS measured ± sd | WAS closed form |"
+        "| design | A/T | TAS measured ± sd | TAS closed form | rel. err | rel. sd | TAS word-occupancy model | WAS measured ± sd | WAS closed form |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let opt = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.3}"));
     for p in &points {
         println!(
-            "| {} | {:.1} % | {:.3} ± {:.3} | {} | {} | {:.2} % | {:.2} ± {:.2} | {} |",
+            "| {} | {:.1} % | {:.3} ± {:.3} | {} | {} | {:.2} % | {} | {:.2} ± {:.2} | {} |",
             p.design.name(),
             p.free_fraction * 100.0,
             p.tas.mean,
@@ -44,6 +44,7 @@ fn main() {
             p.tas_relative_error()
                 .map_or("—".to_string(), |e| format!("{:.2} %", e * 100.0)),
             100.0 * p.tas.sd / p.tas.mean,
+            opt(p.tas_word_occupancy),
             p.was.mean,
             p.was.sd,
             opt(p.was_closed_form),

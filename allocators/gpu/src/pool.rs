@@ -120,6 +120,20 @@ impl std::error::Error for PoolError {}
 
 /// A page pool with RW-BM claims; lock-free (a claim retries only when another thread
 /// changed the word it works on, or moves to another word).
+///
+/// ```
+/// use alloclab_core::Allocator;
+/// use alloclab_gpu::PagePool;
+/// use core::alloc::Layout;
+///
+/// let pool = PagePool::with_default_page_size(1 << 10).unwrap(); // 1024 pages of 512 B
+/// let layout = Layout::from_size_align(1500, 8).unwrap(); // 3 pages
+/// let block = pool.allocate(layout).unwrap();
+/// assert_eq!(pool.pages_in_use(), 3);
+/// // SAFETY: `block` came from this pool with this layout and is freed once.
+/// unsafe { pool.deallocate(block, layout) };
+/// assert_eq!(pool.pages_in_use(), 0);
+/// ```
 #[derive(Debug)]
 pub struct PagePool {
     words: Box<[AtomicU32]>,
