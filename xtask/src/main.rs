@@ -11,7 +11,12 @@ use std::env;
 use std::process::{Command, ExitCode};
 
 /// Crates that contain loom models.
-const LOOM_CRATES: &[&str] = &["alloclab-core", "alloclab-wfspan", "alloclab-randomized", "alloclab-gpu"];
+const LOOM_CRATES: &[&str] = &[
+    "alloclab-core",
+    "alloclab-wfspan",
+    "alloclab-randomized",
+    "alloclab-gpu",
+];
 
 /// Default bound on loom's preemptions per execution.
 const DEFAULT_LOOM_MAX_PREEMPTIONS: &str = "3";
