@@ -491,22 +491,10 @@ fn check_pointer_accepts_live_blocks_and_names_every_kind_of_bad_pointer() {
             .unwrap_err()
             .contains(not_from_heap)
     );
-    // SAFETY: a fresh anonymous page, unmapped below.
-    let page = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(page, libc::MAP_FAILED);
-    let err = heap.check_pointer(page.cast()).unwrap_err();
+    let page = common::ForeignPage::new();
+    let err = heap.check_pointer(page.start()).unwrap_err();
     assert!(err.contains(not_from_heap), "{err}");
-    // SAFETY: mapped above, unmapped once.
-    unsafe { libc::munmap(page, 4096) };
+    drop(page);
     // The heap's own control block, at the start of the first chunk.
     let chunk = (live.as_ptr() as usize & !(common::CHUNK - 1)) as *const u8;
     assert!(heap.check_pointer(chunk.wrapping_add(16)).is_err());

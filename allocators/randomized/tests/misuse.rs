@@ -157,25 +157,13 @@ fn freeing_an_interior_pointer_aborts() {
 fn freeing_a_foreign_mapping_aborts() {
     let heap = Randomized::with_seed(9).unwrap();
     let live = heap.allocate(layout(64, 8)).unwrap();
-    // SAFETY: a fresh anonymous page, unmapped below.
-    let page = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(page, libc::MAP_FAILED);
-    let page = page.cast::<u8>();
+    let foreign = common::ForeignPage::new();
+    let page = foreign.start();
     // SAFETY: inside the page.
     let middle = unsafe { page.add(2048) };
     expect_abort(&[FOREIGN], || free(&heap, page));
     expect_abort(&[FOREIGN], || free(&heap, middle));
-    // SAFETY: mapped above, unmapped once.
-    unsafe { libc::munmap(page.cast(), 4096) };
+    drop(foreign);
     free(&heap, live.as_ptr());
 }
 

@@ -218,3 +218,41 @@ pub fn expect_abort(expected: &[&str], misuse: impl FnOnce()) -> String {
     );
     stderr
 }
+
+/// A page of anonymous memory that no heap handed out, unmapped on drop: the "foreign
+/// pointer" of the misuse and `check_pointer` tests.
+pub struct ForeignPage(*mut u8);
+
+impl ForeignPage {
+    /// Bytes in the page.
+    pub const LEN: usize = 4096;
+
+    /// Maps a fresh page.
+    pub fn new() -> Self {
+        // SAFETY: a fresh anonymous private mapping touches no existing memory.
+        let page = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                Self::LEN,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(page, libc::MAP_FAILED, "mmap failed");
+        Self(page.cast())
+    }
+
+    /// The page's first byte.
+    pub fn start(&self) -> *mut u8 {
+        self.0
+    }
+}
+
+impl Drop for ForeignPage {
+    fn drop(&mut self) {
+        // SAFETY: mapped in `new`, unmapped once, here.
+        unsafe { libc::munmap(self.0.cast(), Self::LEN) };
+    }
+}
