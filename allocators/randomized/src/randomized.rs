@@ -1,6 +1,6 @@
 //! [`Randomized`]: the public face of the heap, and its trait implementations.
 
-use core::alloc::{GlobalAlloc, Layout};
+use core::alloc::Layout;
 use core::ptr::{self, NonNull};
 
 use alloclab_core::{
@@ -303,32 +303,4 @@ impl ForkHooks for Randomized {
     }
 }
 
-// SAFETY: `alloc` returns null or a block of at least `layout.size()` bytes aligned to
-// `layout.align()`; `dealloc` takes back blocks of this heap only (aborting on others).
-unsafe impl GlobalAlloc for Randomized {
-    #[inline]
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        self.allocate_block(layout)
-            .map_or(ptr::null_mut(), NonNull::as_ptr)
-    }
-
-    #[inline]
-    unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
-        if let Some(ptr) = NonNull::new(ptr) {
-            self.free_block(ptr);
-        }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        self.allocate_zeroed(layout)
-            .map_or(ptr::null_mut(), NonNull::as_ptr)
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let Some(block) = NonNull::new(ptr) else {
-            return ptr::null_mut();
-        };
-        // SAFETY: forwarded from the caller.
-        unsafe { self.reallocate(block, layout, new_size) }.map_or(ptr::null_mut(), NonNull::as_ptr)
-    }
-}
+alloclab_core::impl_global_alloc!(Randomized);

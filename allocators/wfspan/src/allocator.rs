@@ -1,6 +1,6 @@
 //! [`WfSpan`]: the allocator instance, its configuration, and the trait implementations.
 
-use core::alloc::{GlobalAlloc, Layout};
+use core::alloc::Layout;
 use core::ptr::{self, NonNull};
 
 use alloclab_core::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering};
@@ -720,27 +720,4 @@ unsafe impl MallocHeap for WfSpan {
     }
 }
 
-// SAFETY: forwards to the `Allocator`/`HostAllocator` implementation, which returns blocks
-// that fit their layout, keeps them live until freed, and keeps contents on reallocation.
-unsafe impl GlobalAlloc for WfSpan {
-    #[inline]
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        self.allocate_block(layout)
-            .map_or(ptr::null_mut(), NonNull::as_ptr)
-    }
-
-    #[inline]
-    unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
-        // SAFETY: `GlobalAlloc::dealloc` requires a live block of ours, hence non-null.
-        unsafe { self.free_block(NonNull::new_unchecked(ptr)) }
-    }
-
-    #[inline]
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: as in `dealloc`; `GlobalAlloc::realloc`'s contract is `reallocate`'s.
-        unsafe {
-            HostAllocator::reallocate(self, NonNull::new_unchecked(ptr), layout, new_size)
-                .map_or(ptr::null_mut(), NonNull::as_ptr)
-        }
-    }
-}
+alloclab_core::impl_global_alloc!(WfSpan);
