@@ -14,6 +14,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use alloclab_core::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+
 use super::MediumError;
 
 /// A locked pool file and its length.
@@ -185,5 +187,45 @@ impl PoolFile {
     /// Its length in bytes (non-zero).
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+}
+
+/// The `msync` failures of a file medium: `flush` cannot return an error, so a failed
+/// write-back is counted and its error kept for the caller to ask about.
+#[derive(Debug)]
+pub(crate) struct SyncFailures {
+    count: AtomicU64,
+    last_errno: AtomicI32,
+}
+
+impl SyncFailures {
+    /// No failure yet.
+    pub(crate) fn new() -> Self {
+        Self {
+            count: AtomicU64::new(0),
+            last_errno: AtomicI32::new(0),
+        }
+    }
+
+    /// Records the failure `errno` of the last system call (`EIO` if it set none).
+    pub(crate) fn record_last_os_error(&self) {
+        let errno = io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.last_errno.store(errno, Ordering::Relaxed);
+    }
+
+    /// How many write-backs failed.
+    pub(crate) fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// The latest failure's error, if any failed.
+    pub(crate) fn last_error(&self) -> Option<io::Error> {
+        match self.last_errno.load(Ordering::Relaxed) {
+            0 => None,
+            errno => Some(io::Error::from_raw_os_error(errno)),
+        }
     }
 }

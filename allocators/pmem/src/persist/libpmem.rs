@@ -20,9 +20,7 @@ use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::OnceLock;
 
-use alloclab_core::sync::atomic::{AtomicI32, AtomicU64, Ordering};
-
-use super::file::PoolFile;
+use super::file::{PoolFile, SyncFailures};
 use super::{AtomicPersistStats, Medium, MediumError, MediumKind, PersistStats, check_range};
 
 /// The library's soname (PMDK's ABI version 1).
@@ -214,8 +212,7 @@ pub struct PmemFileMedium {
     len: usize,
     is_pmem: bool,
     stats: AtomicPersistStats,
-    sync_failures: AtomicU64,
-    last_sync_errno: AtomicI32,
+    sync_failures: SyncFailures,
     file: PoolFile,
 }
 
@@ -268,8 +265,7 @@ impl PmemFileMedium {
             len: file.len(),
             is_pmem,
             stats: AtomicPersistStats::new(),
-            sync_failures: AtomicU64::new(0),
-            last_sync_errno: AtomicI32::new(0),
+            sync_failures: SyncFailures::new(),
             file,
         }
     }
@@ -286,15 +282,12 @@ impl PmemFileMedium {
 
     /// How many `pmem_msync` calls have failed (their bytes may not be durable).
     pub fn sync_failures(&self) -> u64 {
-        self.sync_failures.load(Ordering::Relaxed)
+        self.sync_failures.count()
     }
 
     /// The error of the latest failed `pmem_msync`, if any failed.
     pub fn last_sync_error(&self) -> Option<io::Error> {
-        match self.last_sync_errno.load(Ordering::Relaxed) {
-            0 => None,
-            errno => Some(io::Error::from_raw_os_error(errno)),
-        }
+        self.sync_failures.last_error()
     }
 }
 
@@ -374,11 +367,7 @@ unsafe impl Medium for PmemFileMedium {
             // SAFETY: as above; `pmem_msync` aligns the range to pages itself.
             let rc = unsafe { self.lib.msync(addr, len) };
             if rc != 0 {
-                let errno = io::Error::last_os_error()
-                    .raw_os_error()
-                    .unwrap_or(libc::EIO);
-                self.sync_failures.fetch_add(1, Ordering::Relaxed);
-                self.last_sync_errno.store(errno, Ordering::Relaxed);
+                self.sync_failures.record_last_os_error();
             }
         }
     }

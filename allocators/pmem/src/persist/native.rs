@@ -24,9 +24,7 @@ use std::io;
 use std::path::Path;
 use std::ptr::NonNull;
 
-use alloclab_core::sync::atomic::{AtomicI32, AtomicU64, Ordering};
-
-use super::file::PoolFile;
+use super::file::{PoolFile, SyncFailures};
 use super::{
     AtomicPersistStats, CACHE_LINE, Medium, MediumError, MediumKind, NativeFlush, PersistStats,
     check_range,
@@ -108,8 +106,7 @@ pub struct FileMedium {
     is_dax: bool,
     page_size: usize,
     stats: AtomicPersistStats,
-    sync_failures: AtomicU64,
-    last_sync_errno: AtomicI32,
+    sync_failures: SyncFailures,
     file: PoolFile,
 }
 
@@ -221,8 +218,7 @@ impl FileMedium {
             is_dax,
             page_size,
             stats: AtomicPersistStats::new(),
-            sync_failures: AtomicU64::new(0),
-            last_sync_errno: AtomicI32::new(0),
+            sync_failures: SyncFailures::new(),
             file,
         }
     }
@@ -245,15 +241,12 @@ impl FileMedium {
 
     /// How many `msync` calls have failed (their bytes may not be durable).
     pub fn sync_failures(&self) -> u64 {
-        self.sync_failures.load(Ordering::Relaxed)
+        self.sync_failures.count()
     }
 
     /// The error of the latest failed `msync`, if any failed.
     pub fn last_sync_error(&self) -> Option<io::Error> {
-        match self.last_sync_errno.load(Ordering::Relaxed) {
-            0 => None,
-            errno => Some(io::Error::from_raw_os_error(errno)),
-        }
+        self.sync_failures.last_error()
     }
 
     fn msync(&self, offset: usize, len: usize) {
@@ -264,11 +257,7 @@ impl FileMedium {
         // this medium's mapping (`check_range` held).
         let rc = unsafe { libc::msync(addr.cast(), offset + len - start, libc::MS_SYNC) };
         if rc != 0 {
-            let errno = io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO);
-            self.sync_failures.fetch_add(1, Ordering::Relaxed);
-            self.last_sync_errno.store(errno, Ordering::Relaxed);
+            self.sync_failures.record_last_os_error();
         }
     }
 }
