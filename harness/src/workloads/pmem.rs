@@ -62,6 +62,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 
 use super::cpu::common::{self, Table};
+use super::realtime::{latency_histogram, shortest_ns};
 use super::{Params, Scale, WorkloadInfo};
 use crate::measure;
 use crate::peers::Capability;
@@ -85,8 +86,6 @@ pub const RECOVERY_OBJECT_SIZE: usize = 64;
 pub const RECOVERY_OBJECTS: usize = 1 << 20;
 /// Directory for the pools instead of `/dev/shm`.
 pub const POOL_DIR_ENV: &str = "ALLOCLAB_PMEM_DIR";
-/// Largest latency a histogram tells apart (60 s).
-const HIGHEST_NS: u64 = 60_000_000_000;
 
 /// The registry entries of the `pmem` suite.
 pub const WORKLOADS: &[WorkloadInfo] = &[
@@ -383,13 +382,7 @@ impl Report {
                 true,
             ));
         }
-        let shortest = [&self.alloc, &self.free]
-            .into_iter()
-            .filter(|h| !h.is_empty())
-            .map(Histogram::min)
-            .min()
-            .unwrap_or(1)
-            .max(1);
+        let shortest = shortest_ns(&[&self.alloc, &self.free]).max(1);
         out.push(sample(CLOCK_READ_METRIC, "ns", clock_read_ns, true));
         out.push(sample(
             TIMER_OVERHEAD_METRIC,
@@ -399,10 +392,6 @@ impl Report {
         ));
         out
     }
-}
-
-fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, HIGHEST_NS, 3).expect("valid histogram bounds")
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -446,8 +435,8 @@ impl Steps {
             sizes,
             allocations: 0,
             frees: 0,
-            alloc: histogram(),
-            free: histogram(),
+            alloc: latency_histogram(),
+            free: latency_histogram(),
         }
     }
 
@@ -618,8 +607,8 @@ pub fn measure<H: SlotHeap>(params: &Params, dir: &Path) -> Result<Report, Strin
         pairs: throughput.frees,
         elapsed,
         persist: before.zip(after).map(|(b, a)| counters_since(a, b)),
-        alloc: latency.alloc.unwrap_or_else(histogram),
-        free: latency.free.unwrap_or_else(histogram),
+        alloc: latency.alloc.unwrap_or_else(latency_histogram),
+        free: latency.free.unwrap_or_else(latency_histogram),
         allocations: fill.allocations + throughput.allocations + latency.allocations,
         frees: throughput.frees + latency.frees,
         live_after,

@@ -170,16 +170,29 @@ pub const PERCENTILES: [(&str, f64); 5] = [
     ("p99.999", 0.99999),
 ];
 
+/// An empty histogram of single-call latencies, in ns, as every suite that times calls
+/// one by one keeps them: 1 ns to [`HIGHEST_NS`], [`SIGNIFICANT_DIGITS`] digits.
+pub(crate) fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIGHEST_NS, SIGNIFICANT_DIGITS).expect("valid histogram bounds")
+}
+
+/// The shortest call recorded in any of `histograms`, in ns (0 if all are empty): for the
+/// timer-overhead figure.
+pub(crate) fn shortest_ns(histograms: &[&Histogram<u64>]) -> u64 {
+    histograms
+        .iter()
+        .filter(|h| !h.is_empty())
+        .map(|h| h.min())
+        .min()
+        .unwrap_or(0)
+}
+
 impl Latencies {
     fn new() -> Self {
-        let histogram = || {
-            Histogram::new_with_bounds(1, HIGHEST_NS, SIGNIFICANT_DIGITS)
-                .expect("valid histogram bounds")
-        };
         Self {
-            alloc: histogram(),
-            free: histogram(),
-            remote_free: histogram(),
+            alloc: latency_histogram(),
+            free: latency_histogram(),
+            remote_free: latency_histogram(),
         }
     }
 
@@ -192,13 +205,7 @@ impl Latencies {
 
     /// The shortest operation timed (for the timer-overhead figure).
     pub fn shortest(&self) -> Duration {
-        let min = [&self.alloc, &self.free]
-            .into_iter()
-            .filter(|h| !h.is_empty())
-            .map(Histogram::min)
-            .min()
-            .unwrap_or(0);
-        Duration::from_nanos(min)
+        Duration::from_nanos(shortest_ns(&[&self.alloc, &self.free]))
     }
 
     /// The metrics of the [module documentation](self); `stats` are the allocator's
