@@ -179,6 +179,65 @@ fn reserve_publish_stores_every_dest_with_one_fence_and_a_dropped_reservation_re
 }
 
 #[test]
+fn keep_and_release_write_nothing_persistent_and_recovery_follows_the_callers_link() {
+    let heap = sim_heap(4 * MIB);
+    // The first block of a class carves a slab, whose tag is persisted (off the fast path).
+    drop(heap.reserve(layout(200)).unwrap());
+    let before = heap.stats().persist;
+    let kept = heap.reserve(layout(200)).unwrap().keep();
+    let unlinked = heap.reserve(layout(200)).unwrap().keep();
+    assert_ne!(kept, unlinked);
+    assert_eq!(heap.stats().persist, before, "keep flushed or fenced");
+    assert_eq!(heap.stats().live_blocks, 2);
+    // The caller links `kept` itself, durably; `unlinked` it never links.
+    // SAFETY: root slot 0 is an aligned word of the root, used by this thread only.
+    unsafe { PPtr::store(root_slot(&heap, 0), kept) };
+    heap.persist(root_slot(&heap, 0).cast(), 8);
+    let after_link = heap.stats().persist;
+
+    let recovered = reopen(&heap);
+    assert_eq!(
+        recovered.block_size(kept),
+        Some(256),
+        "a linked kept block is live"
+    );
+    assert_eq!(
+        recovered.block_size(unlinked),
+        None,
+        "an unlinked one is freed"
+    );
+    assert_eq!(recovered.recovery().live_blocks, 1);
+
+    // Release: the caller unlinks durably first, then gives the block back.
+    // SAFETY: as above.
+    unsafe { PPtr::store(root_slot(&heap, 0), PPtr::NULL) };
+    heap.persist(root_slot(&heap, 0).cast(), 8);
+    let after_unlink = heap.stats().persist;
+    // SAFETY: no durable word names `kept` any more, and it is not used again.
+    unsafe { heap.release(kept) }.unwrap();
+    assert_eq!(
+        heap.stats().persist,
+        after_unlink,
+        "release flushed or fenced"
+    );
+    assert_ne!(after_unlink, after_link);
+    assert_eq!(heap.block_size(kept), None);
+    // SAFETY: as above; the second release and a null one must be refused.
+    assert!(matches!(
+        unsafe { heap.release(kept) },
+        Err(HeapError::NotABlock { .. })
+    ));
+    // SAFETY: as above.
+    assert!(matches!(
+        unsafe { heap.release(PPtr::NULL) },
+        Err(HeapError::NullDest)
+    ));
+    // SAFETY: `unlinked` is live and named by nothing durable.
+    unsafe { heap.release(unlinked) }.unwrap();
+    assert_eq!(heap.stats().live_blocks, 0);
+}
+
+#[test]
 #[should_panic(expected = "publish")]
 fn publish_into_a_dest_outside_the_pool_panics_before_writing() {
     let heap = sim_heap(MIB);

@@ -45,6 +45,10 @@
 //! * [`reserve`](PersistentHeap::reserve) takes a block in DRAM only;
 //!   [`publish`](PersistentHeap::publish) stores every destination, flushes each line and
 //!   fences once. A dropped, unpublished [`Reservation`] returns its block.
+//! * [`Reservation::keep`] and [`release`](PersistentHeap::release) are the same two
+//!   operations for a caller that links and unlinks blocks durably itself (a storage
+//!   engine, inside the fence of its own log or commit): **no flush, no fence**; since a
+//!   block is live iff reachable, the caller's durable link is the allocation.
 //!
 //! The block's contents are the caller's (persist them with
 //! [`persist`](PersistentHeap::persist) before publishing, or after: a crash in between
@@ -489,6 +493,39 @@ impl<M: Medium> PersistentHeap<M> {
         Ok(())
     }
 
+    /// Gives back the live block at `p` without writing anything persistent: the
+    /// counterpart of [`Reservation::keep`], for a caller that has already unlinked the
+    /// block durably (cleared every reachable word that named it, and fenced). No flush, no
+    /// fence: a block no reachable word names is free at the next recovery anyway.
+    ///
+    /// # Errors
+    ///
+    /// [`HeapError::NullDest`] for null; [`HeapError::NotABlock`] unless `p` is the start of
+    /// a live block (a double release or a release after [`free_from`](Self::free_from)
+    /// included). Nothing changes on error.
+    ///
+    /// # Safety
+    ///
+    /// No durable reachable word may still name the block (else, after a crash, recovery
+    /// keeps it live while the heap may have handed it out again), and no pointer to it may
+    /// be used after this call.
+    pub unsafe fn release(&self, p: PPtr<u8>) -> Result<(), HeapError> {
+        if p.is_null() {
+            return Err(HeapError::NullDest);
+        }
+        let not_a_block = || HeapError::NotABlock { offset: p.offset() };
+        let offset = usize::try_from(p.offset()).map_err(|_| not_a_block())?;
+        let block = match self.block_containing(offset) {
+            Some(b) if b.offset == offset => b,
+            _ => return Err(not_a_block()),
+        };
+        if !self.clear_live(offset) {
+            return Err(not_a_block());
+        }
+        self.give_back(block, true);
+        Ok(())
+    }
+
     /// Takes a block for `layout` in DRAM only: nothing persistent changes until
     /// [`publish`](Self::publish); a crash before it, or dropping the reservation, frees it.
     ///
@@ -844,9 +881,22 @@ impl<M: Medium> Reservation<'_, M> {
         self.block.size
     }
 
-    /// Whether [`PersistentHeap::publish`] has stored it.
+    /// Whether [`PersistentHeap::publish`] has stored it (or [`keep`](Self::keep) kept it).
     pub fn is_published(&self) -> bool {
         !self.armed
+    }
+
+    /// Keeps the block allocated without storing it anywhere: linking it, durably, is the
+    /// caller's (a storage engine that writes the pointer into its own log or node and
+    /// persists it with the fence it needs anyway). Nothing persistent changes and no fence
+    /// is taken: the block is live because it is reachable, so a crash before the caller's
+    /// link is durable leaves it unreachable, and recovery frees it.
+    ///
+    /// A kept block that the caller never links stays allocated until the next recovery.
+    pub fn keep(mut self) -> PPtr<u8> {
+        self.armed = false;
+        lock(&self.heap.shard().0).allocations += 1;
+        self.pptr()
     }
 }
 
