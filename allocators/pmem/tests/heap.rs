@@ -222,16 +222,13 @@ fn keep_and_release_write_nothing_persistent_and_recovery_follows_the_callers_li
     );
     assert_ne!(after_unlink, after_link);
     assert_eq!(heap.block_size(kept), None);
-    // SAFETY: as above; the second release and a null one must be refused.
-    assert!(matches!(
-        unsafe { heap.release(kept) },
-        Err(HeapError::NotABlock { .. })
-    ));
-    // SAFETY: as above.
-    assert!(matches!(
-        unsafe { heap.release(PPtr::NULL) },
-        Err(HeapError::NullDest)
-    ));
+    // SAFETY: release refuses a block that is not live and null, writing nothing.
+    let (again, null) = unsafe { (heap.release(kept), heap.release(PPtr::NULL)) };
+    assert!(
+        matches!(again, Err(HeapError::NotABlock { .. })),
+        "{again:?}"
+    );
+    assert!(matches!(null, Err(HeapError::NullDest)), "{null:?}");
     // SAFETY: `unlinked` is live and named by nothing durable.
     unsafe { heap.release(unlinked) }.unwrap();
     assert_eq!(heap.stats().live_blocks, 0);
