@@ -8,6 +8,8 @@
 //! * [`workloads`]: the suites and their workloads.
 //! * [`pmem`]: persistent heaps (alloclab-pmem, PMDK, a DRAM baseline) behind one slot-based
 //!   trait, for the `pmem` suite.
+//! * [`storage`]: storage engines (InP, LSM, CoW) over persistent heaps, for the `storage`
+//!   suite.
 //! * [`measure`]: timer calibration and resident-set measurement.
 //! * [`runner`]: runs each measurement in a fresh worker process and aggregates runs.
 //! * [`results`]: the `results.json` format.
@@ -21,4 +23,5 @@ pub mod pmem;
 pub mod report;
 pub mod results;
 pub mod runner;
+pub mod storage;
 pub mod workloads;

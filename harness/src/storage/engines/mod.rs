@@ -1,0 +1,1 @@
+//! The three engines: in-place update, log-structured merge, copy-on-write.

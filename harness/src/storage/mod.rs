@@ -1,0 +1,357 @@
+//! Storage engines in the style of N-Store over persistent heaps, for the `storage` suite.
+//!
+//! * [`PHeap`]: a persistent heap as an engine sees it — the pluggable allocator interface
+//!   of N-Store (allocate, deallocate, root, recovery) with the two crash-atomic calls that
+//!   store the block into, or clear it from, a persistent word ([`PHeap::alloc_into`],
+//!   [`PHeap::free_from`]), and the engine's own flush and fence.
+//! * [`PoolFile`]: the heaps that live in a pool file (created and reopened by path).
+//! * [`Engine`]: a key–value storage engine on a `PHeap`, one instance per partition.
+//! * [`Split`]: where an engine's time goes — index, crash consistency, memory management,
+//!   modification — in cycles, for the time-split chart.
+//!
+//! # Offsets, not addresses
+//!
+//! Everything persistent names a block by its 8-byte offset from [`PHeap::at`]`(0)`; 0 is
+//! null. alloclab-pmem's `PPtr` is that offset; PMDK's `PMEMoid.off` is too (the pool UUID
+//! is the heap's); the DRAM baseline's offsets are addresses (its base is 0).
+//!
+//! # Partitions and threads
+//!
+//! As in N-Store, the database is partitioned by key among executor threads: each thread
+//! owns one [`Engine`] instance (its own index and log) whose persistent root is a
+//! [`Engine::ROOT_BYTES`] slice of the heap's root, and all instances share one heap, whose
+//! allocator is what the threads contend on.
+//!
+//! # A note on alloclab-pmem's conservative recovery
+//!
+//! alloclab-pmem recovers by marking every block whose offset appears as an aligned word in
+//! a reachable block. An engine that stores data words equal to block offsets (an 8-byte key
+//! such as 65,536, say) keeps such a block allocated until the word changes: a leak, never a
+//! corruption. Engines store keys and other data words so that they are odd, or above the
+//! pool (see the engines' docs), so that crash tests can count leaks exactly.
+
+pub mod alloclab;
+pub mod engines;
+
+use std::path::Path;
+use std::sync::Arc;
+
+pub use alloclab_pmem::PersistStats;
+
+/// A persistent heap as the storage engines see it (see the [module documentation](self)).
+///
+/// Every `*mut u64` destination must be an 8-byte-aligned word inside the heap's root or a
+/// live block. "Durable" means flushed and fenced: after a crash the word holds the value.
+pub trait PHeap: Send + Sync + 'static {
+    /// The root: [`root_size`](Self::root_size) bytes, cache-line aligned, zeroed when the
+    /// heap was created, where engines keep their partitions' roots.
+    fn root(&self) -> *mut u8;
+
+    /// Bytes in the root.
+    fn root_size(&self) -> usize;
+
+    /// The address of the block at offset `off` (0 gives a null pointer).
+    fn at(&self, off: u64) -> *mut u8;
+
+    /// The offset of `p`, an address inside the heap (the inverse of [`at`](Self::at)).
+    fn offset_of(&self, p: *const u8) -> u64;
+
+    /// Allocates `size` bytes (N-Store's `allocate`): the block is the caller's to fill and
+    /// to link, durably, from a persistent structure. A crash before the link is durable
+    /// frees it in heaps that recover by reachability (alloclab-pmem) and may leak it in
+    /// heaps that persist their allocation state (PMDK), as in N-Store.
+    ///
+    /// # Errors
+    ///
+    /// Zero or too large a size, out of space, the heap failed; a one-line message.
+    fn alloc(&self, size: usize) -> Result<u64, String>;
+
+    /// Frees the block at `off` (N-Store's `deallocate`), which the caller has already
+    /// unlinked durably.
+    ///
+    /// # Errors
+    ///
+    /// `off` is not the start of a live block (a double free included); nothing changes.
+    ///
+    /// # Safety
+    ///
+    /// No durable word reachable from the root may still name the block, and no pointer
+    /// into it may be used after the call.
+    unsafe fn dealloc(&self, off: u64) -> Result<(), String>;
+
+    /// Allocates `size` bytes and stores the block's offset into `dest`, atomically with
+    /// respect to a crash: after one, `dest` holds its old value (and the block is free) or
+    /// the block (and it is live). Returns the offset.
+    ///
+    /// # Errors
+    ///
+    /// As [`alloc`](Self::alloc); `dest` outside the heap. Nothing is written on error.
+    ///
+    /// # Safety
+    ///
+    /// `dest` is an aligned word of the root or of a live block that no other thread
+    /// accesses during the call; whatever block it named before is the caller's to free.
+    unsafe fn alloc_into(&self, dest: *mut u64, size: usize) -> Result<u64, String>;
+
+    /// Frees the block `dest` names and stores 0 into `dest`, atomically with respect to a
+    /// crash.
+    ///
+    /// # Errors
+    ///
+    /// `dest` holds 0 or not the start of a live block; nothing is written.
+    ///
+    /// # Safety
+    ///
+    /// As [`alloc_into`](Self::alloc_into); no pointer into the block may be used after it.
+    unsafe fn free_from(&self, dest: *mut u64) -> Result<(), String>;
+
+    /// Writes back the cache lines of `len` bytes at `p` (an address inside the heap)
+    /// toward persistence; durable after the next [`fence`](Self::fence).
+    fn flush(&self, p: *const u8, len: usize);
+
+    /// Orders every earlier flush: what they covered is durable once this returns.
+    fn fence(&self);
+
+    /// [`flush`](Self::flush) then [`fence`](Self::fence).
+    fn persist(&self, p: *const u8, len: usize) {
+        self.flush(p, len);
+        self.fence();
+    }
+
+    /// Flushes and fences so far, all threads together (for flushes, fences and bytes per
+    /// operation), or `None` where the heap does not count them (PMDK, which flushes
+    /// inside the library; its engines' own flushes are still counted by [`Split`]).
+    fn persist_counts(&self) -> Option<PersistStats>;
+}
+
+/// A [`PHeap`] that lives in a pool file.
+pub trait PoolFile: PHeap + Sized {
+    /// The name the harness knows the heap by (`alloclab-pmem`, `pmdk`, `dram`).
+    const NAME: &'static str;
+
+    /// Whether the heap survives its process (`false` for the DRAM baseline, which has no
+    /// recovery to measure and whose [`open`](Self::open) fails).
+    const DURABLE: bool = true;
+
+    /// Whether the heap can be used here; a one-line reason if not (a missing library).
+    ///
+    /// # Errors
+    ///
+    /// The reason.
+    fn available() -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Creates a pool of `pool_bytes` at `path` (which must not exist) with a zeroed root of
+    /// `root_size` bytes.
+    ///
+    /// # Errors
+    ///
+    /// A one-line message naming the path.
+    fn create(path: &Path, pool_bytes: usize, root_size: usize) -> Result<Self, String>;
+
+    /// Opens the pool at `path`, recovering the heap (what heap recovery time measures).
+    ///
+    /// # Errors
+    ///
+    /// A one-line message naming the path.
+    fn open(path: &Path) -> Result<Self, String>;
+}
+
+/// Where an engine's time goes (the paper's SCAN / CC / MM / MOD split).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Phase {
+    /// Index lookups and index maintenance (B+tree search, node splits, sorted-array
+    /// search, bloom filters).
+    Index,
+    /// Crash consistency: writing the undo log / WAL / directory copies, and every flush
+    /// and fence the engine issues itself.
+    Cc,
+    /// Memory management: every call into the heap's allocator (`alloc`, `dealloc`,
+    /// `alloc_into`, `free_from`), including the flushes and fences inside it.
+    Mm,
+    /// Modification: copying tuple data into place and reading it out.
+    Mod,
+}
+
+impl Phase {
+    /// Every phase, in report order.
+    pub const ALL: [Phase; 4] = [Phase::Index, Phase::Cc, Phase::Mm, Phase::Mod];
+
+    /// The short name used in results and charts.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Index => "index",
+            Phase::Cc => "crash-consistency",
+            Phase::Mm => "memory-management",
+            Phase::Mod => "modification",
+        }
+    }
+}
+
+/// Cycles spent in each [`Phase`] by one engine instance (one thread), and the engine's
+/// own flushes and fences.
+///
+/// Phases do not nest: an engine times the innermost piece of work under one phase and
+/// nothing twice (an allocator call inside log writing is [`Phase::Mm`], the rest of the
+/// log writing [`Phase::Cc`]). Time outside every phase (the driver, key generation) is
+/// not counted; shares are of the sum of the four.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Split {
+    cycles: [u64; 4],
+    /// Flush calls the engine made itself.
+    pub flushes: u64,
+    /// Fences the engine made itself.
+    pub fences: u64,
+    /// Bytes the engine's own flushes covered.
+    pub bytes_flushed: u64,
+}
+
+impl Split {
+    /// Runs `f`, adding its duration to `phase`.
+    #[inline]
+    pub fn time<R>(&mut self, phase: Phase, f: impl FnOnce() -> R) -> R {
+        let start = now();
+        let r = f();
+        self.cycles[phase as usize] += now().wrapping_sub(start);
+        r
+    }
+
+    /// Cycles (or nanoseconds where there is no cycle counter) spent in `phase`.
+    pub fn cycles(&self, phase: Phase) -> u64 {
+        self.cycles[phase as usize]
+    }
+
+    /// `phase`'s share of the four phases' total, in `0.0..=1.0` (0 when nothing was timed).
+    pub fn share(&self, phase: Phase) -> f64 {
+        let total: u64 = self.cycles.iter().sum();
+        if total == 0 {
+            0.0
+        } else {
+            self.cycles(phase) as f64 / total as f64
+        }
+    }
+
+    /// Adds another instance's split (to total the threads).
+    pub fn add(&mut self, other: &Split) {
+        for (a, b) in self.cycles.iter_mut().zip(other.cycles) {
+            *a += b;
+        }
+        self.flushes += other.flushes;
+        self.fences += other.fences;
+        self.bytes_flushed += other.bytes_flushed;
+    }
+
+    /// Flushes `len` bytes at `p` through `heap`, counted, under [`Phase::Cc`].
+    pub fn flush<H: PHeap + ?Sized>(&mut self, heap: &H, p: *const u8, len: usize) {
+        self.flushes += 1;
+        self.bytes_flushed += len as u64;
+        self.time(Phase::Cc, || heap.flush(p, len));
+    }
+
+    /// Fences through `heap`, counted, under [`Phase::Cc`].
+    pub fn fence<H: PHeap + ?Sized>(&mut self, heap: &H) {
+        self.fences += 1;
+        self.time(Phase::Cc, || heap.fence());
+    }
+
+    /// [`flush`](Self::flush) then [`fence`](Self::fence).
+    pub fn persist<H: PHeap + ?Sized>(&mut self, heap: &H, p: *const u8, len: usize) {
+        self.flush(heap, p, len);
+        self.fence(heap);
+    }
+}
+
+/// The cycle counter (x86-64 `rdtsc`), or monotonic nanoseconds elsewhere.
+#[inline]
+fn now() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `rdtsc` has no preconditions on x86-64.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        use std::sync::OnceLock;
+        use std::time::Instant;
+        static START: OnceLock<Instant> = OnceLock::new();
+        START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    }
+}
+
+/// A key–value storage engine on a persistent heap: one partition of the database, used
+/// by one thread (see the [module documentation](self)).
+///
+/// Keys are any `u64`; values are byte strings (a YCSB tuple of five 200-byte columns is
+/// one 1,000-byte value; the variable-size mix uses 1–256 bytes). An operation is
+/// *committed* once a later [`commit`](Self::commit) has returned; the driver calls it
+/// after every [`COMMIT_EVERY`](Self::COMMIT_EVERY) operations and at the end. After a
+/// crash, [`recover`](Self::recover) must show every committed operation and none of the
+/// operations after the last commit that returned, except that operations of the commit
+/// that was in flight are all there or all gone.
+pub trait Engine<H: PHeap>: Sized + Send {
+    /// The engine's name in results (`inp`, `lsm`, `cow`).
+    const NAME: &'static str;
+
+    /// Bytes of the heap's root one partition uses (a multiple of 64).
+    const ROOT_BYTES: usize;
+
+    /// Operations per transaction: 1 for engines that commit every operation (InP, LSM);
+    /// the batch size of group commit (CoW).
+    const COMMIT_EVERY: usize;
+
+    /// An empty partition whose root is the `ROOT_BYTES` (zeroed) at `root`, inside the
+    /// heap's root.
+    ///
+    /// # Errors
+    ///
+    /// The heap failed (out of space); a one-line message.
+    fn create(heap: Arc<H>, root: *mut u8) -> Result<Self, String>;
+
+    /// The partition at `root` as a crash (or a clean shutdown) left it: undo what was not
+    /// committed, redo what was, reclaim what the crash orphaned.
+    ///
+    /// # Errors
+    ///
+    /// The root does not hold this engine's partition, or its structures are corrupt.
+    fn recover(heap: Arc<H>, root: *mut u8) -> Result<Self, String>;
+
+    /// Copies the value of `key` into `out` (replacing its contents); whether it exists.
+    ///
+    /// # Errors
+    ///
+    /// The engine's structures are corrupt.
+    fn read(&mut self, key: u64, out: &mut Vec<u8>) -> Result<bool, String>;
+
+    /// Inserts `key` with `value`; `false` (and nothing changes) if it exists.
+    ///
+    /// # Errors
+    ///
+    /// The heap is out of space or failed.
+    fn insert(&mut self, key: u64, value: &[u8]) -> Result<bool, String>;
+
+    /// Overwrites `bytes.len()` bytes of `key`'s value at byte `at` (one column); `false`
+    /// if the key does not exist.
+    ///
+    /// # Errors
+    ///
+    /// The range is outside the value; the heap is out of space or failed.
+    fn update(&mut self, key: u64, at: usize, bytes: &[u8]) -> Result<bool, String>;
+
+    /// Deletes `key`; `false` if it does not exist.
+    ///
+    /// # Errors
+    ///
+    /// The heap failed.
+    fn delete(&mut self, key: u64) -> Result<bool, String>;
+
+    /// Commits every operation since the last commit.
+    ///
+    /// # Errors
+    ///
+    /// The heap is out of space or failed.
+    fn commit(&mut self) -> Result<(), String>;
+
+    /// Where this instance's time went so far.
+    fn split(&self) -> &Split;
+}
