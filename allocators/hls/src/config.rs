@@ -60,6 +60,24 @@ impl Default for CycleCosts {
     }
 }
 
+/// Which blocks a triggered defragmentation call slides down. Every policy moves blocks
+/// toward the base only, whole, in order, within the budget; they differ in latency per
+/// call and in how often calls come (measured in the crate's README).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CompactWindow {
+    /// Slide blocks from the heap base up until the run above them reaches the goal (the
+    /// failed request's size, or the threshold).
+    #[default]
+    FromBase,
+    /// First walk the handle table (one read per live block) to find the run of consecutive
+    /// blocks whose slide down to the hole below them opens the goal with the fewest units
+    /// moved, then slide only those (the lowest such run on a tie). Fewer words per call.
+    Cheapest,
+    /// Ignore the goal: compact the whole heap (as far as the budget allows), leaving one
+    /// free run at the top. Longer calls, fewer of them.
+    Whole,
+}
+
 /// The defragmenter: when it runs, and how much one call may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DefragConfig {
@@ -74,6 +92,8 @@ pub struct DefragConfig {
     pub budget_words: u32,
     /// BRAM ports used for moving (2: one read and one write per cycle).
     pub ports: u32,
+    /// Which blocks a call with a goal moves (a call without one compacts from the base).
+    pub window: CompactWindow,
 }
 
 impl Default for DefragConfig {
@@ -85,6 +105,7 @@ impl Default for DefragConfig {
             free_run_threshold_bytes: None,
             budget_words: 4096,
             ports: 2,
+            window: CompactWindow::FromBase,
         }
     }
 }

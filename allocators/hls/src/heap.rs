@@ -29,6 +29,7 @@ pub(crate) struct Heap {
 }
 
 /// Where a block was placed and what placing it read and wrote.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Placement {
     pub slot: u32,
     pub generation: u16,

@@ -56,8 +56,8 @@ mod sweep;
 mod trace;
 
 pub use config::{
-    BitmapGranularity, ConfigError, CycleCosts, DefragConfig, MAX_HEAP_BYTES, MAX_HEAPS,
-    MAX_WORD_BITS, OnChipConfig,
+    BitmapGranularity, CompactWindow, ConfigError, CycleCosts, DefragConfig, MAX_HEAP_BYTES,
+    MAX_HEAPS, MAX_WORD_BITS, OnChipConfig,
 };
 pub use defrag::DefragReport;
 pub use handle::Handle;

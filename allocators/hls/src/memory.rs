@@ -5,7 +5,8 @@
 //! failure. Otherwise scan the bitmap first fit (from the base, or from the cached position);
 //! if no run is long enough the failure is due to *fragmentation* (free bytes would have
 //! sufficed). With a defragmenter triggered on such failures, compact toward the base until a
-//! run of the request's size exists (within the budget), then scan once more.
+//! run of the request's size exists (within the budget; which blocks move is the
+//! [`CompactWindow`](crate::CompactWindow)), then scan once more.
 //!
 //! **Free**: clear the block's bits (a read-modify-write of partial head and tail words),
 //! release its handle-table slot. With a free-run threshold, scan the whole bitmap for the

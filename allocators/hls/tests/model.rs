@@ -7,8 +7,8 @@ use core::alloc::Layout;
 
 use alloclab_core::{AllocErrorKind, Allocator, Checked, Policy};
 use alloclab_hls::{
-    AllocateError, BitmapGranularity, DefragConfig, FailureClass, Handle, OnChipConfig,
-    OnChipMemory, SharedOnChip,
+    AllocateError, BitmapGranularity, CompactWindow, DefragConfig, FailureClass, Handle,
+    OnChipConfig, OnChipMemory, SharedOnChip,
 };
 use proptest::prelude::*;
 
@@ -27,6 +27,14 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+fn window() -> impl Strategy<Value = CompactWindow> {
+    prop_oneof![
+        Just(CompactWindow::FromBase),
+        Just(CompactWindow::Cheapest),
+        Just(CompactWindow::Whole),
+    ]
+}
+
 fn config() -> impl Strategy<Value = OnChipConfig> {
     (
         prop_oneof![Just(8u32), Just(32), Just(64), Just(128)],
@@ -36,9 +44,19 @@ fn config() -> impl Strategy<Value = OnChipConfig> {
         any::<bool>(),
         prop_oneof![Just(None), (16u32..256).prop_map(Some)],
         1u32..=2,
+        window(),
     )
         .prop_map(
-            |(word_bits, per_word, cached_start, budget_words, on_failure, threshold, ports)| {
+            |(
+                word_bits,
+                per_word,
+                cached_start,
+                budget_words,
+                on_failure,
+                threshold,
+                ports,
+                window,
+            )| {
                 let word_bytes = word_bits / 8;
                 OnChipConfig {
                     heaps: 2,
@@ -58,6 +76,7 @@ fn config() -> impl Strategy<Value = OnChipConfig> {
                         free_run_threshold_bytes: threshold,
                         budget_words,
                         ports,
+                        window,
                     }),
                 }
             },
@@ -172,9 +191,10 @@ proptest! {
     #[test]
     fn with_a_sufficient_budget_no_failure_is_due_to_fragmentation(
         sizes in proptest::collection::vec((1usize..400, any::<bool>()), 1..200),
+        window in window(),
     ) {
         let config = OnChipConfig { heap_words: 512, ..OnChipConfig::default() }
-            .with_defrag(DefragConfig { budget_words: 512, ..DefragConfig::default() });
+            .with_defrag(DefragConfig { budget_words: 512, window, ..DefragConfig::default() });
         let mut m = OnChipMemory::new(config).unwrap();
         let mut live = Vec::new();
         for (size, free_one) in sizes {
