@@ -26,7 +26,9 @@
 //!
 //! US patent application 2024/0345746 claims the random-probe idea; see the README.
 
+pub mod check;
 pub mod closed_form;
+pub mod device;
 mod pool;
 pub mod rng;
 pub mod sim;

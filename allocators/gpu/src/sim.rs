@@ -227,6 +227,32 @@ pub fn simulate(design: Design, config: &SimConfig) -> Result<SimResult, SimErro
     })
 }
 
+/// The pool state before a kernel, as the simulator draws it: one bit per page in 32-bit
+/// words, 1 = in use, every page in use except a seeded uniform subset of `free_pages`.
+/// The device runs start from the same states as the CPU model.
+///
+/// # Errors
+///
+/// [`SimError`] when T is not whole words or A > T.
+pub fn random_occupancy(
+    total_pages: usize,
+    free_pages: usize,
+    seed: u64,
+) -> Result<Vec<u32>, SimError> {
+    if total_pages == 0 || !total_pages.is_multiple_of(WORD_PAGES) {
+        return Err(SimError::PagesNotWholeWords { total_pages });
+    }
+    if free_pages > total_pages {
+        return Err(SimError::NotEnoughFreePages {
+            free_pages,
+            requesters: 0,
+            total_pages,
+        });
+    }
+    let mut rng = SplitMix64::new(seed);
+    Ok(Bitmap::with_random_free_subset(total_pages, free_pages, &mut rng).words)
+}
+
 fn mean_probes(probes: &[u32]) -> f64 {
     if probes.is_empty() {
         return 0.0;
