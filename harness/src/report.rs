@@ -2802,6 +2802,58 @@ mod tests {
     }
 
     #[test]
+    fn sweeps_over_three_decades_get_log_axes_and_negative_values_stay_in_view() {
+        let mut results = sample();
+        results.header.parameters.suites.push("gpu".into());
+        let mut push = |metric: String, median: f64| {
+            results.records.push(Record {
+                suite: "gpu".into(),
+                workload: "gpu-threads".into(),
+                allocator: "gpu-queue".into(),
+                threads: 1,
+                metric,
+                unit: "probes".into(),
+                median,
+                min: median,
+                max: median,
+                runs: 1,
+                lower_is_better: true,
+            });
+        };
+        for x in [1u32, 1024, 1 << 20] {
+            push(format!("tas{SWEEP_SEPARATOR}{x}"), f64::from(x) / 2.0 + 0.5);
+            push(format!("tas_error{SWEEP_SEPARATOR}{x}"), -1.5);
+        }
+        let view = View::new(&results);
+        let sweeps = sweeps(&view, "gpu", "gpu-threads");
+        let svg = render_sweep_svg(&sweeps, "gpu", "gpu-threads").unwrap();
+        assert!(svg.contains("tas (lower is better; log axes)"), "{svg}");
+        assert!(svg.contains("tas_error (lower is better; log x axis)"));
+        assert!(svg.contains("requesting threads"));
+        let md = render_markdown(&results);
+        assert!(md.contains("Sweep over the requesting threads"), "{md}");
+    }
+
+    #[test]
+    fn suite_notes_are_printed_under_their_suite_and_optional_in_json() {
+        let mut results = sample();
+        let suite = results.header.parameters.suites[0].clone();
+        results.notes.push(crate::results::SuiteNote {
+            suite: suite.clone(),
+            text: "CUDA: not run (no CUDA device: test)".into(),
+        });
+        let md = render_markdown(&results);
+        let heading = md.find(&format!("## Suite `{suite}`")).unwrap();
+        let note = md.find("CUDA: not run (no CUDA device: test)").unwrap();
+        assert!(note > heading, "{md}");
+        // A file written before notes existed has none; one without notes writes none.
+        let json = serde_json::to_string(&sample()).unwrap();
+        assert!(!json.contains("\"notes\""));
+        let back: ResultsFile = serde_json::from_str(&json).unwrap();
+        assert!(back.notes.is_empty());
+    }
+
+    #[test]
     fn chart_is_an_svg_naming_the_workload() {
         let dir = scratch("chart");
         let path = dir.join("chart.svg");
