@@ -983,7 +983,21 @@ fn workload_table(
     workload: &str,
     metrics: &[MetricInfo<'_>],
 ) {
-    let allocators = view.allocators_in(suite, None);
+    // The allocators that ran this workload, or tried to (a failure is a row of dashes);
+    // not those of the suite that never run it (the gpu suite's device-only baselines).
+    let ran = view.allocators_in(suite, Some(workload));
+    let allocators: Vec<&str> = view
+        .allocators_in(suite, None)
+        .into_iter()
+        .filter(|a| {
+            ran.contains(a)
+                || view
+                    .results
+                    .failures
+                    .iter()
+                    .any(|f| f.suite == suite && f.workload == workload && f.allocator == *a)
+        })
+        .collect();
     let threads = view.threads_in(suite, Some(workload));
     let ratio_header = view.ratio_header(suite);
 
@@ -2830,8 +2844,20 @@ mod tests {
         assert!(svg.contains("tas (lower is better; log axes)"), "{svg}");
         assert!(svg.contains("tas_error (lower is better; log x axis)"));
         assert!(svg.contains("requesting threads"));
+        // An allocator of the suite that did not run this workload gets no row in its table.
+        let mut other = results.records[results.records.len() - 1].clone();
+        other.workload = "gpu-free-fraction".into();
+        other.allocator = "gpu-rw".into();
+        other.metric = "tas_error_max".into();
+        results.records.push(other);
         let md = render_markdown(&results);
         assert!(md.contains("Sweep over the requesting threads"), "{md}");
+        let start = md.find("### gpu/gpu-threads").unwrap();
+        let end = start + md[start..].find("### Suite `gpu`").unwrap();
+        let threads_section = &md[start..end];
+        assert!(threads_section.contains("| gpu-queue | 1 |"), "{md}");
+        assert!(!threads_section.contains("| gpu-rw |"), "{md}");
+        assert!(md.contains("| gpu-rw | 1 |"), "{md}");
     }
 
     #[test]
