@@ -283,6 +283,31 @@ extern "C" __global__ void corw_alloc(u32 *words, u32 word_count, u32 requesters
     }
 }
 
+// CoRW's free: the lanes of a warp whose pages lie in the same word (CoRW hands a warp the
+// bits of few words) combine their bits with shuffles, and the lowest of them clears them
+// all with one atomicAnd. Every lane takes part in the shuffles (no early return).
+extern "C" __global__ void corw_free(u32 *words, u32 requesters, const u32 *held_page) {
+    u32 tid = global_thread();
+    u32 lane = threadIdx.x % WARP_LANES;
+    u32 page = tid < requesters ? held_page[tid] : NO_PAGE;
+    u32 word = page == NO_PAGE ? NO_PAGE : page / 32u;
+    u32 bit = page == NO_PAGE ? 0u : 1u << (page % 32u);
+    u32 mask = 0u;
+    u32 first_lane = WARP_LANES;
+    for (u32 src = 0; src < WARP_LANES; src++) {
+        u32 src_word = __shfl_sync(FULL_WORD, word, src);
+        u32 src_bit = __shfl_sync(FULL_WORD, bit, src);
+        if (src_word == word) {
+            mask |= src_bit;
+            first_lane = min(first_lane, src);
+        }
+    }
+    if (word != NO_PAGE && first_lane == lane) {
+        __threadfence();
+        atomicAnd(&words[word], ~mask);
+    }
+}
+
 // ---- warp-aggregated malloc/free of 1 .. 32 pages' worth of bytes ----
 //
 // A lane asking for at most one page's worth is "small": the warp's small requests, each

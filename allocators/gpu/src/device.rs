@@ -42,6 +42,7 @@ pub const KERNEL_SOURCES: &[KernelSource] = &[
             "rwbm_alloc",
             "rwbm_free",
             "corw_alloc",
+            "corw_free",
             "warp_malloc",
             "warp_free",
         ],

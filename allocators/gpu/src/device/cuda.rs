@@ -428,11 +428,18 @@ impl Gpu {
                 pages = self.download("reading the pages handed out", &out_page)?;
                 let after = self.download("reading the pool", &pool)?;
                 check_claims(&before, &after, held(&pages, ppr)).map_err(fail("allocation"))?;
-                let f = self.function("rwbm_free");
                 free_ms = timed(s, "the free kernel", || {
-                    let mut b = s.launch_builder(f);
-                    b.arg(&mut pool).arg(&n).arg(&ppr).arg(&out_page);
-                    // SAFETY: matches rwbm_free(u32*, u32, u32, const u32*).
+                    let mut b;
+                    if design == DeviceDesign::RwBm {
+                        b = s.launch_builder(self.function("rwbm_free"));
+                        b.arg(&mut pool).arg(&n).arg(&ppr).arg(&out_page);
+                    } else {
+                        b = s.launch_builder(self.function("corw_free"));
+                        b.arg(&mut pool).arg(&n).arg(&out_page);
+                    }
+                    // SAFETY: matches rwbm_free(u32*, u32, u32, const u32*) /
+                    // corw_free(u32*, u32, const u32*); out_page has n entries (CoRW's lanes
+                    // past n read nothing).
                     unsafe { b.launch(cfg) }.map(drop)
                 })?;
                 let after = self.download("reading the pool", &pool)?;
