@@ -2,6 +2,9 @@
 //! GPU), and, where a device is present, every design runs and leaves a pool that passes the
 //! host checks. Parts whose library or device is missing print that they skipped and why.
 //!
+//! With `ALLOCLAB_REQUIRE_GPU` set (the GPU check script sets it), a missing device fails the
+//! device tests instead of skipping them.
+//!
 //! NVRTC without the CUDA toolkit: `pip install nvidia-cuda-nvrtc-cu12`; the test finds that
 //! wheel's `libnvrtc.so.12` through `python3`, or takes a path from `ALLOCLAB_NVRTC`.
 #![cfg(all(feature = "cuda", not(loom)))]
@@ -84,6 +87,11 @@ fn gpu() -> Option<Gpu> {
     match Gpu::open() {
         Ok(g) => Some(g),
         Err(DeviceError::Unavailable(reason)) => {
+            // On a GPU machine (scripts/gpu-check.sh sets this) a skip would hide a failure.
+            assert!(
+                std::env::var_os("ALLOCLAB_REQUIRE_GPU").is_none(),
+                "ALLOCLAB_REQUIRE_GPU is set but there is no usable device: {reason}"
+            );
             println!("skipped: no CUDA device: {reason}");
             None
         }
