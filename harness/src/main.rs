@@ -12,7 +12,9 @@ use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use alloclab_harness::peers::{self, AllocatorInfo, Origin};
-use alloclab_harness::results::{FORMAT_NAME, FORMAT_VERSION, Header, Parameters, ResultsFile};
+use alloclab_harness::results::{
+    FORMAT_NAME, FORMAT_VERSION, Header, Parameters, ResultsFile, SuiteNote,
+};
 use alloclab_harness::runner::{self, Plan, WorkerRequest};
 use alloclab_harness::workloads::{self, Params, SUITES, Scale, WorkloadInfo};
 use alloclab_harness::{machine, measure, report};
@@ -50,7 +52,7 @@ enum Cmd {
 struct Common {
     /// Worker threads for every workload; a comma-separated list measures each [default:
     /// each suite's own: cpu at the number of cores, realtime at 1x, 2x and 4x that, pmem at
-    /// 1 and 2; the hls simulation always runs at 1].
+    /// 1 and 2; the hls simulation and the gpu suite always run at 1].
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=1024))]
     threads: Vec<u32>,
     /// Amount of work per run: tiny (smoke test), small, medium (4x) or large (16x).
@@ -290,6 +292,14 @@ fn failures_error(results: &ResultsFile) -> Result<(), String> {
 
 fn results_file(plan: &Plan, suites: Vec<String>, outcome: runner::Outcome) -> ResultsFile {
     let (commit, commit_dirty) = machine::commit();
+    let notes = if suites.iter().any(|s| s == "gpu") {
+        vec![SuiteNote {
+            suite: "gpu".to_owned(),
+            text: workloads::gpu::device_note(),
+        }]
+    } else {
+        Vec::new()
+    };
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     args.insert(0, "alloclab".to_owned());
     ResultsFile {
@@ -315,6 +325,7 @@ fn results_file(plan: &Plan, suites: Vec<String>, outcome: runner::Outcome) -> R
         },
         records: outcome.records,
         failures: outcome.failures,
+        notes,
     }
 }
 

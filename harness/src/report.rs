@@ -158,7 +158,13 @@ pub fn sweep_point(metric: &str) -> Option<(&str, f64)> {
 }
 
 /// What the parameter of each suite's sweeps is, for table headers and chart axes.
-pub const SWEEP_PARAMETERS: &[(&str, &str)] = &[("hls", "heap size per heap (B)")];
+/// A workload's own entry comes before its suite's.
+pub const SWEEP_PARAMETERS: &[(&str, &str)] = &[
+    ("hls", "heap size per heap (B)"),
+    ("gpu-free-fraction", "free fraction A/T (%)"),
+    ("gpu-sizes", "request size (B)"),
+    ("gpu-threads", "requesting threads"),
+];
 
 /// Placeholder for a value that does not exist.
 const NONE: &str = "—";
@@ -799,6 +805,9 @@ pub fn render_markdown(results: &ResultsFile) -> String {
     for &suite in &view.suites {
         let baseline = view.baseline(suite).unwrap_or(NONE);
         let _ = writeln!(out, "\n## Suite `{suite}`");
+        for note in results.notes.iter().filter(|n| n.suite == suite) {
+            let _ = writeln!(out, "\n{}", note.text);
+        }
         for workload in view.workloads(suite) {
             let _ = writeln!(out, "\n### {suite}/{workload}");
             if TRANSPOSED_SUITES.contains(&suite) {
@@ -974,7 +983,21 @@ fn workload_table(
     workload: &str,
     metrics: &[MetricInfo<'_>],
 ) {
-    let allocators = view.allocators_in(suite, None);
+    // The allocators that ran this workload, or tried to (a failure is a row of dashes);
+    // not those of the suite that never run it (the gpu suite's device-only baselines).
+    let ran = view.allocators_in(suite, Some(workload));
+    let allocators: Vec<&str> = view
+        .allocators_in(suite, None)
+        .into_iter()
+        .filter(|a| {
+            ran.contains(a)
+                || view
+                    .results
+                    .failures
+                    .iter()
+                    .any(|f| f.suite == suite && f.workload == workload && f.allocator == *a)
+        })
+        .collect();
     let threads = view.threads_in(suite, Some(workload));
     let ratio_header = view.ratio_header(suite);
 
@@ -1716,11 +1739,11 @@ fn sweeps<'a>(view: &View<'a>, suite: &str, workload: &str) -> Sweeps<'a> {
         .collect()
 }
 
-/// The name of the parameter `suite` sweeps.
-fn sweep_parameter(suite: &str) -> &'static str {
-    SWEEP_PARAMETERS
-        .iter()
-        .find(|(s, _)| *s == suite)
+/// The name of the parameter `workload` of `suite` sweeps.
+fn sweep_parameter(suite: &str, workload: &str) -> &'static str {
+    let of = |key: &str| SWEEP_PARAMETERS.iter().find(|(s, _)| *s == key);
+    of(workload)
+        .or_else(|| of(suite))
         .map_or("parameter", |(_, name)| name)
 }
 
@@ -1736,7 +1759,7 @@ fn sweep_section(out: &mut String, view: &View<'_>, suite: &str, workload: &str)
     if sweeps.is_empty() {
         return;
     }
-    let parameter = sweep_parameter(suite);
+    let parameter = sweep_parameter(suite, workload);
     let _ = writeln!(
         out,
         "
@@ -1803,7 +1826,7 @@ fn render_sweep_svg(
     suite: &str,
     workload: &str,
 ) -> Result<String, Box<dyn std::error::Error>> {
-    let parameter = sweep_parameter(suite);
+    let parameter = sweep_parameter(suite, workload);
     let height = TITLE_HEIGHT + PANEL_HEIGHT * sweeps.len() as u32;
     let mut svg = String::new();
     {
@@ -1812,28 +1835,70 @@ fn render_sweep_svg(
         let body = root.titled(&format!("{suite}/{workload}: sweep"), ("sans-serif", 24))?;
         let panels = body.split_evenly((sweeps.len(), 1));
         for ((base, per_allocator), panel) in sweeps.iter().zip(&panels) {
-            let all = per_allocator.iter().flat_map(|(_, p)| p.iter());
-            let (x0, x1, y1) = all.fold(
-                (f64::INFINITY, f64::NEG_INFINITY, 0.0f64),
-                |(x0, x1, y1), &(x, y)| (x0.min(x), x1.max(x), y1.max(y)),
+            let all = || per_allocator.iter().flat_map(|(_, p)| p.iter());
+            // An axis whose positive values span three decades or more (thread counts 1 ..
+            // 2^20; a queue's probes against CoRW's) is drawn in log10.
+            let log_axis = |values: Vec<f64>| {
+                let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                lo > 0.0 && hi / lo >= 1000.0
+            };
+            let log_x = log_axis(all().map(|p| p.0).collect());
+            let log_y = log_axis(all().map(|p| p.1).collect());
+            let scale = |v: f64, log: bool| if log { v.log10() } else { v };
+            let (x0, x1, y0, y1) = all().fold(
+                (
+                    f64::INFINITY,
+                    f64::NEG_INFINITY,
+                    f64::INFINITY,
+                    f64::NEG_INFINITY,
+                ),
+                |(x0, x1, y0, y1), &(x, y)| {
+                    let (x, y) = (scale(x, log_x), scale(y, log_y));
+                    (x0.min(x), x1.max(x), y0.min(y), y1.max(y))
+                },
             );
             let x1 = if x1 > x0 { x1 } else { x0 + 1.0 };
-            let y1 = if y1 > 0.0 { y1 * 1.1 } else { 1.0 };
+            let y0 = if log_y { y0 - 0.1 } else { y0.min(0.0) };
+            let y1 = if log_y {
+                y1 + 0.1
+            } else if y1 > y0 {
+                y1 + 0.1 * (y1 - y0)
+            } else {
+                y0 + 1.0
+            };
             let mut chart = ChartBuilder::on(panel)
                 .margin(10)
-                .caption(format!("{base} (lower is better)"), ("sans-serif", 18))
+                .caption(
+                    format!(
+                        "{base} (lower is better{})",
+                        match (log_x, log_y) {
+                            (true, true) => "; log axes",
+                            (true, false) => "; log x axis",
+                            (false, true) => "; log y axis",
+                            (false, false) => "",
+                        }
+                    ),
+                    ("sans-serif", 18),
+                )
                 .x_label_area_size(40)
                 .y_label_area_size(70)
-                .build_cartesian_2d(x0..x1, 0.0..y1)?;
-            let tick = |v: &f64| fmt_tick(*v);
+                .build_cartesian_2d(x0..x1, y0..y1)?;
+            let x_tick = |v: &f64| fmt_tick(if log_x { 10f64.powf(*v) } else { *v });
+            let y_tick = |v: &f64| fmt_tick(if log_y { 10f64.powf(*v) } else { *v });
             chart
                 .configure_mesh()
                 .x_desc(parameter)
                 .y_desc(*base)
-                .x_label_formatter(&tick)
-                .y_label_formatter(&tick)
+                .x_label_formatter(&x_tick)
+                .y_label_formatter(&y_tick)
                 .draw()?;
             for (i, (allocator, points)) in per_allocator.iter().enumerate() {
+                let points: Vec<(f64, f64)> = points
+                    .iter()
+                    .map(|&(x, y)| (scale(x, log_x), scale(y, log_y)))
+                    .collect();
+                let points = &points;
                 let color = Palette99::pick(i);
                 chart
                     .draw_series(LineSeries::new(
@@ -2134,6 +2199,7 @@ mod tests {
             },
             records,
             failures: Vec::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -2747,6 +2813,70 @@ mod tests {
         let back: ResultsFile = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
         fs::remove_dir_all(&dir).unwrap();
         assert_eq!(back, results);
+    }
+
+    #[test]
+    fn sweeps_over_three_decades_get_log_axes_and_negative_values_stay_in_view() {
+        let mut results = sample();
+        results.header.parameters.suites.push("gpu".into());
+        let mut push = |metric: String, median: f64| {
+            results.records.push(Record {
+                suite: "gpu".into(),
+                workload: "gpu-threads".into(),
+                allocator: "gpu-queue".into(),
+                threads: 1,
+                metric,
+                unit: "probes".into(),
+                median,
+                min: median,
+                max: median,
+                runs: 1,
+                lower_is_better: true,
+            });
+        };
+        for x in [1u32, 1024, 1 << 20] {
+            push(format!("tas{SWEEP_SEPARATOR}{x}"), f64::from(x) / 2.0 + 0.5);
+            push(format!("tas_error{SWEEP_SEPARATOR}{x}"), -1.5);
+        }
+        let view = View::new(&results);
+        let sweeps = sweeps(&view, "gpu", "gpu-threads");
+        let svg = render_sweep_svg(&sweeps, "gpu", "gpu-threads").unwrap();
+        assert!(svg.contains("tas (lower is better; log axes)"), "{svg}");
+        assert!(svg.contains("tas_error (lower is better; log x axis)"));
+        assert!(svg.contains("requesting threads"));
+        // An allocator of the suite that did not run this workload gets no row in its table.
+        let mut other = results.records[results.records.len() - 1].clone();
+        other.workload = "gpu-free-fraction".into();
+        other.allocator = "gpu-rw".into();
+        other.metric = "tas_error_max".into();
+        results.records.push(other);
+        let md = render_markdown(&results);
+        assert!(md.contains("Sweep over the requesting threads"), "{md}");
+        let start = md.find("### gpu/gpu-threads").unwrap();
+        let end = start + md[start..].find("### Suite `gpu`").unwrap();
+        let threads_section = &md[start..end];
+        assert!(threads_section.contains("| gpu-queue | 1 |"), "{md}");
+        assert!(!threads_section.contains("| gpu-rw |"), "{md}");
+        assert!(md.contains("| gpu-rw | 1 |"), "{md}");
+    }
+
+    #[test]
+    fn suite_notes_are_printed_under_their_suite_and_optional_in_json() {
+        let mut results = sample();
+        let suite = results.header.parameters.suites[0].clone();
+        results.notes.push(crate::results::SuiteNote {
+            suite: suite.clone(),
+            text: "CUDA: not run (no CUDA device: test)".into(),
+        });
+        let md = render_markdown(&results);
+        let heading = md.find(&format!("## Suite `{suite}`")).unwrap();
+        let note = md.find("CUDA: not run (no CUDA device: test)").unwrap();
+        assert!(note > heading, "{md}");
+        // A file written before notes existed has none; one without notes writes none.
+        let json = serde_json::to_string(&sample()).unwrap();
+        assert!(!json.contains("\"notes\""));
+        let back: ResultsFile = serde_json::from_str(&json).unwrap();
+        assert!(back.notes.is_empty());
     }
 
     #[test]

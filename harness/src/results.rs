@@ -73,6 +73,19 @@ pub struct ResultsFile {
     /// samples). Absent from files written before this field existed.
     #[serde(default)]
     pub failures: Vec<Failure>,
+    /// One-line notes about a suite's run as a whole: the `gpu` suite says whether its
+    /// CUDA kernels ran, on which device, or why not. Absent in files written before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<SuiteNote>,
+}
+
+/// A note about one suite's run (see [`ResultsFile::notes`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SuiteNote {
+    /// The suite.
+    pub suite: String,
+    /// One line.
+    pub text: String,
 }
 
 /// A measurement that failed: which one, and the error, in one line.

@@ -16,7 +16,8 @@
 //! one, each workload runs at its suite's default for this machine (the `cpu` suite at the
 //! number of logical cores, the `realtime` suite at 1×, 2× and 4× that, the `security` suite
 //! at 1, the `pmem` suite at 1 and 2). The `hls` suite is a single-threaded simulation and
-//! always runs at 1.
+//! always runs at 1; so does the `gpu` suite, whose thread counts are device threads swept
+//! inside each workload.
 //!
 //! A `pmem` worker sets libpmem's environment before anything loads it
 //! ([`crate::workloads::pmem::prepare_process`], called by the binary's worker entry while it
@@ -85,7 +86,7 @@ impl Plan {
     pub fn threads_for(&self, workload: &WorkloadInfo) -> Vec<usize> {
         match &self.threads {
             // A simulation has no threads to vary: its default (1) stands.
-            Some(given) if workload.requires != Capability::OnChipModel => given.clone(),
+            Some(given) if workload.requires.runs_on_host_threads() => given.clone(),
             _ => workload.default_thread_counts(machine::logical_cores()),
         }
     }
@@ -372,6 +373,9 @@ pub fn worker_main(request: &WorkerRequest) -> Result<Vec<Sample>, String> {
         }
         Capability::PersistentHeap => {
             crate::workloads::pmem::run(workload.name, allocator.name, &request.params)
+        }
+        Capability::GpuPagePool | Capability::GpuMalloc | Capability::GpuThreads => {
+            crate::workloads::gpu::run(workload.name, allocator.name, &request.params)
         }
     }
 }

@@ -1,4 +1,4 @@
-//! # alloclab-gpu — the GPU random-search page allocator, CPU side
+//! # alloclab-gpu — the GPU random-search page allocator
 //!
 //! After Pham et al., "Dynamic Memory Management in Massively Parallel Systems: A Case on
 //! GPUs" (ICS 2022) and its TOPC 2025 version: thousands of GPU threads each need a page,
@@ -13,6 +13,10 @@
 //! * [`PagePool`] — a real concurrent RW-BM page pool on CPU threads (atomics from
 //!   [`alloclab_core::sync`], so the loom models check the shipped code), implementing
 //!   [`alloclab_core::Allocator`] with [`PageHandle`]s.
+//! * [`device`] — the CUDA kernels of `gpu-kernels/`, compiled at run time with NVRTC and
+//!   launched through cudarc (feature `cuda`; nothing CUDA is needed to build, and a missing
+//!   driver is an error value, not a panic), and [`check`], the host checks of the pool after
+//!   every kernel.
 //!
 //! ```
 //! use alloclab_gpu::sim::{simulate, Design, SimConfig};
@@ -26,7 +30,9 @@
 //!
 //! US patent application 2024/0345746 claims the random-probe idea; see the README.
 
+pub mod check;
 pub mod closed_form;
+pub mod device;
 mod pool;
 pub mod rng;
 pub mod sim;

@@ -28,6 +28,23 @@ pub enum Capability {
     /// A persistent heap driven through [`SlotHeap`](crate::pmem::SlotHeap): a pool file whose
     /// root holds slots that blocks are allocated into and freed from, crash-atomically.
     PersistentHeap,
+    /// A GPU page design (`alloclab-gpu`) over a pool with a given free fraction: its CPU
+    /// model, and its CUDA kernel when a device is present.
+    GpuPagePool,
+    /// A GPU allocator of byte-sized requests (4 B .. 8 KiB): the warp-aggregated malloc
+    /// (CPU: the concurrent page pool) or CUDA's in-kernel malloc (device only).
+    GpuMalloc,
+    /// A GPU allocator of one 512 B page per thread at 2^0 .. 2^20 threads.
+    GpuThreads,
+}
+
+impl Capability {
+    /// Whether the workload's thread count is host threads, so that `--threads` applies
+    /// (not for simulations, whose default stands, nor for the GPU suite, which sweeps device
+    /// threads inside each workload).
+    pub fn runs_on_host_threads(self) -> bool {
+        matches!(self, Self::HostHeap | Self::PersistentHeap)
+    }
 }
 
 impl fmt::Display for Capability {
@@ -36,6 +53,9 @@ impl fmt::Display for Capability {
             Self::HostHeap => "host heap",
             Self::OnChipModel => "on-chip memory model",
             Self::PersistentHeap => "persistent heap",
+            Self::GpuPagePool => "GPU page design",
+            Self::GpuMalloc => "GPU byte allocator",
+            Self::GpuThreads => "GPU allocator of pages per thread",
         })
     }
 }
@@ -73,7 +93,7 @@ impl AllocatorInfo {
 /// (alloclab's first, then the peers), then the on-chip models (the no-defragmentation
 /// baseline first, so that it is the suite's reference), then the persistent heaps (PMDK
 /// first, the reference the `pmem` suite's targets are stated against; the DRAM upper bound
-/// last).
+/// last), then the GPU designs (the paper's queue first: the `gpu` suite's reference).
 pub const ALLOCATORS: &[AllocatorInfo] = &[
     AllocatorInfo {
         name: "wfspan",
@@ -137,7 +157,69 @@ pub const ALLOCATORS: &[AllocatorInfo] = &[
         origin: Origin::Peer,
         capabilities: &[Capability::PersistentHeap],
     },
+    gpu(
+        "gpu-queue",
+        "GPU baseline: the paper's queue of free pages, CAS on the head (CPU model; CUDA kernel when a device is present)",
+        Origin::Peer,
+        &[Capability::GpuPagePool, Capability::GpuThreads],
+    ),
+    gpu(
+        "gpu-queue-ticket",
+        "GPU baseline: a queue of free pages with one atomicAdd ticket per dequeue (CUDA only)",
+        Origin::Peer,
+        &[Capability::GpuPagePool, Capability::GpuThreads],
+    ),
+    gpu(
+        "gpu-rw",
+        "alloclab-gpu RW: one word per page, random pages",
+        Origin::Alloclab,
+        &[Capability::GpuPagePool, Capability::GpuThreads],
+    ),
+    gpu(
+        "gpu-rw-bm",
+        "alloclab-gpu RW-BM: one bit per page, random 32-page words",
+        Origin::Alloclab,
+        &[Capability::GpuPagePool, Capability::GpuThreads],
+    ),
+    gpu(
+        "gpu-crw",
+        "alloclab-gpu CRW: the page after the thread's last one first, then random",
+        Origin::Alloclab,
+        &[Capability::GpuPagePool, Capability::GpuThreads],
+    ),
+    gpu(
+        "gpu-corw",
+        "alloclab-gpu CoRW: a warp probes 32 words (1024 pages) per step and shares the free pages",
+        Origin::Alloclab,
+        &[Capability::GpuPagePool, Capability::GpuThreads],
+    ),
+    gpu(
+        "gpu-warp-malloc",
+        "alloclab-gpu warp-aggregated malloc over the RW-BM bitmap (CPU: the concurrent page pool)",
+        Origin::Alloclab,
+        &[Capability::GpuMalloc, Capability::GpuThreads],
+    ),
+    gpu(
+        "cuda-malloc",
+        "GPU baseline: CUDA's in-kernel malloc/free (CUDA only; heap raised to 4 GiB)",
+        Origin::Peer,
+        &[Capability::GpuMalloc, Capability::GpuThreads],
+    ),
 ];
+
+const fn gpu(
+    name: &'static str,
+    description: &'static str,
+    origin: Origin,
+    capabilities: &'static [Capability],
+) -> AllocatorInfo {
+    AllocatorInfo {
+        name,
+        description,
+        origin,
+        capabilities,
+    }
+}
 
 const fn peer(name: &'static str, description: &'static str) -> AllocatorInfo {
     AllocatorInfo {

@@ -12,12 +12,14 @@
 //! | `security` | `entropy`, `reuse`, `overflow`, `misuse`, see [`security`] | 1                |
 //! | `hls`      | `mixed-kernels`, see [`hls`] (simulated)   | 1 (always)             |
 //! | `pmem`     | `pmem-flush`, `pmem-eadr`, see [`pmem`]    | 1 and 2                |
+//! | `gpu`      | `gpu-free-fraction`, `gpu-sizes`, `gpu-threads`, see [`gpu`] (CPU model; CUDA when present) | 1 (device threads are swept inside) |
 //!
 //! A worker process finds the code of a host-heap workload by name through
 //! [`HostWorkload::from_name`], runs an on-chip workload through [`hls::run`] and a
-//! persistent-heap workload through [`pmem::run`].
+//! persistent-heap workload through [`pmem::run`] and a GPU workload through [`gpu::run`].
 
 pub mod cpu;
+pub mod gpu;
 pub mod hls;
 pub mod pmem;
 pub mod realtime;
@@ -164,7 +166,7 @@ pub fn oversubscribed(cores: usize) -> Vec<usize> {
 }
 
 /// Every suite, in the order `alloclab suite` runs them.
-pub const SUITES: &[&str] = &["cpu", "realtime", "security", "hls", "pmem"];
+pub const SUITES: &[&str] = &["cpu", "realtime", "security", "hls", "pmem", "gpu"];
 
 /// The workloads of every suite, in [`SUITES`] order.
 static ALL: LazyLock<Vec<WorkloadInfo>> = LazyLock::new(|| {
@@ -174,6 +176,7 @@ static ALL: LazyLock<Vec<WorkloadInfo>> = LazyLock::new(|| {
         security::WORKLOADS,
         hls::WORKLOADS,
         pmem::WORKLOADS,
+        gpu::WORKLOADS,
     ]
     .into_iter()
     .flatten()
@@ -287,6 +290,10 @@ mod tests {
                     assert!(pmem::is_pmem_workload(w.name), "{}", w.name);
                     assert_eq!(w.suite, "pmem");
                 }
+                Capability::GpuPagePool | Capability::GpuMalloc | Capability::GpuThreads => {
+                    assert!(gpu::is_gpu_workload(w.name), "{}", w.name);
+                    assert_eq!(w.suite, "gpu");
+                }
             }
         }
         assert_eq!(HostWorkload::from_name("no-such-workload"), None);
@@ -312,6 +319,7 @@ mod tests {
                     "security" => vec![1],
                     "hls" => vec![1],
                     "pmem" => vec![1, 2],
+                    "gpu" => vec![1],
                     other => panic!("unexpected suite {other}"),
                 };
                 assert_eq!(w.default_thread_counts(cores), expected, "{}", w.name);
