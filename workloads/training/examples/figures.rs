@@ -1,52 +1,288 @@
-//! Prints the figures of the crate README. `cargo run --release -p alloclab-training --example figures`
-use alloclab_training::cost::CostModel;
-use alloclab_training::planner::{self, Goal, Plan};
-use alloclab_training::{Model, ModelConfig, Precision, Trace};
+//! Prints every figure of the crate README.
+//!
+//! ```sh
+//! cargo run --release -p alloclab-training --example figures            # all sections
+//! cargo run --release -p alloclab-training --example figures -- batch    # one section
+//! ```
+//!
+//! Sections: `traces`, `caching`, `growing`, `planner`, `batch`.
 
-fn gib(b: u64) -> f64 {
-    b as f64 / (1u64 << 30) as f64
+use alloclab_core::SystemHeap;
+use alloclab_training::caching::CachingConfig;
+use alloclab_training::cost::CostModel;
+use alloclab_training::planner::{self, Action, Goal, Plan};
+use alloclab_training::replay::{replay_caching, replay_host};
+use alloclab_training::trace::TensorKind;
+use alloclab_training::{Model, ModelConfig, Precision, RunTrace, Trace};
+
+fn gib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 30) as f64
 }
 
-fn main() {
-    let cost = CostModel::a100_40gb();
-    println!("cost model: {}", cost.describe());
-    for (model, batch, prec) in [
+/// The configurations of the trace and planner tables.
+fn configs() -> Vec<ModelConfig> {
+    [
         (Model::ResNet50, 64, Precision::Fp32),
         (Model::ResNet101, 64, Precision::Fp32),
         (Model::BertLarge, 16, Precision::Mixed),
         (Model::Gpt2Large, 4, Precision::Mixed),
         (Model::Gpt2Xl, 2, Precision::Mixed),
-    ] {
-        let config = ModelConfig::new(model, batch, prec).unwrap();
-        let net = config.network();
-        let trace = Trace::generate(&config);
-        trace.validate().unwrap();
-        let base = planner::evaluate(&trace, &cost, &Plan::keep_all(&trace));
+    ]
+    .into_iter()
+    .map(|(m, b, p)| ModelConfig::new(m, b, p).expect("batch is not zero"))
+    .collect()
+}
+
+fn label(c: &ModelConfig) -> String {
+    if c.seq_len > 0 {
+        format!("{} b={} s={} {}", c.model, c.batch, c.seq_len, c.precision)
+    } else {
+        format!("{} b={} {}", c.model, c.batch, c.precision)
+    }
+}
+
+fn traces(cost: &CostModel) {
+    println!("## Traces (one iteration; keep every activation)\n");
+    println!(
+        "| config | params (M) | fwd GFLOP/sample | fwd ops | tensors | persistent GiB | activations GiB | peak GiB | iteration ms |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for c in configs() {
+        let net = c.network();
+        let trace = Trace::generate(&c);
+        trace.validate().expect("generated traces are valid");
+        let e = planner::evaluate(&trace, cost, &Plan::keep_all(&trace));
         println!(
-            "{model} b={batch} {prec}: params {:.1} M, fwd {:.1} GFLOP/sample, ops {}, tensors {}, persistent {:.2} GiB, peak {:.2} GiB, iter {:.1} ms",
+            "| {} | {:.1} | {:.1} | {} | {} | {:.2} | {:.2} | {:.2} | {:.1} |",
+            label(&c),
             net.params() as f64 / 1e6,
-            net.forward_flops() / 1e9 / f64::from(batch),
+            net.forward_flops() / 1e9 / f64::from(c.batch),
             trace.forward_ops(),
             trace.tensors.len(),
             gib(trace.persistent_bytes()),
-            gib(base.peak_bytes),
-            base.iteration_s * 1e3
+            gib(trace.bytes_by_kind(TensorKind::Activation)),
+            gib(e.peak_bytes),
+            e.iteration_s * 1e3
         );
-        let t0 = std::time::Instant::now();
-        let out = planner::plan(&trace, &cost, Goal::min_memory_within(1.2)).unwrap();
-        let e = out.evaluation;
+    }
+    println!();
+}
+
+fn caching() {
+    println!("## Caching-allocator model, 3 iterations at a fixed batch (third iteration)\n");
+    println!(
+        "| config | expandable | peak allocated GiB | peak reserved GiB | reserved/allocated | malloc calls/iter | segment calls/iter | exact peak GiB |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for c in configs() {
+        let run = RunTrace::new(&c, &[c.batch; 3]).expect("batches are not zero");
+        for expandable in [false, true] {
+            let config = CachingConfig {
+                expandable_segments: expandable,
+                ..CachingConfig::default()
+            };
+            let r = replay_caching(&run, config, 0).expect("no capacity limit");
+            let it = r.iterations[2];
+            println!(
+                "| {} | {} | {:.2} | {:.2} | {:.3} | {} | {} | {:.2} |",
+                label(&c),
+                if expandable { "yes" } else { "no" },
+                gib(r.total.peak_allocated_bytes),
+                gib(r.total.peak_reserved_bytes),
+                r.total.peak_reserved_bytes as f64 / r.total.peak_allocated_bytes as f64,
+                it.stats.alloc_calls,
+                it.stats.segment_allocs,
+                gib(r.peak_requested_bytes)
+            );
+        }
+    }
+    println!();
+    let c = ModelConfig::new(Model::ResNet50, 8, Precision::Fp32).expect("batch is not zero");
+    let run = RunTrace::new(&c, &[8, 8]).expect("batches are not zero");
+    let r = replay_host(&run, &SystemHeap::new(), 1024).expect("the host heap has 50 MiB");
+    println!(
+        "Host replay (alloclab_core::SystemHeap, sizes / 1024): {} b=8 two iterations: {} allocations, peak live {:.1} MiB, peak footprint {}\n",
+        c.model,
+        r.allocations,
+        r.peak_live_bytes as f64 / (1 << 20) as f64,
+        r.peak_footprint_bytes
+            .map_or("not reported".into(), |b| format!(
+                "{:.1} MiB",
+                b as f64 / (1 << 20) as f64
+            ))
+    );
+}
+
+fn growing() {
+    println!("## Batch size N -> N+1 every iteration (the case expandable segments fix)\n");
+    for (model, n0, precision, seq) in [
+        (Model::ResNet50, 32, Precision::Fp32, 0),
+        (Model::BertLarge, 8, Precision::Mixed, 128),
+    ] {
+        let mut config = ModelConfig::new(model, n0, precision).expect("batch is not zero");
+        if seq > 0 {
+            config = config.with_seq_len(seq).expect("valid sequence length");
+        }
+        let batches: Vec<u32> = (0..16).map(|i| n0 + i).collect();
+        let run = RunTrace::new(&config, &batches).expect("batches are not zero");
+        let without = replay_caching(&run, CachingConfig::default(), 0).expect("no capacity limit");
+        let with = replay_caching(
+            &run,
+            CachingConfig {
+                expandable_segments: true,
+                ..CachingConfig::default()
+            },
+            0,
+        )
+        .expect("no capacity limit");
         println!(
-            "  planned: peak {:.2} GiB ({:.1}% saved), time x{:.3}, swapped {:.2} GiB, recomputed {} ops, stall {:.1} ms, keep/swap/recompute {}/{}/{} [{:.1}s]",
+            "### {} ({}), batch {}..={}\n",
+            model,
+            precision,
+            n0,
+            n0 + 15
+        );
+        println!(
+            "| batch | peak allocated GiB | reserved GiB (no expandable) | reserved/allocated | segment calls | reserved GiB (expandable) | reserved/allocated | segment calls |"
+        );
+        println!("|---|---|---|---|---|---|---|---|");
+        for (a, b) in without.iterations.iter().zip(&with.iterations) {
+            println!(
+                "| {} | {:.2} | {:.2} | {:.2} | {} | {:.2} | {:.2} | {} |",
+                a.batch,
+                gib(a.stats.peak_allocated_bytes),
+                gib(a.stats.peak_reserved_bytes),
+                a.fragmentation(),
+                a.stats.segment_allocs,
+                gib(b.stats.peak_reserved_bytes),
+                b.fragmentation(),
+                b.stats.segment_allocs
+            );
+        }
+        println!();
+    }
+    // The same growth on a 40 GiB device, for longer: without expandable segments the
+    // device fills with cached slivers and the allocator must flush its cache (a device
+    // synchronisation and a cudaFree of every free segment) to go on.
+    let config = ModelConfig::new(Model::ResNet50, 32, Precision::Fp32).expect("batch is not zero");
+    let batches: Vec<u32> = (32..96).collect();
+    let run = RunTrace::new(&config, &batches).expect("batches are not zero");
+    println!("### resnet50 (fp32), batch 32..=95 on a 40 GiB device\n");
+    println!(
+        "| expandable | cache flushes | segment calls (alloc/free) | peak reserved GiB | peak allocated GiB | outcome |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for expandable in [false, true] {
+        let config = CachingConfig {
+            expandable_segments: expandable,
+            capacity_bytes: Some(40 << 30),
+            ..CachingConfig::default()
+        };
+        match replay_caching(&run, config, 0) {
+            Ok(r) => println!(
+                "| {} | {} | {}/{} | {:.2} | {:.2} | completed |",
+                if expandable { "yes" } else { "no" },
+                r.total.cache_flushes,
+                r.total.segment_allocs,
+                r.total.segment_frees,
+                gib(r.total.peak_reserved_bytes),
+                gib(r.total.peak_allocated_bytes)
+            ),
+            Err(e) => println!(
+                "| {} | - | - | - | - | {e} |",
+                if expandable { "yes" } else { "no" }
+            ),
+        }
+    }
+    println!();
+}
+
+fn planner_table(cost: &CostModel) {
+    println!("## DELTA-style planner: lowest peak within 1.2x of the keep-all iteration time\n");
+    println!(
+        "| config | keep-all peak GiB | planned peak GiB | saved | time keep-all ms | time planned ms | slowdown | swapped GiB | recomputed ops | stall ms | swap/recompute tensors |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for c in configs() {
+        let trace = Trace::generate(&c);
+        let out =
+            planner::plan(&trace, cost, Goal::min_memory_within(1.2)).expect("valid cost model");
+        let (b, e) = (out.baseline, out.evaluation);
+        println!(
+            "| {} | {:.2} | {:.2} | {:.1}% | {:.1} | {:.1} | {:.3} | {:.2} | {} | {:.1} | {}/{} |",
+            label(&c),
+            gib(b.peak_bytes),
             gib(e.peak_bytes),
             100.0 * out.memory_saved(),
+            b.iteration_s * 1e3,
+            e.iteration_s * 1e3,
             out.slowdown(),
             gib(e.bytes_swapped),
             e.ops_recomputed,
             e.stall_s * 1e3,
-            out.plan.count(planner::Action::Keep),
-            out.plan.count(planner::Action::Swap),
-            out.plan.count(planner::Action::Recompute),
-            t0.elapsed().as_secs_f64()
+            out.plan.count(Action::Swap),
+            out.plan.count(Action::Recompute)
         );
+    }
+    println!();
+}
+
+fn batch(cost: &CostModel) {
+    println!(
+        "## Largest batch in {:.0} GiB (mixed precision, seq 1024; planner without time limit, and within 1.2x of keep-all at the same batch)\n",
+        gib(cost.capacity_bytes)
+    );
+    println!(
+        "| model | keep-all batch | samples/s | planned batch | growth | samples/s | planned within 1.2x | growth | samples/s |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for model in [Model::Gpt2Large, Model::Gpt2Xl] {
+        let c = ModelConfig::new(model, 1, Precision::Mixed).expect("batch is not zero");
+        let keep = planner::largest_batch(&c, cost, false, None, 1024).expect("valid cost model");
+        let planned = planner::largest_batch(&c, cost, true, None, 1024).expect("valid cost model");
+        let bounded =
+            planner::largest_batch(&c, cost, true, Some(1.2), 1024).expect("valid cost model");
+        let growth = |b: u32| {
+            if keep.batch == 0 {
+                "-".to_string()
+            } else {
+                format!("{:.2}x", f64::from(b) / f64::from(keep.batch))
+            }
+        };
+        println!(
+            "| {} | {} | {:.1} | {} | {} | {:.1} | {} | {} | {:.1} |",
+            model,
+            keep.batch,
+            keep.samples_per_s(),
+            planned.batch,
+            growth(planned.batch),
+            planned.samples_per_s(),
+            bounded.batch,
+            growth(bounded.batch),
+            bounded.samples_per_s()
+        );
+    }
+    println!();
+}
+
+fn main() {
+    let cost = CostModel::a100_40gb();
+    let only = std::env::args().nth(1);
+    let want = |s: &str| only.as_deref().is_none_or(|o| o == s);
+    println!("Cost model: {}\n", cost.describe());
+    if want("traces") {
+        traces(&cost);
+    }
+    if want("caching") {
+        caching();
+    }
+    if want("growing") {
+        growing();
+    }
+    if want("planner") {
+        planner_table(&cost);
+    }
+    if want("batch") {
+        batch(&cost);
     }
 }

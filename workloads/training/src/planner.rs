@@ -94,15 +94,44 @@ pub struct Evaluation {
     pub ops_recomputed: usize,
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Item {
-    Step,
-    Recompute,
+/// What the compute stream runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Item {
+    /// A step of the trace (forward, backward or optimizer).
+    Step(usize),
+    /// A re-execution of the producer of this tensor, in the backward pass.
+    Recompute(TensorId),
+}
+
+/// One item of the simulated compute stream.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScheduledItem {
+    /// What runs.
+    pub item: Item,
+    /// When it starts, seconds from the iteration's start (after any stall).
+    pub start_s: f64,
+    /// When it ends.
+    pub end_s: f64,
+    /// Tensors it reads that a plan can move: a recomputation's inputs, a backward step's
+    /// saved tensors.
+    pub uses: Vec<TensorId>,
+}
+
+/// The simulated iteration of a plan in full: the compute stream and when each tensor is
+/// resident in device memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Schedule {
+    /// The compute stream in order.
+    pub items: Vec<ScheduledItem>,
+    /// Residency intervals `(tensor, from_s, to_s)`; persistent tensors have `to_s` infinite.
+    /// A tensor may have two (forward, and back in the backward pass).
+    pub residency: Vec<(TensorId, f64, f64)>,
+    /// The summary.
+    pub evaluation: Evaluation,
 }
 
 struct Detail {
-    /// Residency intervals: tensor, from, to (seconds).
-    intervals: Vec<(TensorId, f64, f64)>,
+    schedule: Schedule,
     /// End of each tensor's producer (forward).
     produced_at: Vec<f64>,
     /// Start of each tensor's first backward use on the stall-free timeline of this plan.
@@ -114,11 +143,17 @@ pub fn evaluate(trace: &Trace, cost: &CostModel, plan: &Plan) -> Evaluation {
     simulate(trace, cost, plan).0
 }
 
+/// Simulates one iteration of `trace` under `plan` and returns the whole schedule.
+pub fn schedule(trace: &Trace, cost: &CostModel, plan: &Plan) -> Schedule {
+    simulate(trace, cost, plan).1.schedule
+}
+
 struct Builder<'a> {
     trace: &'a Trace,
     plan: &'a Plan,
     step_s: &'a [f64],
     items: Vec<Item>,
+    uses: Vec<Vec<TensorId>>,
     dur: Vec<f64>,
     materialized: Vec<Option<usize>>,
     first_use: Vec<Option<usize>>,
@@ -158,7 +193,8 @@ impl Builder<'_> {
             self.ensure(u);
         }
         let idx = self.items.len();
-        self.items.push(Item::Recompute);
+        self.items.push(Item::Recompute(t));
+        self.uses.push(inputs.clone());
         self.dur.push(self.step_s[op]);
         for &u in &inputs {
             self.use_at(u, idx);
@@ -182,6 +218,7 @@ fn simulate(trace: &Trace, cost: &CostModel, plan: &Plan) -> (Evaluation, Detail
         plan,
         step_s: &step_s,
         items: Vec::with_capacity(steps + n),
+        uses: Vec::with_capacity(steps + n),
         dur: Vec::with_capacity(steps + n),
         materialized: vec![None; tensors],
         first_use: vec![None; tensors],
@@ -190,7 +227,8 @@ fn simulate(trace: &Trace, cost: &CostModel, plan: &Plan) -> (Evaluation, Detail
     let mut step_item = vec![0usize; steps];
     for (s, slot) in step_item.iter_mut().enumerate().take(n) {
         *slot = b.items.len();
-        b.items.push(Item::Step);
+        b.items.push(Item::Step(s));
+        b.uses.push(Vec::new());
         b.dur.push(step_s[s]);
     }
     for s in n..2 * n {
@@ -200,17 +238,20 @@ fn simulate(trace: &Trace, cost: &CostModel, plan: &Plan) -> (Evaluation, Detail
         }
         let idx = b.items.len();
         step_item[s] = idx;
-        b.items.push(Item::Step);
+        b.items.push(Item::Step(s));
+        b.uses.push(trace.op_saved[op].clone());
         b.dur.push(step_s[s]);
         for &t in &trace.op_saved[op] {
             b.use_at(t, idx);
         }
     }
     step_item[2 * n] = b.items.len();
-    b.items.push(Item::Step);
+    b.items.push(Item::Step(2 * n));
+    b.uses.push(Vec::new());
     b.dur.push(step_s[2 * n]);
     let Builder {
         items,
+        uses,
         dur,
         materialized,
         first_use,
@@ -367,7 +408,7 @@ fn simulate(trace: &Trace, cost: &CostModel, plan: &Plan) -> (Evaluation, Detail
     }
 
     let recompute_items: Vec<usize> = (0..items.len())
-        .filter(|&i| matches!(items[i], Item::Recompute))
+        .filter(|&i| matches!(items[i], Item::Recompute(_)))
         .collect();
     let evaluation = Evaluation {
         peak_bytes: peak,
@@ -378,10 +419,25 @@ fn simulate(trace: &Trace, cost: &CostModel, plan: &Plan) -> (Evaluation, Detail
         bytes_swapped: swapped.iter().map(|&t| trace.tensors[t].size_bytes).sum(),
         ops_recomputed: recompute_items.len(),
     };
+    let schedule = Schedule {
+        items: items
+            .iter()
+            .zip(uses)
+            .enumerate()
+            .map(|(i, (&item, uses))| ScheduledItem {
+                item,
+                start_s: start[i],
+                end_s: end[i],
+                uses,
+            })
+            .collect(),
+        residency: intervals,
+        evaluation,
+    };
     (
         evaluation,
         Detail {
-            intervals,
+            schedule,
             produced_at,
             needed_at,
         },
@@ -478,7 +534,7 @@ pub fn plan(trace: &Trace, cost: &CostModel, goal: Goal) -> Result<PlanOutcome, 
             break;
         }
         let mut best: Option<(f64, u64, TensorId, Action)> = None;
-        for &(t, from, to) in &detail.intervals {
+        for &(t, from, to) in &detail.schedule.residency {
             let tensor = &trace.tensors[t];
             if tensor.kind != TensorKind::Activation
                 || current.action(t) != Action::Keep
