@@ -210,11 +210,9 @@ impl CachingAllocator {
         self.stats.alloc_calls += 1;
         let addr = match self.best_fit(pool, rounded) {
             Some(addr) => addr,
-            None => {
-                self.grow(pool, rounded)?;
-                self.best_fit(pool, rounded)
-                    .expect("a fitting block exists right after growing the pool")
-            }
+            // As PyTorch's `alloc_block`, the new memory is used directly, without the
+            // `max_split_size` checks of the free-block search.
+            None => self.grow(pool, rounded)?,
         };
         self.take(addr, pool, rounded, size);
         Ok(addr)
@@ -280,8 +278,9 @@ impl CachingAllocator {
             .max(self.stats.allocated_bytes);
     }
 
-    /// Adds memory to `pool` so that a block of `size` fits.
-    fn grow(&mut self, pool: Pool, size: u64) -> Result<(), TrainingError> {
+    /// Adds memory to `pool` so that a block of `size` fits; returns the free block that
+    /// holds it.
+    fn grow(&mut self, pool: Pool, size: u64) -> Result<u64, TrainingError> {
         let needed = if self.config.expandable_segments {
             self.expandable_growth(pool, size)
         } else {
@@ -305,8 +304,8 @@ impl CachingAllocator {
                 });
             }
         }
-        if self.config.expandable_segments {
-            self.map_expandable(pool, needed);
+        let addr = if self.config.expandable_segments {
+            self.map_expandable(pool, needed)
         } else {
             let base = self.next_base;
             self.next_base += needed + SEGMENT_GAP;
@@ -318,15 +317,15 @@ impl CachingAllocator {
                 live: true,
                 expandable: false,
             });
-            self.insert_free(base, needed, segment, pool);
-        }
+            self.insert_free(base, needed, segment, pool)
+        };
         self.stats.segment_allocs += 1;
         self.stats.reserved_bytes += needed;
         self.stats.peak_reserved_bytes = self
             .stats
             .peak_reserved_bytes
             .max(self.stats.reserved_bytes);
-        Ok(())
+        Ok(addr)
     }
 
     /// Bytes to map at the end of the pool's expandable segment so that its tail block
@@ -353,7 +352,7 @@ impl CachingAllocator {
             .map(|(&a, &b)| (a, b))
     }
 
-    fn map_expandable(&mut self, pool: Pool, bytes: u64) {
+    fn map_expandable(&mut self, pool: Pool, bytes: u64) -> u64 {
         let segment = match self.expandable_segment(pool) {
             Some(s) => s,
             None => {
@@ -374,11 +373,12 @@ impl CachingAllocator {
         let seg = self.segments[segment];
         let end = seg.base + seg.size;
         self.segments[segment].size += bytes;
-        self.insert_free(end, bytes, segment, pool);
+        self.insert_free(end, bytes, segment, pool)
     }
 
-    /// Inserts a free block and merges it with free neighbours of its segment.
-    fn insert_free(&mut self, mut addr: u64, mut size: u64, segment: usize, pool: Pool) {
+    /// Inserts a free block and merges it with free neighbours of its segment; returns the
+    /// merged block's address.
+    fn insert_free(&mut self, mut addr: u64, mut size: u64, segment: usize, pool: Pool) -> u64 {
         if let Some((&prev_addr, &prev)) = self.blocks.range(..addr).next_back()
             && prev.segment == segment
             && !prev.allocated
@@ -407,6 +407,7 @@ impl CachingAllocator {
             },
         );
         self.free_set(pool).insert((size, addr));
+        addr
     }
 
     /// Frees the block at `addr`.
