@@ -5,7 +5,7 @@
 //! cargo run --release -p alloclab-training --example figures -- batch    # one section
 //! ```
 //!
-//! Sections: `traces`, `caching`, `growing`, `planner`, `batch`.
+//! Sections: `traces`, `caching`, `growing`, `planner`, `sweep`, `sensitivity`, `batch`.
 
 use alloclab_core::SystemHeap;
 use alloclab_training::caching::CachingConfig;
@@ -227,6 +227,89 @@ fn planner_table(cost: &CostModel) {
     println!();
 }
 
+fn sweep(cost: &CostModel) {
+    println!("## Planner across batch sizes (lowest peak within 1.2x)\n");
+    println!(
+        "| config | keep-all peak GiB | planned peak GiB | saved | slowdown | keep-all peak at (share of the iteration) |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let runs = [
+        (Model::ResNet50, Precision::Fp32, vec![8, 16, 32, 64, 128]),
+        (Model::BertLarge, Precision::Mixed, vec![2, 4, 8, 16, 32]),
+    ];
+    for (model, precision, batches) in runs {
+        for b in batches {
+            let c = ModelConfig::new(model, b, precision).expect("batch is not zero");
+            let trace = Trace::generate(&c);
+            let out = planner::plan(&trace, cost, Goal::min_memory_within(1.2))
+                .expect("valid cost model");
+            let forward_s: f64 = trace
+                .steps
+                .iter()
+                .take(trace.forward_ops())
+                .map(|s| cost.step_seconds(s, c.precision))
+                .sum();
+            let place = format!(
+                "{:.0}% (forward ends at {:.0}%)",
+                100.0 * out.baseline.peak_time_s / out.baseline.iteration_s,
+                100.0 * forward_s / out.baseline.iteration_s
+            );
+            println!(
+                "| {} | {:.2} | {:.2} | {:.1}% | {:.3} | {} |",
+                label(&c),
+                gib(out.baseline.peak_bytes),
+                gib(out.evaluation.peak_bytes),
+                100.0 * out.memory_saved(),
+                out.slowdown(),
+                place
+            );
+        }
+    }
+    println!();
+}
+
+fn sensitivity(cost: &CostModel) {
+    println!("## Sensitivity of the must-reach configurations (lowest peak within 1.2x)\n");
+    println!("| config | variant | saved | slowdown | swapped GiB | recomputed ops |");
+    println!("|---|---|---|---|---|---|");
+    let slow_link = CostModel {
+        pcie_bytes_per_s: 12e9,
+        ..*cost
+    };
+    let fast_compute = CostModel {
+        compute_efficiency: 0.8,
+        ..*cost
+    };
+    for c in [configs()[0], configs()[2]] {
+        let trace = Trace::generate(&c);
+        let variants: [(&str, &CostModel, bool, bool); 5] = [
+            ("default", cost, true, true),
+            ("PCIe 12 GB/s", &slow_link, true, true),
+            ("80% compute efficiency", &fast_compute, true, true),
+            ("recompute only", cost, false, true),
+            ("swap only", cost, true, false),
+        ];
+        for (name, model, allow_swap, allow_recompute) in variants {
+            let goal = Goal {
+                allow_swap,
+                allow_recompute,
+                ..Goal::min_memory_within(1.2)
+            };
+            let out = planner::plan(&trace, model, goal).expect("valid cost model");
+            println!(
+                "| {} | {} | {:.1}% | {:.3} | {:.2} | {} |",
+                label(&c),
+                name,
+                100.0 * out.memory_saved(),
+                out.slowdown(),
+                gib(out.evaluation.bytes_swapped),
+                out.evaluation.ops_recomputed
+            );
+        }
+    }
+    println!();
+}
+
 fn batch(cost: &CostModel) {
     println!(
         "## Largest batch in {:.0} GiB (mixed precision, seq 1024; planner without time limit, and within 1.2x of keep-all at the same batch)\n",
@@ -281,6 +364,12 @@ fn main() {
     }
     if want("planner") {
         planner_table(&cost);
+    }
+    if want("sweep") {
+        sweep(&cost);
+    }
+    if want("sensitivity") {
+        sensitivity(&cost);
     }
     if want("batch") {
         batch(&cost);
