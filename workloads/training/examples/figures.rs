@@ -33,6 +33,16 @@ fn configs() -> Vec<ModelConfig> {
     .collect()
 }
 
+/// Peak reserved GiB of a run on the caching model.
+fn reserved_gib(run: &RunTrace, expandable_segments: bool) -> f64 {
+    let config = CachingConfig {
+        expandable_segments,
+        ..CachingConfig::default()
+    };
+    let r = replay_caching(run, config, 0).expect("no capacity limit");
+    gib(r.total.peak_reserved_bytes)
+}
+
 fn label(c: &ModelConfig) -> String {
     if c.seq_len > 0 {
         format!("{} b={} s={} {}", c.model, c.batch, c.seq_len, c.precision)
@@ -200,16 +210,17 @@ fn growing() {
 fn planner_table(cost: &CostModel) {
     println!("## DELTA-style planner: lowest peak within 1.2x of the keep-all iteration time\n");
     println!(
-        "| config | keep-all peak GiB | planned peak GiB | saved | time keep-all ms | time planned ms | slowdown | swapped GiB | recomputed ops | stall ms | swap/recompute tensors |"
+        "| config | keep-all peak GiB | planned peak GiB | saved | time keep-all ms | time planned ms | slowdown | swapped GiB | recomputed ops | stall ms | swap/recompute tensors | planned, reserved by the caching model GiB (plain / expandable) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for c in configs() {
         let trace = Trace::generate(&c);
         let out =
             planner::plan(&trace, cost, Goal::min_memory_within(1.2)).expect("valid cost model");
         let (b, e) = (out.baseline, out.evaluation);
+        let run = planner::schedule(&trace, cost, &out.plan).run_trace(&trace);
         println!(
-            "| {} | {:.2} | {:.2} | {:.1}% | {:.1} | {:.1} | {:.3} | {:.2} | {} | {:.1} | {}/{} |",
+            "| {} | {:.2} | {:.2} | {:.1}% | {:.1} | {:.1} | {:.3} | {:.2} | {} | {:.1} | {}/{} | {:.2} / {:.2} |",
             label(&c),
             gib(b.peak_bytes),
             gib(e.peak_bytes),
@@ -221,7 +232,9 @@ fn planner_table(cost: &CostModel) {
             e.ops_recomputed,
             e.stall_s * 1e3,
             out.plan.count(Action::Swap),
-            out.plan.count(Action::Recompute)
+            out.plan.count(Action::Recompute),
+            reserved_gib(&run, false),
+            reserved_gib(&run, true)
         );
     }
     println!();
@@ -312,38 +325,60 @@ fn sensitivity(cost: &CostModel) {
 
 fn batch(cost: &CostModel) {
     println!(
-        "## Largest batch in {:.0} GiB (mixed precision, seq 1024; planner without time limit, and within 1.2x of keep-all at the same batch)\n",
+        "## Largest batch in {:.0} GiB (mixed precision, seq 1024)\n",
         gib(cost.capacity_bytes)
     );
     println!(
-        "| model | keep-all batch | samples/s | planned batch | growth | samples/s | planned within 1.2x | growth | samples/s |"
+        "Fits in: *exact bytes* (the simulated peak), or the schedule replayed on the caching-allocator model (plain or expandable segments) without running out. Planner without time limit, and within 1.2x of keep-all at the same batch.\n"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "| model | fits in | keep-all batch | samples/s | planned batch | growth | samples/s | planned within 1.2x | growth | samples/s |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for model in [Model::Gpt2Large, Model::Gpt2Xl] {
         let c = ModelConfig::new(model, 1, Precision::Mixed).expect("batch is not zero");
-        let keep = planner::largest_batch(&c, cost, false, None, 1024).expect("valid cost model");
-        let planned = planner::largest_batch(&c, cost, true, None, 1024).expect("valid cost model");
-        let bounded =
-            planner::largest_batch(&c, cost, true, Some(1.2), 1024).expect("valid cost model");
-        let growth = |b: u32| {
-            if keep.batch == 0 {
-                "-".to_string()
-            } else {
-                format!("{:.2}x", f64::from(b) / f64::from(keep.batch))
-            }
-        };
-        println!(
-            "| {} | {} | {:.1} | {} | {} | {:.1} | {} | {} | {:.1} |",
-            model,
-            keep.batch,
-            keep.samples_per_s(),
-            planned.batch,
-            growth(planned.batch),
-            planned.samples_per_s(),
-            bounded.batch,
-            growth(bounded.batch),
-            bounded.samples_per_s()
-        );
+        for criterion in ["exact bytes", "caching model", "caching model, expandable"] {
+            let search = |planned: bool, limit: Option<f64>| {
+                let fit = match criterion {
+                    "exact bytes" => planner::largest_batch(&c, cost, planned, limit, 1024),
+                    _ => planner::largest_batch_on(
+                        &c,
+                        cost,
+                        planned,
+                        limit,
+                        1024,
+                        CachingConfig {
+                            expandable_segments: criterion.ends_with("expandable"),
+                            ..CachingConfig::default()
+                        },
+                    ),
+                };
+                fit.expect("valid cost model")
+            };
+            let keep = search(false, None);
+            let planned = search(true, None);
+            let bounded = search(true, Some(1.2));
+            let growth = |b: u32| {
+                if keep.batch == 0 {
+                    "-".to_string()
+                } else {
+                    format!("{:.2}x", f64::from(b) / f64::from(keep.batch))
+                }
+            };
+            println!(
+                "| {} | {} | {} | {:.1} | {} | {} | {:.1} | {} | {} | {:.1} |",
+                model,
+                criterion,
+                keep.batch,
+                keep.samples_per_s(),
+                planned.batch,
+                growth(planned.batch),
+                planned.samples_per_s(),
+                bounded.batch,
+                growth(bounded.batch),
+                bounded.samples_per_s()
+            );
+        }
     }
     println!();
 }

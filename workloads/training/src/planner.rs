@@ -27,9 +27,11 @@
 //! simulation, and there are at most two rounds per activation: polynomial.
 
 use crate::TrainingError;
+use crate::caching::CachingConfig;
 use crate::cost::CostModel;
 use crate::model::ModelConfig;
-use crate::trace::{TensorId, TensorKind, Trace};
+use crate::replay::replay_caching;
+use crate::trace::{RunEvent, RunTrace, TensorId, TensorKind, Trace};
 
 /// What to do with one activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -136,6 +138,42 @@ struct Detail {
     produced_at: Vec<f64>,
     /// Start of each tensor's first backward use on the stall-free timeline of this plan.
     needed_at: Vec<f64>,
+}
+
+impl Schedule {
+    /// The schedule's device allocations and frees in time order, as a one-iteration
+    /// [`RunTrace`] (persistent tensors allocated first and freed last), so that a plan can
+    /// be replayed on the caching-allocator model. Each residency interval is one
+    /// allocation; at equal times frees come first, as in the simulation.
+    pub fn run_trace(&self, trace: &Trace) -> RunTrace {
+        let mut timed: Vec<(f64, bool, RunEvent)> = Vec::with_capacity(2 * self.residency.len());
+        let mut persistent = Vec::new();
+        for (k, &(t, from, to)) in self.residency.iter().enumerate() {
+            let size_bytes = trace.tensors[t].size_bytes;
+            let event = |alloc| RunEvent {
+                id: k as u64,
+                size_bytes,
+                alloc,
+            };
+            if to.is_infinite() {
+                persistent.push((event(true), event(false)));
+                continue;
+            }
+            timed.push((from, true, event(true)));
+            timed.push((to, false, event(false)));
+        }
+        timed.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut events: Vec<RunEvent> = persistent.iter().map(|p| p.0).collect();
+        let start = events.len();
+        events.extend(timed.into_iter().map(|(_, _, e)| e));
+        let end = events.len();
+        events.extend(persistent.iter().map(|p| p.1));
+        RunTrace {
+            events,
+            iterations: core::iter::once(start..end).collect(),
+            batches: vec![trace.config.batch],
+        }
+    }
 }
 
 /// Simulates one iteration of `trace` under `plan`.
@@ -618,10 +656,10 @@ impl BatchFit {
 }
 
 /// The largest batch of `config`'s model and precision whose peak fits
-/// `cost.capacity_bytes`: keeping every activation (`planned` false) or with the planner
-/// (`planned` true, within `time_limit_factor` of keep-all at the same batch when given).
-/// Searches by doubling then bisection, up to `max_batch`; assumes that what fits at a
-/// batch fits at every smaller one.
+/// `cost.capacity_bytes` in exact bytes: keeping every activation (`planned` false) or with
+/// the planner (`planned` true, within `time_limit_factor` of keep-all at the same batch
+/// when given). Searches by doubling then bisection, up to `max_batch`; assumes that what
+/// fits at a batch fits at every smaller one.
 ///
 /// # Errors
 ///
@@ -634,7 +672,7 @@ pub fn largest_batch(
     max_batch: u32,
 ) -> Result<BatchFit, TrainingError> {
     cost.validate()?;
-    let try_batch = |b: u32| -> Result<Option<Evaluation>, TrainingError> {
+    search_batch(max_batch, |b| {
         let trace = Trace::generate(&config.with_batch(b)?);
         if planned {
             let goal = Goal {
@@ -649,7 +687,71 @@ pub fn largest_batch(
             let e = evaluate(&trace, cost, &Plan::keep_all(&trace));
             Ok((e.peak_bytes <= cost.capacity_bytes).then_some(e))
         }
+    })
+}
+
+/// Planner budgets tried, as fractions of the capacity, by [`largest_batch_on`].
+pub const ALLOCATOR_MARGINS: [f64; 7] = [1.0, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7];
+
+/// As [`largest_batch`], but a batch fits only if its schedule also replays on the
+/// caching-allocator model `allocator` with `cost.capacity_bytes` of device memory without
+/// running out (cache flushes allowed): rounding and fragmentation count. The planner is
+/// given budgets of [`ALLOCATOR_MARGINS`] × capacity in turn until one replays.
+///
+/// # Errors
+///
+/// [`TrainingError::BadCostParameter`] if `cost` does not validate.
+pub fn largest_batch_on(
+    config: &ModelConfig,
+    cost: &CostModel,
+    planned: bool,
+    time_limit_factor: Option<f64>,
+    max_batch: u32,
+    allocator: CachingConfig,
+) -> Result<BatchFit, TrainingError> {
+    cost.validate()?;
+    let allocator = CachingConfig {
+        capacity_bytes: Some(cost.capacity_bytes),
+        ..allocator
     };
+    let replays = |trace: &Trace, plan: &Plan| {
+        let run = schedule(trace, cost, plan).run_trace(trace);
+        replay_caching(&run, allocator, 0).is_ok()
+    };
+    search_batch(max_batch, |b| {
+        let trace = Trace::generate(&config.with_batch(b)?);
+        if !planned {
+            let keep = Plan::keep_all(&trace);
+            let e = evaluate(&trace, cost, &keep);
+            return Ok(
+                (e.peak_bytes <= cost.capacity_bytes && replays(&trace, &keep)).then_some(e),
+            );
+        }
+        for margin in ALLOCATOR_MARGINS {
+            let goal = Goal {
+                memory_budget_bytes: Some((cost.capacity_bytes as f64 * margin) as u64),
+                time_limit_factor,
+                allow_swap: true,
+                allow_recompute: true,
+            };
+            let outcome = plan(&trace, cost, goal)?;
+            if !outcome.fits {
+                return Ok(None);
+            }
+            if replays(&trace, &outcome.plan) {
+                return Ok(Some(outcome.evaluation));
+            }
+        }
+        Ok(None)
+    })
+}
+
+/// Doubling then bisection for the largest batch in `1..=max_batch` for which `try_batch`
+/// gives an evaluation.
+fn search_batch(
+    max_batch: u32,
+    try_batch: impl Fn(u32) -> Result<Option<Evaluation>, TrainingError>,
+) -> Result<BatchFit, TrainingError> {
     let Some(mut best_eval) = try_batch(1)? else {
         return Ok(BatchFit {
             batch: 0,

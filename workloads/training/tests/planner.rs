@@ -302,3 +302,48 @@ fn gpt2_large_fits_five_times_the_keep_all_batch() {
         5 * keep.batch
     );
 }
+
+#[test]
+fn a_schedule_replayed_on_the_caching_model_peaks_where_the_simulation_says() {
+    use alloclab_training::caching::CachingConfig;
+    use alloclab_training::replay::replay_caching;
+    let cost = CostModel::a100_40gb();
+    let mut rng = Rng(4242);
+    for trace in small_traces() {
+        for round in 0..3 {
+            let plan = if round == 0 {
+                Plan::keep_all(&trace)
+            } else {
+                random_plan(&trace, &mut rng)
+            };
+            let schedule = planner::schedule(&trace, &cost, &plan);
+            let run = schedule.run_trace(&trace);
+            let r = replay_caching(&run, CachingConfig::default(), 0).unwrap();
+            assert_eq!(r.peak_requested_bytes, schedule.evaluation.peak_bytes);
+            assert!(r.total.peak_reserved_bytes >= r.total.peak_allocated_bytes);
+        }
+    }
+}
+
+#[test]
+fn fitting_on_the_caching_model_never_allows_a_larger_batch_than_exact_bytes() {
+    use alloclab_training::caching::CachingConfig;
+    let cost = CostModel {
+        capacity_bytes: 1 << 30,
+        ..CostModel::a100_40gb()
+    };
+    let c = ModelConfig::new(Model::ResNet50, 1, Precision::Fp32).unwrap();
+    let exact = planner::largest_batch(&c, &cost, false, None, 64).unwrap();
+    assert!(exact.batch >= 4, "{exact:?}");
+    for expandable_segments in [false, true] {
+        let allocator = CachingConfig {
+            expandable_segments,
+            ..CachingConfig::default()
+        };
+        let on = planner::largest_batch_on(&c, &cost, false, None, 64, allocator).unwrap();
+        assert!(on.batch <= exact.batch);
+        assert!(on.batch >= 1);
+        let planned = planner::largest_batch_on(&c, &cost, true, None, 64, allocator).unwrap();
+        assert!(planned.batch >= on.batch);
+    }
+}
