@@ -14,13 +14,31 @@
 //! * [`cost`] — the device cost model (compute, HBM and PCIe bandwidth, capacity).
 //! * [`planner`] — the DELTA-style keep / swap / recompute planner and its simulator.
 //!
-//! ```
-//! use alloclab_training::{ModelConfig, Model, Precision, Trace};
+//! The parameters, the simplifications and every figure are in the crate README.
 //!
-//! let config = ModelConfig::new(Model::ResNet50, 8, Precision::Fp32).unwrap();
+//! ```
+//! use alloclab_training::caching::CachingConfig;
+//! use alloclab_training::cost::CostModel;
+//! use alloclab_training::planner::{self, Goal};
+//! use alloclab_training::replay::replay_caching;
+//! use alloclab_training::{Model, ModelConfig, Precision, RunTrace, Trace, TrainingError};
+//!
+//! # fn main() -> Result<(), TrainingError> {
+//! let config = ModelConfig::new(Model::ResNet50, 8, Precision::Fp32)?;
 //! let trace = Trace::generate(&config);
-//! trace.validate().unwrap();
-//! assert!(trace.peak_live_bytes() > trace.persistent_bytes());
+//! trace.validate().expect("generated traces are valid");
+//!
+//! // PyTorch's caching allocator over three iterations at batch 8, 9, 10.
+//! let run = RunTrace::new(&config, &[8, 9, 10])?;
+//! let replay = replay_caching(&run, CachingConfig::default(), 0)?;
+//! assert!(replay.total.peak_reserved_bytes >= replay.total.peak_allocated_bytes);
+//!
+//! // The lowest peak within 1.2x of the keep-all iteration time.
+//! let outcome = planner::plan(&trace, &CostModel::a100_40gb(), Goal::min_memory_within(1.2))?;
+//! assert!(outcome.evaluation.peak_bytes < outcome.baseline.peak_bytes);
+//! assert!(outcome.slowdown() <= 1.2);
+//! # Ok(())
+//! # }
 //! ```
 
 pub mod caching;
