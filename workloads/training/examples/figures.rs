@@ -171,6 +171,51 @@ fn growing() {
         }
         println!();
     }
+    // Other ways for the batch to change, 16 iterations each.
+    let config = ModelConfig::new(Model::ResNet50, 32, Precision::Fp32).expect("batch is not zero");
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let random: Vec<u32> = (0..16)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            32 + (state % 16) as u32
+        })
+        .collect();
+    let patterns: [(&str, Vec<u32>); 3] = [
+        ("growing N, N+1, N+2, ...", (32..48).collect()),
+        ("alternating N, N+1", (0..16).map(|i| 32 + i % 2).collect()),
+        ("random in N..N+16", random),
+    ];
+    println!("### resnet50 (fp32), how the batch changes (16 iterations from N = 32)\n");
+    println!(
+        "| pattern | peak allocated GiB | peak reserved GiB (no expandable) | ratio | peak reserved GiB (expandable) | ratio |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (name, batches) in patterns {
+        let run = RunTrace::new(&config, &batches).expect("batches are not zero");
+        let without = replay_caching(&run, CachingConfig::default(), 0).expect("no capacity limit");
+        let with = replay_caching(
+            &run,
+            CachingConfig {
+                expandable_segments: true,
+                ..CachingConfig::default()
+            },
+            0,
+        )
+        .expect("no capacity limit");
+        let allocated = without.total.peak_allocated_bytes;
+        println!(
+            "| {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            name,
+            gib(allocated),
+            gib(without.total.peak_reserved_bytes),
+            without.total.peak_reserved_bytes as f64 / allocated as f64,
+            gib(with.total.peak_reserved_bytes),
+            with.total.peak_reserved_bytes as f64 / with.total.peak_allocated_bytes as f64
+        );
+    }
+    println!();
     // The same growth on a 40 GiB device, for longer: without expandable segments the
     // device fills with cached slivers and the allocator must flush its cache (a device
     // synchronisation and a cudaFree of every free segment) to go on.

@@ -347,7 +347,8 @@ pub struct Network {
     pub ops: Vec<NetOp>,
     /// Elements of the network input.
     pub input_elems: u64,
-    /// Bytes per element of the input (4 for images in fp32, 2 in half, 8 for token ids).
+    /// Bytes per element of the input: `Some(8)` for token ids, `None` for images (stored
+    /// in the activation precision).
     pub input_elem_bytes: Option<u64>,
     /// The optimizer.
     pub optimizer: Optimizer,

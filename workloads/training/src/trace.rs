@@ -155,7 +155,7 @@ impl Trace {
             .sum()
     }
 
-    /// Allocations and frees of the persistent tensors, before the first iteration.
+    /// Allocations of the persistent tensors, before the first iteration.
     pub fn setup_events(&self) -> impl Iterator<Item = Event> + '_ {
         self.persistent_ids().map(Event::Alloc)
     }
@@ -219,7 +219,7 @@ impl Trace {
         peak
     }
 
-    /// Bytes of every kind of tensor live at the peak of [`peak_live_bytes`](Self::peak_live_bytes).
+    /// Total bytes of the tensors of `kind` (all of them, whatever their lifetimes).
     pub fn bytes_by_kind(&self, kind: TensorKind) -> u64 {
         self.tensors
             .iter()
