@@ -5,7 +5,7 @@
 //! cargo run --release -p alloclab-training --example figures -- batch    # one section
 //! ```
 //!
-//! Sections: `traces`, `caching`, `growing`, `planner`, `sweep`, `sensitivity`, `batch`.
+//! Sections: `traces`, `caching`, `growing`, `planner`, `curve`, `sweep`, `sensitivity`, `batch`.
 
 use alloclab_core::SystemHeap;
 use alloclab_training::caching::CachingConfig;
@@ -285,6 +285,46 @@ fn planner_table(cost: &CostModel) {
     println!();
 }
 
+fn curve(cost: &CostModel) {
+    let c = configs()[2];
+    let trace = Trace::generate(&c);
+    let out = planner::plan(&trace, cost, Goal::min_memory_within(1.2)).expect("valid cost model");
+    println!(
+        "## Device memory over one iteration, {} (most GiB live in each tenth of the plan's own iteration)\n",
+        label(&c)
+    );
+    print!("| plan | iteration ms |");
+    for k in 1..=10 {
+        print!(" {}% |", 10 * k);
+    }
+    println!();
+    println!("|---|---|{}", "---|".repeat(10));
+    for (name, plan) in [
+        ("keep all", Plan::keep_all(&trace)),
+        ("planned", out.plan.clone()),
+    ] {
+        let schedule = planner::schedule(&trace, cost, &plan);
+        let curve = schedule.memory_curve(&trace);
+        let end = schedule.evaluation.iteration_s;
+        print!("| {name} | {:.1} |", end * 1e3);
+        for k in 1..=10 {
+            let t = end * f64::from(k) / 10.0;
+            // The most memory live in the tenth that ends at t.
+            let from = t - end / 10.0;
+            let level = curve
+                .iter()
+                .filter(|p| p.0 <= t && p.0 > from)
+                .map(|p| p.1)
+                .max()
+                .or_else(|| curve.iter().rev().find(|p| p.0 <= t).map(|p| p.1))
+                .unwrap_or(0);
+            print!(" {:.2} |", gib(level));
+        }
+        println!();
+    }
+    println!();
+}
+
 fn sweep(cost: &CostModel) {
     println!("## Planner across batch sizes (lowest peak within 1.2x)\n");
     println!(
@@ -444,6 +484,9 @@ fn main() {
     }
     if want("planner") {
         planner_table(&cost);
+    }
+    if want("curve") {
+        curve(&cost);
     }
     if want("sweep") {
         sweep(&cost);

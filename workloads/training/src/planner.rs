@@ -141,6 +141,32 @@ struct Detail {
 }
 
 impl Schedule {
+    /// Device bytes live over the iteration: `(time_s, bytes)` after each allocation or
+    /// free, in time order (frees first at equal times), for charts of memory over an
+    /// iteration. Its maximum is the simulated peak.
+    pub fn memory_curve(&self, trace: &Trace) -> Vec<(f64, u64)> {
+        let mut deltas: Vec<(f64, bool, u64)> = Vec::with_capacity(2 * self.residency.len());
+        for &(t, from, to) in &self.residency {
+            let size = trace.tensors[t].size_bytes;
+            deltas.push((from, true, size));
+            if to.is_finite() {
+                deltas.push((to, false, size));
+            }
+        }
+        deltas.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut live = 0u64;
+        let mut curve: Vec<(f64, u64)> = Vec::with_capacity(deltas.len());
+        for (time, alloc, size) in deltas {
+            if alloc {
+                live += size;
+            } else {
+                live -= size;
+            }
+            curve.push((time, live));
+        }
+        curve
+    }
+
     /// The schedule's device allocations and frees in time order, as a one-iteration
     /// [`RunTrace`] (persistent tensors allocated first and freed last), so that a plan can
     /// be replayed on the caching-allocator model. Each residency interval is one

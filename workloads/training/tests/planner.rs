@@ -347,3 +347,18 @@ fn fitting_on_the_caching_model_never_allows_a_larger_batch_than_exact_bytes() {
         assert!(planned.batch >= on.batch);
     }
 }
+
+#[test]
+fn the_memory_curve_peaks_at_the_simulated_peak_and_ends_with_the_persistent_state() {
+    let cost = CostModel::a100_40gb();
+    let mut rng = Rng(99);
+    for trace in small_traces() {
+        let plan = random_plan(&trace, &mut rng);
+        let schedule = planner::schedule(&trace, &cost, &plan);
+        let curve = schedule.memory_curve(&trace);
+        let max = curve.iter().map(|p| p.1).max().unwrap();
+        assert_eq!(max, schedule.evaluation.peak_bytes);
+        assert!(curve.windows(2).all(|w| w[0].0 <= w[1].0));
+        assert_eq!(curve.last().unwrap().1, trace.persistent_bytes());
+    }
+}
