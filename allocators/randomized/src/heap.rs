@@ -41,7 +41,8 @@
 //! An allocation of block size `want` draws a free block among those that fit and are at
 //! most [`RANGE`] times larger (at least [`RANGE_MIN`] bytes; for requests above 1 KiB, at
 //! most twice the request plus [`WINDOW`]): a class with probability proportional to its
-//! number of free blocks (per-class counts summed in groups of eight classes), as the
+//! number of free blocks (per-class counts summed in groups of eight classes, and running
+//! totals of the classes up to [`RANGE_MIN`], where most requests' candidates end), as the
 //! class of a uniformly drawn block would be, then the oldest block of that class. It
 //! places the object at a uniformly random 16-byte-aligned offset inside the block; the
 //! slack on either side goes back to the free lists. Drawing by count rather than by bytes
@@ -99,6 +100,10 @@ const RELEASE_SPAN: usize = 64 << 10;
 const CLASSES: usize = 128;
 /// Classes per group of the two-level byte totals.
 const GROUP: usize = 8;
+/// The class of [`RANGE_MIN`]: the last candidate class of every request of at most
+/// `RANGE_MIN / RANGE` bytes (most requests), whose candidates are then counted from
+/// running totals of the classes up to it.
+const SMALL_LAST: usize = 76;
 
 /// Header flag: the block is handed out.
 pub(crate) const BUSY: usize = 1;
@@ -447,8 +452,10 @@ pub(crate) struct Arena {
     group_bytes: [u64; CLASSES / GROUP],
     /// Bit `c` set iff class `c` has a free block.
     nonempty: [u64; CLASSES / 64],
-    /// Bytes on all free lists.
-    pool: u64,
+    /// Free blocks on the lists of classes `0..=SMALL_LAST`.
+    small_count: u64,
+    /// Bytes on the lists of classes `0..=SMALL_LAST`.
+    small_bytes: u64,
     /// Header of the wilderness (0 if none).
     wild: usize,
     /// Address of the newest chunk's sentinel (the wilderness ends there).
@@ -567,41 +574,81 @@ impl Arena {
             self.group_bytes[class / GROUP] += bytes;
             self.class_count[class] += 1;
             self.group_count[class / GROUP] += 1;
-            self.pool += bytes;
+            // Branch-free: whether a slack lands in the small classes is a coin toss.
+            let small = u64::from(class <= SMALL_LAST);
+            self.small_count += small;
+            self.small_bytes += bytes & small.wrapping_neg();
         } else {
             self.class_bytes[class] -= bytes;
             self.group_bytes[class / GROUP] -= bytes;
             self.class_count[class] -= 1;
             self.group_count[class / GROUP] -= 1;
-            self.pool -= bytes;
+            let small = u64::from(class <= SMALL_LAST);
+            self.small_count -= small;
+            self.small_bytes -= bytes & small.wrapping_neg();
         }
     }
 
-    /// Bytes on the lists of classes `lo..=hi`: classes to the end of `lo`'s group, whole
-    /// groups, then the classes of `hi`'s group.
-    #[inline]
-    fn bytes_in(&self, lo: usize, hi: usize) -> u64 {
-        let (glo, ghi) = (lo / GROUP, hi / GROUP);
-        if glo == ghi {
-            return self.class_bytes[lo..=hi].iter().sum();
-        }
-        let head: u64 = self.class_bytes[lo..(glo + 1) * GROUP].iter().sum();
-        let middle: u64 = self.group_bytes[glo + 1..ghi].iter().sum();
-        let tail: u64 = self.class_bytes[ghi * GROUP..=hi].iter().sum();
-        head + middle + tail
+    /// Bytes on all free lists (the group totals summed: read rarely, so not kept).
+    fn pool(&self) -> u64 {
+        self.group_bytes.iter().sum()
     }
 
-    /// Free blocks on the lists of classes `lo..=hi`.
+    /// Free blocks and their bytes on the lists of classes `lo..=hi` (`lo <= hi`), in one
+    /// pass: classes to the end of `lo`'s group, whole groups, then the classes of `hi`'s
+    /// group. Plain index loops (indices masked into the arrays, so without bounds checks):
+    /// the ranges are short, and iterator sums spend more on setting up than on adding.
     #[inline]
-    fn blocks_in(&self, lo: usize, hi: usize) -> u64 {
+    fn candidates(&self, lo: usize, hi: usize) -> (u64, u64) {
         let (glo, ghi) = (lo / GROUP, hi / GROUP);
-        if glo == ghi {
-            return self.class_count[lo..=hi].iter().sum();
+        let (mut blocks, mut bytes) = (0u64, 0u64);
+        let head_end = if glo == ghi {
+            hi + 1
+        } else {
+            (glo + 1) * GROUP
+        };
+        let mut c = lo;
+        while c < head_end {
+            blocks += self.class_count[c & (CLASSES - 1)];
+            bytes += self.class_bytes[c & (CLASSES - 1)];
+            c += 1;
         }
-        let head: u64 = self.class_count[lo..(glo + 1) * GROUP].iter().sum();
-        let middle: u64 = self.group_count[glo + 1..ghi].iter().sum();
-        let tail: u64 = self.class_count[ghi * GROUP..=hi].iter().sum();
-        head + middle + tail
+        if glo == ghi {
+            return (blocks, bytes);
+        }
+        let mut g = glo + 1;
+        while g < ghi {
+            blocks += self.group_count[g & (CLASSES / GROUP - 1)];
+            bytes += self.group_bytes[g & (CLASSES / GROUP - 1)];
+            g += 1;
+        }
+        c = ghi * GROUP;
+        while c <= hi {
+            blocks += self.class_count[c & (CLASSES - 1)];
+            bytes += self.class_bytes[c & (CLASSES - 1)];
+            c += 1;
+        }
+        (blocks, bytes)
+    }
+
+    /// Free blocks and their bytes on the lists of classes `0..lo` (`lo <= SMALL_LAST`):
+    /// whole groups, then the classes of `lo`'s group.
+    #[inline]
+    fn candidates_below(&self, lo: usize) -> (u64, u64) {
+        let (mut blocks, mut bytes) = (0u64, 0u64);
+        let mut g = 0;
+        while g < lo / GROUP {
+            blocks += self.group_count[g & (CLASSES / GROUP - 1)];
+            bytes += self.group_bytes[g & (CLASSES / GROUP - 1)];
+            g += 1;
+        }
+        let mut c = lo / GROUP * GROUP;
+        while c < lo {
+            blocks += self.class_count[c & (CLASSES - 1)];
+            bytes += self.class_bytes[c & (CLASSES - 1)];
+            c += 1;
+        }
+        (blocks, bytes)
     }
 
     /// The class in `lo..=hi` holding block number `target` of their lists.
@@ -610,7 +657,7 @@ impl Arena {
         let mut class = lo;
         let first_end = hi.min((lo / GROUP + 1) * GROUP - 1);
         while class <= first_end {
-            let n = self.class_count[class];
+            let n = self.class_count[class & (CLASSES - 1)];
             if target < n {
                 return class;
             }
@@ -619,7 +666,7 @@ impl Arena {
         }
         let mut group = class / GROUP;
         while group < hi / GROUP {
-            let n = self.group_count[group];
+            let n = self.group_count[group & (CLASSES / GROUP - 1)];
             if target < n {
                 break;
             }
@@ -628,7 +675,7 @@ impl Arena {
         }
         class = class.max(group * GROUP);
         while class < hi {
-            let n = self.class_count[class];
+            let n = self.class_count[class & (CLASSES - 1)];
             if target < n {
                 return class;
             }
@@ -683,7 +730,17 @@ impl Arena {
     ///
     /// `h` is a free block of this arena.
     unsafe fn unlink(&mut self, h: usize, size: usize) {
-        let class = class_of(size);
+        // SAFETY: forwarded.
+        unsafe { self.unlink_from(h, size, class_of(size)) }
+    }
+
+    /// [`unlink`](Self::unlink) for a caller that knows the block's class.
+    ///
+    /// # Safety
+    ///
+    /// `h` is a free block of this arena, of class `class`.
+    #[inline(always)]
+    unsafe fn unlink_from(&mut self, h: usize, size: usize, class: usize) {
         // SAFETY: `h` is a free block; its links point at free blocks of the same list
         // (checked before they are followed for writing).
         unsafe {
@@ -754,10 +811,14 @@ impl Arena {
             2 * want + WINDOW
         };
         let last = class_of(cap.min(CHUNK)).max(first);
-        let blocks = self.blocks_in(first, last);
+        let (blocks, bytes) = if last == SMALL_LAST {
+            let (blocks, bytes) = self.candidates_below(first);
+            (self.small_count - blocks, self.small_bytes - bytes)
+        } else {
+            self.candidates(first, last)
+        };
         // Enough candidates: many blocks, or (fewer, but large ones) many bytes.
-        let enough =
-            blocks >= RESERVE_BLOCKS || (blocks > 0 && self.bytes_in(first, last) >= RESERVE);
+        let enough = blocks >= RESERVE_BLOCKS || (blocks > 0 && bytes >= RESERVE);
         // SAFETY: (whole block) every address below is a block of this arena reached from
         // its lists, its wilderness or its own headers, under the lock.
         unsafe {
@@ -770,7 +831,7 @@ impl Arena {
                 let h = self.head[class];
                 let (w0, prev) = self.get_or_die(h);
                 let size = w0 & !FLAGS;
-                self.unlink(h, size);
+                self.unlink_from(h, size, class);
                 return Some(self.place(
                     h,
                     size,
@@ -829,7 +890,7 @@ impl Arena {
         unsafe {
             let (w0, prev) = self.get_or_die(h);
             let size = w0 & !FLAGS;
-            self.unlink(h, size);
+            self.unlink_from(h, size, class);
             self.place(h, size, prev, need, align, size, false)
         }
     }
@@ -1020,8 +1081,9 @@ impl Arena {
             // (when that is worth a system call). A heap that frees and reallocates the
             // same memory over and over keeps it.
             let mut released = false;
-            let slack = self.pool + if wild { 0 } else { total as u64 };
-            if total >= RELEASE_MIN && slack > TRIM_MIN.max(self.live_bytes) {
+            if total >= RELEASE_MIN
+                && self.pool() + if wild { 0 } else { total as u64 } > TRIM_MIN.max(self.live_bytes)
+            {
                 let page = os::page_size();
                 let (lo, hi) = if neighbours_released {
                     let lo = (start + MIN_BLOCK).max(h.saturating_sub(page));
@@ -1166,7 +1228,7 @@ impl Arena {
             live_bytes: self.live_bytes,
             mapped_bytes: self.mapped_bytes,
             peak_mapped_bytes: self.peak_mapped_bytes,
-            free_list_bytes: self.pool,
+            free_list_bytes: self.pool(),
             wilderness_bytes: if self.wild == 0 {
                 0
             } else {
@@ -1345,7 +1407,17 @@ impl Arena {
                 ));
             }
         }
-        if listed != free_bytes || listed != self.pool {
+        let small_count: u64 = self.class_count[..=SMALL_LAST].iter().sum();
+        let small_bytes: u64 = self.class_bytes[..=SMALL_LAST].iter().sum();
+        if (small_count, small_bytes) != (self.small_count, self.small_bytes) {
+            return Err(Corruption::with(
+                "running totals of the small classes disagree with the lists",
+                self.index,
+                small_count as usize,
+                self.small_count as usize,
+            ));
+        }
+        if listed != free_bytes || listed != self.pool() {
             return Err(Corruption::with(
                 "free bytes in chunks disagree with the lists",
                 self.index,
@@ -1445,6 +1517,13 @@ mod tests {
             last = class;
         }
         assert!(last < CLASSES);
+    }
+
+    #[test]
+    fn small_last_is_the_class_of_range_min() {
+        assert_eq!(SMALL_LAST, class_of(RANGE_MIN));
+        // Every request of at most RANGE_MIN / RANGE bytes ends its candidates there.
+        assert!(class_of(RANGE_MIN / RANGE) < SMALL_LAST);
     }
 
     #[test]
