@@ -706,6 +706,7 @@ impl Arena {
     /// # Safety
     ///
     /// `h` is a free block of this arena, on no list.
+    #[inline(always)]
     unsafe fn push(&mut self, h: usize, size: usize) {
         let class = class_of(size);
         let tail = self.tail[class];
@@ -729,6 +730,7 @@ impl Arena {
     /// # Safety
     ///
     /// `h` is a free block of this arena.
+    #[inline(always)]
     unsafe fn unlink(&mut self, h: usize, size: usize) {
         // SAFETY: forwarded.
         unsafe { self.unlink_from(h, size, class_of(size)) }
@@ -822,31 +824,51 @@ impl Arena {
         // SAFETY: (whole block) every address below is a block of this arena reached from
         // its lists, its wilderness or its own headers, under the lock.
         unsafe {
-            if enough {
-                return Some(self.place_in_class(first, last, blocks, need, align));
-            }
-            // Too few candidates: carve fresh slack from the front of the smallest larger
-            // block, or of the wilderness.
+            let (h, size, prev, max_offset, wild) = if enough {
+                self.draw(first, last, blocks)
+            } else {
+                self.refill(first, last, partial, blocks, want, align, chunks)?
+            };
+            Some(self.place(h, size, prev, need, align, max_offset, wild))
+        }
+    }
+
+    /// Where an allocation goes when there are too few candidates: `(block, size, previous
+    /// size, largest offset, whether it is the wilderness)`, the block off every list.
+    /// Carves fresh slack from the front of the smallest larger block, or of the
+    /// wilderness; failing both, draws among the few candidates there are, then takes a
+    /// block of the partly fitting class, then a new chunk's wilderness.
+    ///
+    /// # Safety
+    ///
+    /// As [`alloc`](Self::alloc)'s body: the lock is held.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    unsafe fn refill(
+        &mut self,
+        first: usize,
+        last: usize,
+        partial: Option<usize>,
+        blocks: u64,
+        want: usize,
+        align: usize,
+        chunks: &dyn ChunkSource,
+    ) -> Option<(usize, usize, usize, usize, bool)> {
+        // SAFETY: (whole block) as in `alloc`.
+        unsafe {
+            let window = WINDOW.max(align + GRANULE);
             if let Some(class) = self.next_nonempty_above(last) {
                 let h = self.head[class];
                 let (w0, prev) = self.get_or_die(h);
                 let size = w0 & !FLAGS;
                 self.unlink_from(h, size, class);
-                return Some(self.place(
-                    h,
-                    size,
-                    prev,
-                    need,
-                    align,
-                    WINDOW.max(align + GRANULE),
-                    false,
-                ));
+                return Some((h, size, prev, window, false));
             }
             if self.wild != 0 && self.wild_end - self.wild >= want + MIN_BLOCK {
-                return Some(self.carve(need, align));
+                return Some(self.wilderness_block(window));
             }
             if blocks > 0 {
-                return Some(self.place_in_class(first, last, blocks, need, align));
+                return Some(self.draw(first, last, blocks));
             }
             if let Some(class) = partial {
                 let mut h = self.head[class];
@@ -855,7 +877,7 @@ impl Arena {
                     let size = w0 & !FLAGS;
                     if size >= want {
                         self.unlink(h, size);
-                        return Some(self.place(h, size, prev, need, align, size, false));
+                        return Some((h, size, prev, size, false));
                     }
                     h = rd(h + NEXT);
                 }
@@ -864,25 +886,25 @@ impl Arena {
             self.retire_wilderness();
             self.add_mapped(CHUNK as u64);
             self.open_wilderness(base + CHUNK_HEADER, base + CHUNK - HEADER);
-            Some(self.carve(need, align))
+            Some(self.wilderness_block(window))
         }
     }
 
     /// Draws a block among classes `first..=last`: a class with probability proportional to
-    /// its number of free blocks (the class a uniformly drawn fitting block would have), then
-    /// that class's oldest block; and places the object in it.
+    /// its number of free blocks (the class a uniformly drawn fitting block would have),
+    /// then that class's oldest block, which it takes off its list: `(block, size,
+    /// previous size, largest offset, false)`, as [`place`](Self::place) takes them.
     ///
     /// # Safety
     ///
-    /// Those classes hold `blocks > 0` blocks, all of which fit `need` at `align`.
-    unsafe fn place_in_class(
+    /// Those classes hold `blocks > 0` blocks.
+    #[inline(always)]
+    unsafe fn draw(
         &mut self,
         first: usize,
         last: usize,
         blocks: u64,
-        need: usize,
-        align: usize,
-    ) -> usize {
+    ) -> (usize, usize, usize, usize, bool) {
         let target = self.rng.below(blocks);
         let class = self.class_of_block(first, last, target);
         let h = self.head[class];
@@ -891,32 +913,21 @@ impl Arena {
             let (w0, prev) = self.get_or_die(h);
             let size = w0 & !FLAGS;
             self.unlink_from(h, size, class);
-            self.place(h, size, prev, need, align, size, false)
+            (h, size, prev, size, false)
         }
     }
 
-    /// Places an object in the wilderness, within [`WINDOW`] bytes of its front.
+    /// The wilderness as [`place`](Self::place) takes a block, objects going within
+    /// `window` bytes of its front.
     ///
     /// # Safety
     ///
-    /// The wilderness exists and holds `need` (+ `align` if over 16) bytes and a header.
-    unsafe fn carve(&mut self, need: usize, align: usize) -> usize {
+    /// The wilderness exists.
+    unsafe fn wilderness_block(&self, window: usize) -> (usize, usize, usize, usize, bool) {
         let h = self.wild;
         // SAFETY: the wilderness header is the arena's.
         let (_, prev) = unsafe { self.get_or_die(h) };
-        let size = self.wild_end - h;
-        // SAFETY: forwarded.
-        unsafe {
-            self.place(
-                h,
-                size,
-                prev,
-                need,
-                align,
-                WINDOW.max(align + GRANULE),
-                true,
-            )
-        }
+        (h, self.wild_end - h, prev, window, true)
     }
 
     /// Cuts an object of block size `need` (payload aligned to `align`) out of the free
@@ -929,6 +940,7 @@ impl Arena {
     /// `h` is a free block (or the wilderness, then `wild`) of this arena, on no list, large
     /// enough for `need` at the alignment.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     unsafe fn place(
         &mut self,
         h: usize,
@@ -1029,6 +1041,7 @@ impl Arena {
     /// # Safety
     ///
     /// As said; the block is in a chunk of this arena.
+    #[inline(always)]
     pub(crate) unsafe fn free(&mut self, live: Live) {
         self.live_bytes -= live.size as u64;
         self.deallocations += 1;
@@ -1042,6 +1055,7 @@ impl Arena {
     /// # Safety
     ///
     /// `h` is a block of this arena that nobody uses any more.
+    #[inline(always)]
     unsafe fn release(&mut self, h: usize, size: usize, prev: usize) {
         let (mut start, mut total, mut start_prev) = (h, size, prev);
         // Whether every free neighbour merged here had its pages given back already.
