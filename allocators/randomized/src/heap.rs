@@ -953,11 +953,27 @@ impl Arena {
     ) -> usize {
         // The wilderness keeps room for its own header after the object.
         let room = if wild { size - MIN_BLOCK } else { size };
-        let (count, from, step) = offsets(h, room, need, align, max_offset);
-        debug_assert!(count > 0, "block {size} too small for {need} at {align}");
-        let zero = (h + HEADER).is_multiple_of(align.max(GRANULE));
-        let k = self.rng.below(count as u64) as usize;
-        let offset = nth_offset(zero, from, step, k);
+        debug_assert!(room >= need, "block {size} too small for {need}");
+        let offset = if align <= GRANULE {
+            // What `offsets` and `nth_offset` give at the payload alignment, where every
+            // block's payload is aligned: offset 0, then MIN_BLOCK, MIN_BLOCK + 16, ...
+            let last = max_offset.min(room - need);
+            let count = if last >= MIN_BLOCK {
+                (last - MIN_BLOCK) / GRANULE + 2
+            } else {
+                1
+            };
+            match self.rng.below(count as u64) as usize {
+                0 => 0,
+                k => MIN_BLOCK + (k - 1) * GRANULE,
+            }
+        } else {
+            let (count, from, step) = offsets(h, room, need, align, max_offset);
+            debug_assert!(count > 0, "block {size} too small for {need} at {align}");
+            let zero = (h + HEADER).is_multiple_of(align);
+            let k = self.rng.below(count as u64) as usize;
+            nth_offset(zero, from, step, k)
+        };
         let tail = size - offset - need;
         let obj_size = if tail < MIN_BLOCK { need + tail } else { need };
         let obj = h + offset;
@@ -1569,6 +1585,38 @@ mod tests {
                         assert!(o == 0 || o >= MIN_BLOCK);
                         assert!(o + need <= size);
                         assert_eq!((start + o + HEADER) % align, 0);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_payload_alignment_shortcut_of_place_agrees_with_offsets() {
+        // `place` computes the places at 16-byte alignment without `offsets`.
+        for start in (0x1000usize..0x1040).step_by(16) {
+            for room in (32usize..1200).step_by(16) {
+                for need in [32usize, 48, 80, 272] {
+                    for max_offset in [0usize, 16, 32, 48, 1000, WINDOW, usize::MAX] {
+                        if room < need {
+                            continue;
+                        }
+                        let (count, from, step) = offsets(start, room, need, 16, max_offset);
+                        let last = max_offset.min(room - need);
+                        let short = if last >= MIN_BLOCK {
+                            (last - MIN_BLOCK) / GRANULE + 2
+                        } else {
+                            1
+                        };
+                        assert_eq!(count, short, "{start:#x} {room} {need} {max_offset}");
+                        for k in 0..count {
+                            let o = if k == 0 {
+                                0
+                            } else {
+                                MIN_BLOCK + (k - 1) * GRANULE
+                            };
+                            assert_eq!(nth_offset(true, from, step, k), o);
+                        }
                     }
                 }
             }
