@@ -685,6 +685,31 @@ impl Arena {
         hi
     }
 
+    /// The class holding block number `target` of all the lists, counted from class 0
+    /// (`target` is below their total): whole groups, then the classes of one.
+    #[inline]
+    fn class_of_nth(&self, mut target: u64) -> usize {
+        let mut group = 0;
+        while group < CLASSES / GROUP - 1 {
+            let n = self.group_count[group];
+            if target < n {
+                break;
+            }
+            target -= n;
+            group += 1;
+        }
+        let mut class = group * GROUP;
+        while class < group * GROUP + GROUP - 1 {
+            let n = self.class_count[class & (CLASSES - 1)];
+            if target < n {
+                break;
+            }
+            target -= n;
+            class += 1;
+        }
+        class
+    }
+
     /// The smallest non-empty class above `class`, if any.
     fn next_nonempty_above(&self, class: usize) -> Option<usize> {
         let from = class + 1;
@@ -813,11 +838,17 @@ impl Arena {
             2 * want + WINDOW
         };
         let last = class_of(cap.min(CHUNK)).max(first);
-        let (blocks, bytes) = if last == SMALL_LAST {
+        // `below`: for the small classes, the blocks of the classes below `first`.
+        let (blocks, bytes, below) = if last == SMALL_LAST {
             let (blocks, bytes) = self.candidates_below(first);
-            (self.small_count - blocks, self.small_bytes - bytes)
+            (
+                self.small_count - blocks,
+                self.small_bytes - bytes,
+                Some(blocks),
+            )
         } else {
-            self.candidates(first, last)
+            let (blocks, bytes) = self.candidates(first, last);
+            (blocks, bytes, None)
         };
         // Enough candidates: many blocks, or (fewer, but large ones) many bytes.
         let enough = blocks >= RESERVE_BLOCKS || (blocks > 0 && bytes >= RESERVE);
@@ -825,9 +856,9 @@ impl Arena {
         // its lists, its wilderness or its own headers, under the lock.
         unsafe {
             let (h, size, prev, max_offset, wild) = if enough {
-                self.draw(first, last, blocks)
+                self.draw(first, last, blocks, below)
             } else {
-                self.refill(first, last, partial, blocks, want, align, chunks)?
+                self.refill(first, last, partial, blocks, below, want, align, chunks)?
             };
             Some(self.place(h, size, prev, need, align, max_offset, wild))
         }
@@ -850,6 +881,7 @@ impl Arena {
         last: usize,
         partial: Option<usize>,
         blocks: u64,
+        below: Option<u64>,
         want: usize,
         align: usize,
         chunks: &dyn ChunkSource,
@@ -868,7 +900,7 @@ impl Arena {
                 return Some(self.wilderness_block(window));
             }
             if blocks > 0 {
-                return Some(self.draw(first, last, blocks));
+                return Some(self.draw(first, last, blocks, below));
             }
             if let Some(class) = partial {
                 let mut h = self.head[class];
@@ -895,18 +927,25 @@ impl Arena {
     /// then that class's oldest block, which it takes off its list: `(block, size,
     /// previous size, largest offset, false)`, as [`place`](Self::place) takes them.
     ///
+    /// `below`, if known, is the number of blocks in the classes below `first`: the class
+    /// is then found by counting from class 0, a group at a time.
+    ///
     /// # Safety
     ///
-    /// Those classes hold `blocks > 0` blocks.
+    /// Those classes hold `blocks > 0` blocks (and those below them `below`).
     #[inline(always)]
     unsafe fn draw(
         &mut self,
         first: usize,
         last: usize,
         blocks: u64,
+        below: Option<u64>,
     ) -> (usize, usize, usize, usize, bool) {
         let target = self.rng.below(blocks);
-        let class = self.class_of_block(first, last, target);
+        let class = match below {
+            Some(below) => self.class_of_nth(below + target),
+            None => self.class_of_block(first, last, target),
+        };
         let h = self.head[class];
         // SAFETY: forwarded; `h` heads a non-empty list.
         unsafe {
