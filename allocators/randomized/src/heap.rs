@@ -41,7 +41,8 @@
 //! An allocation of block size `want` draws a free block among those that fit and are at
 //! most [`RANGE`] times larger (at least [`RANGE_MIN`] bytes; for requests above 1 KiB, at
 //! most twice the request plus [`WINDOW`]): a class with probability proportional to its
-//! number of free blocks (per-class counts summed in groups of eight classes), as the
+//! number of free blocks (per-class counts summed in groups of eight classes, and running
+//! totals of the classes up to [`RANGE_MIN`], where most requests' candidates end), as the
 //! class of a uniformly drawn block would be, then the oldest block of that class. It
 //! places the object at a uniformly random 16-byte-aligned offset inside the block; the
 //! slack on either side goes back to the free lists. Drawing by count rather than by bytes
@@ -99,6 +100,10 @@ const RELEASE_SPAN: usize = 64 << 10;
 const CLASSES: usize = 128;
 /// Classes per group of the two-level byte totals.
 const GROUP: usize = 8;
+/// The class of [`RANGE_MIN`]: the last candidate class of every request of at most
+/// `RANGE_MIN / RANGE` bytes (most requests), whose candidates are then counted from
+/// running totals of the classes up to it.
+const SMALL_LAST: usize = 76;
 
 /// Header flag: the block is handed out.
 pub(crate) const BUSY: usize = 1;
@@ -447,8 +452,10 @@ pub(crate) struct Arena {
     group_bytes: [u64; CLASSES / GROUP],
     /// Bit `c` set iff class `c` has a free block.
     nonempty: [u64; CLASSES / 64],
-    /// Bytes on all free lists.
-    pool: u64,
+    /// Free blocks on the lists of classes `0..=SMALL_LAST`.
+    small_count: u64,
+    /// Bytes on the lists of classes `0..=SMALL_LAST`.
+    small_bytes: u64,
     /// Header of the wilderness (0 if none).
     wild: usize,
     /// Address of the newest chunk's sentinel (the wilderness ends there).
@@ -567,41 +574,81 @@ impl Arena {
             self.group_bytes[class / GROUP] += bytes;
             self.class_count[class] += 1;
             self.group_count[class / GROUP] += 1;
-            self.pool += bytes;
+            // Branch-free: whether a slack lands in the small classes is a coin toss.
+            let small = u64::from(class <= SMALL_LAST);
+            self.small_count += small;
+            self.small_bytes += bytes & small.wrapping_neg();
         } else {
             self.class_bytes[class] -= bytes;
             self.group_bytes[class / GROUP] -= bytes;
             self.class_count[class] -= 1;
             self.group_count[class / GROUP] -= 1;
-            self.pool -= bytes;
+            let small = u64::from(class <= SMALL_LAST);
+            self.small_count -= small;
+            self.small_bytes -= bytes & small.wrapping_neg();
         }
     }
 
-    /// Bytes on the lists of classes `lo..=hi`: classes to the end of `lo`'s group, whole
-    /// groups, then the classes of `hi`'s group.
-    #[inline]
-    fn bytes_in(&self, lo: usize, hi: usize) -> u64 {
-        let (glo, ghi) = (lo / GROUP, hi / GROUP);
-        if glo == ghi {
-            return self.class_bytes[lo..=hi].iter().sum();
-        }
-        let head: u64 = self.class_bytes[lo..(glo + 1) * GROUP].iter().sum();
-        let middle: u64 = self.group_bytes[glo + 1..ghi].iter().sum();
-        let tail: u64 = self.class_bytes[ghi * GROUP..=hi].iter().sum();
-        head + middle + tail
+    /// Bytes on all free lists (the group totals summed: read rarely, so not kept).
+    fn pool(&self) -> u64 {
+        self.group_bytes.iter().sum()
     }
 
-    /// Free blocks on the lists of classes `lo..=hi`.
+    /// Free blocks and their bytes on the lists of classes `lo..=hi` (`lo <= hi`), in one
+    /// pass: classes to the end of `lo`'s group, whole groups, then the classes of `hi`'s
+    /// group. Plain index loops (indices masked into the arrays, so without bounds checks):
+    /// the ranges are short, and iterator sums spend more on setting up than on adding.
     #[inline]
-    fn blocks_in(&self, lo: usize, hi: usize) -> u64 {
+    fn candidates(&self, lo: usize, hi: usize) -> (u64, u64) {
         let (glo, ghi) = (lo / GROUP, hi / GROUP);
-        if glo == ghi {
-            return self.class_count[lo..=hi].iter().sum();
+        let (mut blocks, mut bytes) = (0u64, 0u64);
+        let head_end = if glo == ghi {
+            hi + 1
+        } else {
+            (glo + 1) * GROUP
+        };
+        let mut c = lo;
+        while c < head_end {
+            blocks += self.class_count[c & (CLASSES - 1)];
+            bytes += self.class_bytes[c & (CLASSES - 1)];
+            c += 1;
         }
-        let head: u64 = self.class_count[lo..(glo + 1) * GROUP].iter().sum();
-        let middle: u64 = self.group_count[glo + 1..ghi].iter().sum();
-        let tail: u64 = self.class_count[ghi * GROUP..=hi].iter().sum();
-        head + middle + tail
+        if glo == ghi {
+            return (blocks, bytes);
+        }
+        let mut g = glo + 1;
+        while g < ghi {
+            blocks += self.group_count[g & (CLASSES / GROUP - 1)];
+            bytes += self.group_bytes[g & (CLASSES / GROUP - 1)];
+            g += 1;
+        }
+        c = ghi * GROUP;
+        while c <= hi {
+            blocks += self.class_count[c & (CLASSES - 1)];
+            bytes += self.class_bytes[c & (CLASSES - 1)];
+            c += 1;
+        }
+        (blocks, bytes)
+    }
+
+    /// Free blocks and their bytes on the lists of classes `0..lo` (`lo <= SMALL_LAST`):
+    /// whole groups, then the classes of `lo`'s group.
+    #[inline]
+    fn candidates_below(&self, lo: usize) -> (u64, u64) {
+        let (mut blocks, mut bytes) = (0u64, 0u64);
+        let mut g = 0;
+        while g < lo / GROUP {
+            blocks += self.group_count[g & (CLASSES / GROUP - 1)];
+            bytes += self.group_bytes[g & (CLASSES / GROUP - 1)];
+            g += 1;
+        }
+        let mut c = lo / GROUP * GROUP;
+        while c < lo {
+            blocks += self.class_count[c & (CLASSES - 1)];
+            bytes += self.class_bytes[c & (CLASSES - 1)];
+            c += 1;
+        }
+        (blocks, bytes)
     }
 
     /// The class in `lo..=hi` holding block number `target` of their lists.
@@ -610,7 +657,7 @@ impl Arena {
         let mut class = lo;
         let first_end = hi.min((lo / GROUP + 1) * GROUP - 1);
         while class <= first_end {
-            let n = self.class_count[class];
+            let n = self.class_count[class & (CLASSES - 1)];
             if target < n {
                 return class;
             }
@@ -619,7 +666,7 @@ impl Arena {
         }
         let mut group = class / GROUP;
         while group < hi / GROUP {
-            let n = self.group_count[group];
+            let n = self.group_count[group & (CLASSES / GROUP - 1)];
             if target < n {
                 break;
             }
@@ -628,7 +675,7 @@ impl Arena {
         }
         class = class.max(group * GROUP);
         while class < hi {
-            let n = self.class_count[class];
+            let n = self.class_count[class & (CLASSES - 1)];
             if target < n {
                 return class;
             }
@@ -636,6 +683,31 @@ impl Arena {
             class += 1;
         }
         hi
+    }
+
+    /// The class holding block number `target` of all the lists, counted from class 0
+    /// (`target` is below their total): whole groups, then the classes of one.
+    #[inline]
+    fn class_of_nth(&self, mut target: u64) -> usize {
+        let mut group = 0;
+        while group < CLASSES / GROUP - 1 {
+            let n = self.group_count[group];
+            if target < n {
+                break;
+            }
+            target -= n;
+            group += 1;
+        }
+        let mut class = group * GROUP;
+        while class < group * GROUP + GROUP - 1 {
+            let n = self.class_count[class & (CLASSES - 1)];
+            if target < n {
+                break;
+            }
+            target -= n;
+            class += 1;
+        }
+        class
     }
 
     /// The smallest non-empty class above `class`, if any.
@@ -659,6 +731,7 @@ impl Arena {
     /// # Safety
     ///
     /// `h` is a free block of this arena, on no list.
+    #[inline(always)]
     unsafe fn push(&mut self, h: usize, size: usize) {
         let class = class_of(size);
         let tail = self.tail[class];
@@ -682,8 +755,19 @@ impl Arena {
     /// # Safety
     ///
     /// `h` is a free block of this arena.
+    #[inline(always)]
     unsafe fn unlink(&mut self, h: usize, size: usize) {
-        let class = class_of(size);
+        // SAFETY: forwarded.
+        unsafe { self.unlink_from(h, size, class_of(size)) }
+    }
+
+    /// [`unlink`](Self::unlink) for a caller that knows the block's class.
+    ///
+    /// # Safety
+    ///
+    /// `h` is a free block of this arena, of class `class`.
+    #[inline(always)]
+    unsafe fn unlink_from(&mut self, h: usize, size: usize, class: usize) {
         // SAFETY: `h` is a free block; its links point at free blocks of the same list
         // (checked before they are followed for writing).
         unsafe {
@@ -754,38 +838,69 @@ impl Arena {
             2 * want + WINDOW
         };
         let last = class_of(cap.min(CHUNK)).max(first);
-        let blocks = self.blocks_in(first, last);
+        // `below`: for the small classes, the blocks of the classes below `first`.
+        let (blocks, bytes, below) = if last == SMALL_LAST {
+            let (blocks, bytes) = self.candidates_below(first);
+            (
+                self.small_count - blocks,
+                self.small_bytes - bytes,
+                Some(blocks),
+            )
+        } else {
+            let (blocks, bytes) = self.candidates(first, last);
+            (blocks, bytes, None)
+        };
         // Enough candidates: many blocks, or (fewer, but large ones) many bytes.
-        let enough =
-            blocks >= RESERVE_BLOCKS || (blocks > 0 && self.bytes_in(first, last) >= RESERVE);
+        let enough = blocks >= RESERVE_BLOCKS || (blocks > 0 && bytes >= RESERVE);
         // SAFETY: (whole block) every address below is a block of this arena reached from
         // its lists, its wilderness or its own headers, under the lock.
         unsafe {
-            if enough {
-                return Some(self.place_in_class(first, last, blocks, need, align));
-            }
-            // Too few candidates: carve fresh slack from the front of the smallest larger
-            // block, or of the wilderness.
+            let (h, size, prev, max_offset, wild) = if enough {
+                self.draw(first, last, blocks, below)
+            } else {
+                self.refill(first, last, partial, blocks, below, want, align, chunks)?
+            };
+            Some(self.place(h, size, prev, need, align, max_offset, wild))
+        }
+    }
+
+    /// Where an allocation goes when there are too few candidates: `(block, size, previous
+    /// size, largest offset, whether it is the wilderness)`, the block off every list.
+    /// Carves fresh slack from the front of the smallest larger block, or of the
+    /// wilderness; failing both, draws among the few candidates there are, then takes a
+    /// block of the partly fitting class, then a new chunk's wilderness.
+    ///
+    /// # Safety
+    ///
+    /// As [`alloc`](Self::alloc)'s body: the lock is held.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    unsafe fn refill(
+        &mut self,
+        first: usize,
+        last: usize,
+        partial: Option<usize>,
+        blocks: u64,
+        below: Option<u64>,
+        want: usize,
+        align: usize,
+        chunks: &dyn ChunkSource,
+    ) -> Option<(usize, usize, usize, usize, bool)> {
+        // SAFETY: (whole block) as in `alloc`.
+        unsafe {
+            let window = WINDOW.max(align + GRANULE);
             if let Some(class) = self.next_nonempty_above(last) {
                 let h = self.head[class];
                 let (w0, prev) = self.get_or_die(h);
                 let size = w0 & !FLAGS;
-                self.unlink(h, size);
-                return Some(self.place(
-                    h,
-                    size,
-                    prev,
-                    need,
-                    align,
-                    WINDOW.max(align + GRANULE),
-                    false,
-                ));
+                self.unlink_from(h, size, class);
+                return Some((h, size, prev, window, false));
             }
             if self.wild != 0 && self.wild_end - self.wild >= want + MIN_BLOCK {
-                return Some(self.carve(need, align));
+                return Some(self.wilderness_block(window));
             }
             if blocks > 0 {
-                return Some(self.place_in_class(first, last, blocks, need, align));
+                return Some(self.draw(first, last, blocks, below));
             }
             if let Some(class) = partial {
                 let mut h = self.head[class];
@@ -794,7 +909,7 @@ impl Arena {
                     let size = w0 & !FLAGS;
                     if size >= want {
                         self.unlink(h, size);
-                        return Some(self.place(h, size, prev, need, align, size, false));
+                        return Some((h, size, prev, size, false));
                     }
                     h = rd(h + NEXT);
                 }
@@ -803,59 +918,55 @@ impl Arena {
             self.retire_wilderness();
             self.add_mapped(CHUNK as u64);
             self.open_wilderness(base + CHUNK_HEADER, base + CHUNK - HEADER);
-            Some(self.carve(need, align))
+            Some(self.wilderness_block(window))
         }
     }
 
     /// Draws a block among classes `first..=last`: a class with probability proportional to
-    /// its number of free blocks (the class a uniformly drawn fitting block would have), then
-    /// that class's oldest block; and places the object in it.
+    /// its number of free blocks (the class a uniformly drawn fitting block would have),
+    /// then that class's oldest block, which it takes off its list: `(block, size,
+    /// previous size, largest offset, false)`, as [`place`](Self::place) takes them.
+    ///
+    /// `below`, if known, is the number of blocks in the classes below `first`: the class
+    /// is then found by counting from class 0, a group at a time.
     ///
     /// # Safety
     ///
-    /// Those classes hold `blocks > 0` blocks, all of which fit `need` at `align`.
-    unsafe fn place_in_class(
+    /// Those classes hold `blocks > 0` blocks (and those below them `below`).
+    #[inline(always)]
+    unsafe fn draw(
         &mut self,
         first: usize,
         last: usize,
         blocks: u64,
-        need: usize,
-        align: usize,
-    ) -> usize {
+        below: Option<u64>,
+    ) -> (usize, usize, usize, usize, bool) {
         let target = self.rng.below(blocks);
-        let class = self.class_of_block(first, last, target);
+        let class = match below {
+            Some(below) => self.class_of_nth(below + target),
+            None => self.class_of_block(first, last, target),
+        };
         let h = self.head[class];
         // SAFETY: forwarded; `h` heads a non-empty list.
         unsafe {
             let (w0, prev) = self.get_or_die(h);
             let size = w0 & !FLAGS;
-            self.unlink(h, size);
-            self.place(h, size, prev, need, align, size, false)
+            self.unlink_from(h, size, class);
+            (h, size, prev, size, false)
         }
     }
 
-    /// Places an object in the wilderness, within [`WINDOW`] bytes of its front.
+    /// The wilderness as [`place`](Self::place) takes a block, objects going within
+    /// `window` bytes of its front.
     ///
     /// # Safety
     ///
-    /// The wilderness exists and holds `need` (+ `align` if over 16) bytes and a header.
-    unsafe fn carve(&mut self, need: usize, align: usize) -> usize {
+    /// The wilderness exists.
+    unsafe fn wilderness_block(&self, window: usize) -> (usize, usize, usize, usize, bool) {
         let h = self.wild;
         // SAFETY: the wilderness header is the arena's.
         let (_, prev) = unsafe { self.get_or_die(h) };
-        let size = self.wild_end - h;
-        // SAFETY: forwarded.
-        unsafe {
-            self.place(
-                h,
-                size,
-                prev,
-                need,
-                align,
-                WINDOW.max(align + GRANULE),
-                true,
-            )
-        }
+        (h, self.wild_end - h, prev, window, true)
     }
 
     /// Cuts an object of block size `need` (payload aligned to `align`) out of the free
@@ -868,6 +979,7 @@ impl Arena {
     /// `h` is a free block (or the wilderness, then `wild`) of this arena, on no list, large
     /// enough for `need` at the alignment.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     unsafe fn place(
         &mut self,
         h: usize,
@@ -880,11 +992,27 @@ impl Arena {
     ) -> usize {
         // The wilderness keeps room for its own header after the object.
         let room = if wild { size - MIN_BLOCK } else { size };
-        let (count, from, step) = offsets(h, room, need, align, max_offset);
-        debug_assert!(count > 0, "block {size} too small for {need} at {align}");
-        let zero = (h + HEADER).is_multiple_of(align.max(GRANULE));
-        let k = self.rng.below(count as u64) as usize;
-        let offset = nth_offset(zero, from, step, k);
+        debug_assert!(room >= need, "block {size} too small for {need}");
+        let offset = if align <= GRANULE {
+            // What `offsets` and `nth_offset` give at the payload alignment, where every
+            // block's payload is aligned: offset 0, then MIN_BLOCK, MIN_BLOCK + 16, ...
+            let last = max_offset.min(room - need);
+            let count = if last >= MIN_BLOCK {
+                (last - MIN_BLOCK) / GRANULE + 2
+            } else {
+                1
+            };
+            match self.rng.below(count as u64) as usize {
+                0 => 0,
+                k => MIN_BLOCK + (k - 1) * GRANULE,
+            }
+        } else {
+            let (count, from, step) = offsets(h, room, need, align, max_offset);
+            debug_assert!(count > 0, "block {size} too small for {need} at {align}");
+            let zero = (h + HEADER).is_multiple_of(align);
+            let k = self.rng.below(count as u64) as usize;
+            nth_offset(zero, from, step, k)
+        };
         let tail = size - offset - need;
         let obj_size = if tail < MIN_BLOCK { need + tail } else { need };
         let obj = h + offset;
@@ -968,6 +1096,7 @@ impl Arena {
     /// # Safety
     ///
     /// As said; the block is in a chunk of this arena.
+    #[inline(always)]
     pub(crate) unsafe fn free(&mut self, live: Live) {
         self.live_bytes -= live.size as u64;
         self.deallocations += 1;
@@ -981,6 +1110,7 @@ impl Arena {
     /// # Safety
     ///
     /// `h` is a block of this arena that nobody uses any more.
+    #[inline(always)]
     unsafe fn release(&mut self, h: usize, size: usize, prev: usize) {
         let (mut start, mut total, mut start_prev) = (h, size, prev);
         // Whether every free neighbour merged here had its pages given back already.
@@ -1020,8 +1150,9 @@ impl Arena {
             // (when that is worth a system call). A heap that frees and reallocates the
             // same memory over and over keeps it.
             let mut released = false;
-            let slack = self.pool + if wild { 0 } else { total as u64 };
-            if total >= RELEASE_MIN && slack > TRIM_MIN.max(self.live_bytes) {
+            if total >= RELEASE_MIN
+                && self.pool() + if wild { 0 } else { total as u64 } > TRIM_MIN.max(self.live_bytes)
+            {
                 let page = os::page_size();
                 let (lo, hi) = if neighbours_released {
                     let lo = (start + MIN_BLOCK).max(h.saturating_sub(page));
@@ -1166,7 +1297,7 @@ impl Arena {
             live_bytes: self.live_bytes,
             mapped_bytes: self.mapped_bytes,
             peak_mapped_bytes: self.peak_mapped_bytes,
-            free_list_bytes: self.pool,
+            free_list_bytes: self.pool(),
             wilderness_bytes: if self.wild == 0 {
                 0
             } else {
@@ -1345,7 +1476,17 @@ impl Arena {
                 ));
             }
         }
-        if listed != free_bytes || listed != self.pool {
+        let small_count: u64 = self.class_count[..=SMALL_LAST].iter().sum();
+        let small_bytes: u64 = self.class_bytes[..=SMALL_LAST].iter().sum();
+        if (small_count, small_bytes) != (self.small_count, self.small_bytes) {
+            return Err(Corruption::with(
+                "running totals of the small classes disagree with the lists",
+                self.index,
+                small_count as usize,
+                self.small_count as usize,
+            ));
+        }
+        if listed != free_bytes || listed != self.pool() {
             return Err(Corruption::with(
                 "free bytes in chunks disagree with the lists",
                 self.index,
@@ -1448,6 +1589,13 @@ mod tests {
     }
 
     #[test]
+    fn small_last_is_the_class_of_range_min() {
+        assert_eq!(SMALL_LAST, class_of(RANGE_MIN));
+        // Every request of at most RANGE_MIN / RANGE bytes ends its candidates there.
+        assert!(class_of(RANGE_MIN / RANGE) < SMALL_LAST);
+    }
+
+    #[test]
     fn fitting_classes_hold_only_blocks_that_fit() {
         for want in (32..(300 << 10)).step_by(16) {
             let (first, partial) = fitting_classes(want);
@@ -1476,6 +1624,38 @@ mod tests {
                         assert!(o == 0 || o >= MIN_BLOCK);
                         assert!(o + need <= size);
                         assert_eq!((start + o + HEADER) % align, 0);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_payload_alignment_shortcut_of_place_agrees_with_offsets() {
+        // `place` computes the places at 16-byte alignment without `offsets`.
+        for start in (0x1000usize..0x1040).step_by(16) {
+            for room in (32usize..1200).step_by(16) {
+                for need in [32usize, 48, 80, 272] {
+                    for max_offset in [0usize, 16, 32, 48, 1000, WINDOW, usize::MAX] {
+                        if room < need {
+                            continue;
+                        }
+                        let (count, from, step) = offsets(start, room, need, 16, max_offset);
+                        let last = max_offset.min(room - need);
+                        let short = if last >= MIN_BLOCK {
+                            (last - MIN_BLOCK) / GRANULE + 2
+                        } else {
+                            1
+                        };
+                        assert_eq!(count, short, "{start:#x} {room} {need} {max_offset}");
+                        for k in 0..count {
+                            let o = if k == 0 {
+                                0
+                            } else {
+                                MIN_BLOCK + (k - 1) * GRANULE
+                            };
+                            assert_eq!(nth_offset(true, from, step, k), o);
+                        }
                     }
                 }
             }
