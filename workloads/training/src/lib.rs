@@ -13,6 +13,8 @@
 //!   [`alloclab_core::Allocator`].
 //! * [`cost`] — the device cost model (compute, HBM and PCIe bandwidth, capacity).
 //! * [`planner`] — the DELTA-style keep / swap / recompute planner and its simulator.
+//! * [`pickle`] — a restricted unpickler (data opcodes only, never runs pickle code).
+//! * [`snapshot`] — PyTorch memory snapshots (`_dump_snapshot`) imported as a [`RunTrace`].
 //!
 //! The parameters, the simplifications and every figure are in the crate README.
 //!
@@ -45,8 +47,10 @@ pub mod caching;
 pub mod cost;
 mod error;
 pub mod model;
+pub mod pickle;
 pub mod planner;
 pub mod replay;
+pub mod snapshot;
 pub mod trace;
 
 pub use error::TrainingError;
