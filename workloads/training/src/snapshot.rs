@@ -20,9 +20,9 @@
 //!   `alloc`) is a block that existed before the window: its allocation is placed at the
 //!   start of the trace, before every other event ([`SnapshotStats::pre_window_blocks`]).
 //! * Blocks still allocated at the end are freed after the window (teardown), so the trace is
-//!   balanced; [`SnapshotStats::live_at_end`] counts them and
-//!   [`SnapshotStats::active_blocks_in_segments`] is the number of `active_allocated` blocks
-//!   the snapshot's `segments` list, to check one against the other.
+//!   balanced; [`SnapshotStats::live_at_end`] counts them, to check against the
+//!   `active_allocated` (and, under [`FreeAt::Completed`], `active_awaiting_free`) blocks of
+//!   the snapshot's `segments`.
 //! * `segment_alloc` / `segment_free` / `segment_map` / `segment_unmap`, `oom` and `snapshot`
 //!   are counted, not replayed (the replay's own allocator decides its segments); unknown
 //!   actions are counted in [`SnapshotStats::other_actions`].
@@ -147,6 +147,9 @@ pub struct SnapshotStats {
     pub peak_live_bytes: u64,
     /// `active_allocated` blocks in the snapshot's `segments` (PyTorch's live set at the end).
     pub active_blocks_in_segments: usize,
+    /// `active_awaiting_free` blocks in `segments`: freed by the program, waiting for another
+    /// stream (live at the end under [`FreeAt::Completed`], not under [`FreeAt::Requested`]).
+    pub awaiting_free_blocks_in_segments: usize,
     /// Bytes reserved by the snapshot's `segments` (`total_size` summed), device `device`.
     pub reserved_bytes_in_segments: u64,
 }

@@ -141,3 +141,29 @@ fn bad_snapshots_are_errors() {
     let e = Snapshot::from_pickle_bytes(nosize, &opts).unwrap_err();
     assert!(e.to_string().contains("device_traces[0][0].size"), "{e}");
 }
+
+#[test]
+fn damaged_fixtures_never_panic() {
+    // Every prefix, and 5 000 single-byte corruptions: an error or a snapshot, never a panic.
+    let opts = ImportOptions::default();
+    for n in 0..P4.len() {
+        assert!(
+            Snapshot::from_pickle_bytes(&P4[..n], &opts).is_err(),
+            "prefix {n}"
+        );
+    }
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut ok = 0;
+    for _ in 0..5_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let mut b = P4.to_vec();
+        let at = (x % b.len() as u64) as usize;
+        b[at] = (x >> 32) as u8;
+        if Snapshot::from_pickle_bytes(&b, &opts).is_ok() {
+            ok += 1;
+        }
+    }
+    assert!(ok < 5_000, "some corruptions must be caught");
+}
