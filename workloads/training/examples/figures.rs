@@ -500,9 +500,21 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1u64 << 20) as f64
 }
 
+/// The fixture, or the `_dump_snapshot` file named after the section name
+/// (`figures -- snapshot PATH`).
 fn snapshot_section() {
-    println!("## PyTorch memory snapshot (tests/fixtures/snapshot_p4.pickle, device 0)\n");
-    let bytes = include_bytes!("../tests/fixtures/snapshot_p4.pickle");
+    let fixture = include_bytes!("../tests/fixtures/snapshot_p4.pickle");
+    let (name, bytes) = match std::env::args().nth(2) {
+        Some(path) => {
+            let b = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
+            (path, b)
+        }
+        None => (
+            "tests/fixtures/snapshot_p4.pickle".to_string(),
+            fixture.to_vec(),
+        ),
+    };
+    println!("## PyTorch memory snapshot ({name}, device 0)\n");
     println!(
         "| free at | events | alloc / free_requested / free_completed | pre-window blocks | deferred frees | live at end (segments say) | peak live MiB | caching model: peak allocated / reserved MiB | SystemHeap: allocations, peak live MiB |"
     );
@@ -512,10 +524,22 @@ fn snapshot_section() {
             free_at,
             ..ImportOptions::default()
         };
-        let s = Snapshot::from_pickle_bytes(bytes, &options).expect("the fixture imports");
+        let s = match Snapshot::from_pickle_bytes(&bytes, &options) {
+            Ok(s) => s,
+            Err(e) => {
+                println!("{name}: {e}\n");
+                return;
+            }
+        };
         let st = &s.stats;
         let c = replay_caching(&s.run, CachingConfig::default(), 0).expect("no capacity limit");
-        let h = replay_host(&s.run, &SystemHeap::new(), 1).expect("host memory");
+        // A real snapshot can hold gigabytes: on the host, sizes are divided by 1024 above 1 GiB.
+        let scale = if st.peak_live_bytes > 1 << 30 {
+            1024
+        } else {
+            1
+        };
+        let h = replay_host(&s.run, &SystemHeap::new(), scale).expect("host memory");
         println!(
             "| {free_at:?} | {} | {} / {} / {} | {} | {} | {} ({}) | {:.2} | {:.2} / {:.2} | {}, {:.2} |",
             st.events,
@@ -650,6 +674,22 @@ fn switch_section() {
             100.0 * w.cells_per_port[0] as f64 / total.max(1) as f64,
             mib(c.total.peak_reserved_bytes)
         );
+    }
+    println!();
+    println!(
+        "### Occupancy over time, default configuration (most cells held in each tenth of the run)\n"
+    );
+    println!("| ports | 10% | 20% | 30% | 40% | 50% | 60% | 70% | 80% | 90% | 100% |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for zipf_s in [0.0, d.zipf_s] {
+        let w = switch::generate(&SwitchConfig { zipf_s, ..d }).expect("valid parameters");
+        let tenth = w.occupancy_cells.len().div_ceil(10);
+        let cells: Vec<String> = w
+            .occupancy_cells
+            .chunks(tenth)
+            .map(|c| c.iter().max().expect("non-empty").to_string())
+            .collect();
+        println!("| Zipf {zipf_s} | {} |", cells.join(" | "));
     }
     println!();
 }
