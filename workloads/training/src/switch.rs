@@ -29,7 +29,7 @@
 use std::collections::VecDeque;
 
 use crate::trace::{RunEvent, RunTrace};
-use crate::workload::{Rng, WorkloadError, check};
+use crate::workload::{MAX_EVENTS, Rng, WorkloadError, check, too_long};
 
 /// How long ON and OFF periods last.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -378,6 +378,9 @@ pub fn generate(config: &SwitchConfig) -> Result<SwitchWorkload, WorkloadError> 
             }
         }
         drain(&mut queues, &mut events, &mut held);
+        if events.len() > MAX_EVENTS {
+            return Err(too_long("ticks", config.ticks));
+        }
         occupancy.push(held);
         tick_ends.push(events.len());
     }

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::f64::consts::TAU;
 
 use crate::trace::{RunEvent, RunTrace};
-use crate::workload::{Rng, WorkloadError, check};
+use crate::workload::{MAX_EVENTS, Rng, WorkloadError, check, too_long};
 
 /// One map layer: its tiles' resolution and cell size, and how far around the vehicle it is
 /// kept.
@@ -201,6 +201,13 @@ impl UavConfig {
             "steps",
             self.steps,
             "1..=10000000",
+        )?;
+        let span_tiles = self.speed_mps * self.dt_s * f64::from(self.steps) / self.tile_m;
+        check(
+            span_tiles <= (1u64 << 40) as f64,
+            "tile_m",
+            self.tile_m,
+            "tiles large enough that the flight (speed × dt × steps) spans at most 2^40 tiles",
         )?;
         if let Trajectory::Script(legs) = &self.trajectory {
             check(
@@ -413,6 +420,9 @@ pub fn generate(config: &UavConfig) -> Result<UavWorkload, WorkloadError> {
             );
             centre = now;
             tile_changes += 1;
+        }
+        if events.len() > MAX_EVENTS {
+            return Err(too_long("steps", config.steps));
         }
         live_bytes.push(
             live.keys()

@@ -29,6 +29,19 @@ impl fmt::Display for WorkloadError {
 
 impl std::error::Error for WorkloadError {}
 
+/// The most allocator calls a generated run may hold (2^28, 4 GiB of events): a run that
+/// would pass it is refused with a [`WorkloadError`] naming `name` instead of exhausting memory.
+pub const MAX_EVENTS: usize = 1 << 28;
+
+/// The error for a run that passed [`MAX_EVENTS`].
+pub(crate) fn too_long(name: &'static str, value: u32) -> WorkloadError {
+    WorkloadError {
+        name,
+        value: value.to_string(),
+        expected: "a run of at most 2^28 allocator calls (fewer steps or ticks, or a smaller configuration)",
+    }
+}
+
 /// `Ok(())` if `ok`, else the error naming `name`, `value` and `expected`.
 pub(crate) fn check(
     ok: bool,

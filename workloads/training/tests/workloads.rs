@@ -209,6 +209,14 @@ fn uav_bad_parameters_are_errors() {
         },
         "steps",
     );
+    // A flight across more than 2^40 tiles (tile indices would overflow).
+    bad(
+        UavConfig {
+            tile_m: 1e-12,
+            ..small_uav()
+        },
+        "tile_m",
+    );
     bad(
         UavConfig {
             trajectory: Trajectory::Script(vec![]),
