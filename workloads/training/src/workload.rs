@@ -29,16 +29,16 @@ impl fmt::Display for WorkloadError {
 
 impl std::error::Error for WorkloadError {}
 
-/// The most allocator calls a generated run may hold (2^28, 4 GiB of events): a run that
+/// The most allocator calls a generated run may hold (2^26, 1.5 GiB of 24-byte events): a run that
 /// would pass it is refused with a [`WorkloadError`] naming `name` instead of exhausting memory.
-pub const MAX_EVENTS: usize = 1 << 28;
+pub const MAX_EVENTS: usize = 1 << 26;
 
 /// The error for a run that passed [`MAX_EVENTS`].
 pub(crate) fn too_long(name: &'static str, value: u32) -> WorkloadError {
     WorkloadError {
         name,
         value: value.to_string(),
-        expected: "a run of at most 2^28 allocator calls (fewer steps or ticks, or a smaller configuration)",
+        expected: "a run of at most 2^26 allocator calls (fewer steps or ticks, or a smaller configuration)",
     }
 }
 
