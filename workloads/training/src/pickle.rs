@@ -2,13 +2,14 @@
 //! executes pickle code.
 //!
 //! It reads what `pickle.dump` writes for dicts, lists, tuples, sets, ints, floats, strings,
-//! bytes, `None` and bools at protocols 2–5 (and the binary opcodes of protocol 1), which is
-//! everything a `torch.cuda.memory._dump_snapshot` file holds. Every opcode that could name,
+//! bytes, `None` and bools at protocols 0–5, which is everything a
+//! `torch.cuda.memory._dump_snapshot` file holds. Every opcode that could name,
 //! import, call or build a Python object — `GLOBAL`, `STACK_GLOBAL`, `REDUCE`, `BUILD`, `INST`,
 //! `OBJ`, `NEWOBJ`, `NEWOBJ_EX`, `PERSID`, `BINPERSID`, `EXT1/2/4` — is refused with
 //! [`PickleError::Forbidden`], naming the opcode and its byte offset. So are out-of-band
-//! buffers (`NEXT_BUFFER`, `READONLY_BUFFER`) and the protocol-0 text strings (`STRING`,
-//! `UNICODE`), which `pickle.dump` never writes at protocol ≥ 1.
+//! buffers (`NEXT_BUFFER`, `READONLY_BUFFER`). The protocol-0 quoted byte string `STRING`
+//! (Python 2 `str`) is not parsed; Python 3 writes `str` as `UNICODE` at protocol 0, and bytes
+//! at protocol 0 only through `REDUCE`, which is refused anyway.
 //!
 //! **Bounded memory.** Every length prefix is checked against the bytes left in the input
 //! before anything is allocated, so a file can never ask for more than its own size; the input
@@ -340,15 +341,6 @@ fn forbidden_name(op: u8) -> Option<&'static str> {
         0x97 => "NEXT_BUFFER",
         0x98 => "READONLY_BUFFER",
         b'S' => "STRING",
-        b'V' => "UNICODE",
-        b'I' => "INT",
-        b'L' => "LONG",
-        b'F' => "FLOAT",
-        b'p' => "PUT",
-        b'g' => "GET",
-        b'd' => "DICT",
-        b'l' => "LIST",
-        b't' => "TUPLE",
         _ => return None,
     })
 }
@@ -449,6 +441,76 @@ impl<'b> Vm<'b> {
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
         Ok(u64::from_le_bytes(a))
+    }
+
+    /// The bytes up to the next newline (which is consumed, not returned).
+    fn line(&mut self) -> Result<&'b [u8], PickleError> {
+        let rest = &self.input[self.pos..];
+        match rest.iter().position(|&b| b == b'\n') {
+            Some(n) => {
+                self.pos += n + 1;
+                Ok(&rest[..n])
+            }
+            None => Err(PickleError::Truncated {
+                offset: self.op_at,
+                needed: 1,
+            }),
+        }
+    }
+
+    /// A decimal line as an int (`INT`, `LONG` with its trailing `L`, `PUT`, `GET`).
+    fn decimal(&mut self, strip_l: bool) -> Result<i128, PickleError> {
+        let mut line = self.line()?;
+        if strip_l && line.last() == Some(&b'L') {
+            line = &line[..line.len() - 1];
+        }
+        match core::str::from_utf8(line)
+            .ok()
+            .and_then(|t| t.parse::<i128>().ok())
+        {
+            Some(v) => Ok(v),
+            None => self.malformed("a text int that is not a decimal of at most 38 digits"),
+        }
+    }
+
+    /// A memo key of `PUT` / `GET`.
+    fn text_key(&mut self) -> Result<u64, PickleError> {
+        let v = self.decimal(false)?;
+        match u64::try_from(v) {
+            Ok(k) => Ok(k),
+            Err(_) => self.malformed("a negative memo index"),
+        }
+    }
+
+    /// `UNICODE`: a line in raw-unicode-escape (`\uXXXX`, `\UXXXXXXXX`, other bytes Latin-1).
+    fn raw_unicode(&mut self) -> Result<(), PickleError> {
+        let line = self.line()?;
+        let mut out = String::with_capacity(line.len());
+        let mut i = 0;
+        while i < line.len() {
+            let b = line[i];
+            let digits = match (b, line.get(i + 1)) {
+                (b'\\', Some(b'u')) => 4,
+                (b'\\', Some(b'U')) => 8,
+                _ => 0,
+            };
+            if digits == 0 {
+                out.push(char::from(b));
+                i += 1;
+                continue;
+            }
+            let hex = line
+                .get(i + 2..i + 2 + digits)
+                .and_then(|h| core::str::from_utf8(h).ok())
+                .and_then(|h| u32::from_str_radix(h, 16).ok())
+                .and_then(char::from_u32);
+            match hex {
+                Some(c) => out.push(c),
+                None => return self.malformed("a bad \\u escape in a UNICODE string"),
+            }
+            i += 2 + digits;
+        }
+        self.push(Object::Str(out))
     }
 
     fn alloc(&mut self, o: Object) -> Result<ObjId, PickleError> {
@@ -599,7 +661,7 @@ impl<'b> Vm<'b> {
                     })
                 } else {
                     self.malformed(format!(
-                        "protocol-0 text opcode {name} is not supported (write the file with protocol >= 1)"
+                        "opcode {name} (a protocol-0 quoted byte string) is not supported (write the file with protocol >= 1)"
                     ))
                 };
             }
@@ -765,6 +827,62 @@ impl<'b> Vm<'b> {
                 0x94 => {
                     let k = self.memo.len() as u64;
                     self.memo_put(k)?;
+                }
+                b'I' => {
+                    // Protocol 0/1 bools are `I00` / `I01`.
+                    let line = self.input[self.pos..].split(|&b| b == b'\n').next();
+                    let o = match line {
+                        Some(b"00") => Some(Object::Bool(false)),
+                        Some(b"01") => Some(Object::Bool(true)),
+                        _ => None,
+                    };
+                    match o {
+                        Some(o) => {
+                            self.line()?;
+                            self.push(o)?;
+                        }
+                        None => {
+                            let v = self.decimal(false)?;
+                            self.push(Object::Int(v))?;
+                        }
+                    }
+                }
+                b'L' => {
+                    let v = self.decimal(true)?;
+                    self.push(Object::Int(v))?;
+                }
+                b'F' => {
+                    let line = self.line()?;
+                    match core::str::from_utf8(line)
+                        .ok()
+                        .and_then(|t| t.parse::<f64>().ok())
+                    {
+                        Some(v) => self.push(Object::Float(v))?,
+                        None => return self.malformed("a text float that does not parse"),
+                    }
+                }
+                b'V' => self.raw_unicode()?,
+                b'p' => {
+                    let k = self.text_key()?;
+                    self.memo_put(k)?;
+                }
+                b'g' => {
+                    let k = self.text_key()?;
+                    self.memo_get(k)?;
+                }
+                b'l' => {
+                    let items = self.pop_mark()?;
+                    self.push(Object::List(items))?;
+                }
+                b't' => {
+                    let items = self.pop_mark()?;
+                    self.push(Object::Tuple(items))?;
+                }
+                b'd' => {
+                    let items = self.pop_mark()?;
+                    self.push(Object::Dict(Vec::new()))?;
+                    let d = self.top()?;
+                    self.set_items(d, items)?;
                 }
                 b'h' => {
                     let k = u64::from(self.u8()?);

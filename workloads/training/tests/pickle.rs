@@ -150,6 +150,33 @@ fn python_output_of_protocols_2_to_5() {
     }
 }
 
+#[test]
+fn protocols_0_and_1() {
+    // obj = {"a": [1, -2, 2**40, True, False, None, 1.5], "s": "é\\\n€😀", "t": (1, 2)}
+    // pickle.dumps(obj, protocol=0) and protocol=1, from CPython 3.11: INT, LONG, FLOAT,
+    // UNICODE, PUT, GET-free DICT/LIST/TUPLE at protocol 0; I00/I01 bools and text LONG at 1.
+    let p0 = b"(dp0\nVa\np1\n(lp2\nI1\naI-2\naL1099511627776L\naI01\naI00\naNaF1.5\nasVs\np3\nV\xe9\\u005c\\u000a\\u20ac\\U0001f600\np4\nsVt\np5\n(I1\nI2\ntp6\ns.";
+    let p1 = b"}q\x00(X\x01\x00\x00\x00aq\x01]q\x02(K\x01J\xfe\xff\xff\xffL1099511627776L\nI01\nI00\nNG?\xf8\x00\x00\x00\x00\x00\x00eX\x01\x00\x00\x00sq\x03X\x0b\x00\x00\x00\xc3\xa9\\\n\xe2\x82\xac\xf0\x9f\x98\x80q\x04X\x01\x00\x00\x00tq\x05(K\x01K\x02tq\x06u.";
+    for bytes in [&p0[..], &p1[..]] {
+        let p = parse(bytes).unwrap_or_else(|e| panic!("{e}"));
+        let d = p.root();
+        let a = d.get("a").unwrap().as_list().unwrap();
+        assert_eq!(a[0].as_i64(), Some(1));
+        assert_eq!(a[1].as_i64(), Some(-2));
+        assert_eq!(a[2].as_u64(), Some(1 << 40));
+        assert_eq!(a[3].as_bool(), Some(true));
+        assert_eq!(a[4].as_bool(), Some(false));
+        assert!(a[5].is_none());
+        assert_eq!(a[6].as_f64(), Some(1.5));
+        assert_eq!(d.get("s").unwrap().as_str(), Some("é\\\n€😀"));
+        let t = d.get("t").unwrap();
+        assert_eq!(t.type_name(), "tuple");
+        assert_eq!(t.as_list().unwrap().len(), 2);
+    }
+    // Text PUT / GET.
+    assert_eq!(ints(b"(I5\np3\ng3\nl."), [5, 5]);
+}
+
 fn forbidden(bytes: &[u8]) -> (&'static str, usize) {
     match parse(bytes) {
         Err(PickleError::Forbidden { opcode, offset }) => (opcode, offset),
@@ -269,7 +296,15 @@ fn hostile_and_broken_input_is_an_error() {
             offset: 0
         }
     ));
-    assert!(matches!(err(b"I1\n."), PickleError::Malformed { .. }));
+    assert!(matches!(err(b"Ix\n."), PickleError::Malformed { .. }));
+    assert!(matches!(err(b"I1"), PickleError::Truncated { .. }));
+    assert!(matches!(err(b"F1.5.5\n."), PickleError::Malformed { .. }));
+    assert!(matches!(err(b"g-1\n."), PickleError::Malformed { .. }));
+    assert!(matches!(err(b"V\\u12\n."), PickleError::Malformed { .. }));
+    assert!(matches!(
+        err(b"V\\Uffffffff\n."),
+        PickleError::Malformed { .. }
+    ));
     assert!(matches!(err(b"S'a'\n."), PickleError::Malformed { .. }));
     // Object and input limits.
     let tight = Limits {

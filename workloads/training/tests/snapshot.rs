@@ -9,6 +9,13 @@ use alloclab_training::snapshot::{FreeAt, ImportOptions, Snapshot, SnapshotError
 
 const P4: &[u8] = include_bytes!("fixtures/snapshot_p4.pickle");
 const P2: &[u8] = include_bytes!("fixtures/snapshot_p2.pickle");
+/// The same snapshot at the other protocols.
+const OTHERS: [(u8, &[u8]); 4] = [
+    (0, include_bytes!("fixtures/snapshot_p0.pickle")),
+    (1, include_bytes!("fixtures/snapshot_p1.pickle")),
+    (2, P2),
+    (5, include_bytes!("fixtures/snapshot_p5.pickle")),
+];
 const MIB: u64 = 1 << 20;
 
 fn import(bytes: &[u8], free_at: FreeAt) -> Snapshot {
@@ -62,8 +69,10 @@ fn fixture_imports_with_the_right_counts_and_peak() {
 #[test]
 fn protocols_and_free_points_agree() {
     let a = import(P4, FreeAt::Completed);
-    let b = import(P2, FreeAt::Completed);
-    assert_eq!(a, b, "protocol 2 and 4 files import the same");
+    for (protocol, bytes) in OTHERS {
+        let b = import(bytes, FreeAt::Completed);
+        assert_eq!(a, b, "protocol {protocol} and 4 files import the same");
+    }
     let r = import(P4, FreeAt::Requested);
     assert_eq!(r.stats.peak_live_bytes, a.stats.peak_live_bytes);
     assert_eq!(r.run.events.len(), a.run.events.len());
@@ -144,26 +153,29 @@ fn bad_snapshots_are_errors() {
 
 #[test]
 fn damaged_fixtures_never_panic() {
-    // Every prefix, and 5 000 single-byte corruptions: an error or a snapshot, never a panic.
+    // Every prefix, and 2 500 single-byte corruptions, of the protocol 4 (binary) and 0 (text)
+    // files: an error or a snapshot, never a panic.
     let opts = ImportOptions::default();
-    for n in 0..P4.len() {
-        assert!(
-            Snapshot::from_pickle_bytes(&P4[..n], &opts).is_err(),
-            "prefix {n}"
-        );
-    }
     let mut x = 0x2545_f491_4f6c_dd1du64;
-    let mut ok = 0;
-    for _ in 0..5_000 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let mut b = P4.to_vec();
-        let at = (x % b.len() as u64) as usize;
-        b[at] = (x >> 32) as u8;
-        if Snapshot::from_pickle_bytes(&b, &opts).is_ok() {
-            ok += 1;
+    for file in [P4, OTHERS[0].1] {
+        for n in 0..file.len() {
+            assert!(
+                Snapshot::from_pickle_bytes(&file[..n], &opts).is_err(),
+                "prefix {n}"
+            );
         }
+        let mut ok = 0;
+        for _ in 0..2_500 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mut b = file.to_vec();
+            let at = (x % b.len() as u64) as usize;
+            b[at] = (x >> 32) as u8;
+            if Snapshot::from_pickle_bytes(&b, &opts).is_ok() {
+                ok += 1;
+            }
+        }
+        assert!(ok < 2_500, "some corruptions must be caught");
     }
-    assert!(ok < 5_000, "some corruptions must be caught");
 }
