@@ -346,7 +346,7 @@ fn forbidden_name(op: u8) -> Option<&'static str> {
 }
 
 /// Whether a refused opcode is refused because it builds objects or reads out-of-band data
-/// (the rest are merely protocol-0 text forms this reader does not parse).
+/// (`STRING`, the one other refused opcode, is merely not parsed).
 fn refused_for_safety(op: u8) -> bool {
     matches!(
         op,
