@@ -13,6 +13,12 @@
 //!   [`alloclab_core::Allocator`].
 //! * [`cost`] — the device cost model (compute, HBM and PCIe bandwidth, capacity).
 //! * [`planner`] — the DELTA-style keep / swap / recompute planner and its simulator.
+//! * [`pickle`] — a restricted unpickler (data opcodes only, never runs pickle code).
+//! * [`snapshot`] — PyTorch memory snapshots (`_dump_snapshot`) imported as a [`RunTrace`].
+//! * [`uav`] — a UAV sliding-window map: submaps around a vehicle on a seeded trajectory.
+//! * [`switch`] — a switch data-plane block pool: per-port queues of fixed cells, bursty and
+//!   skewed arrivals.
+//! * [`workload`] — what those two share (errors, a seeded generator, a balance check).
 //!
 //! The parameters, the simplifications and every figure are in the crate README.
 //!
@@ -45,9 +51,14 @@ pub mod caching;
 pub mod cost;
 mod error;
 pub mod model;
+pub mod pickle;
 pub mod planner;
 pub mod replay;
+pub mod snapshot;
+pub mod switch;
 pub mod trace;
+pub mod uav;
+pub mod workload;
 
 pub use error::TrainingError;
 pub use model::{Model, ModelConfig, Precision};
