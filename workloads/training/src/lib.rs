@@ -13,6 +13,9 @@
 //!   [`alloclab_core::Allocator`].
 //! * [`cost`] — the device cost model (compute, HBM and PCIe bandwidth, capacity).
 //! * [`planner`] — the DELTA-style keep / swap / recompute planner and its simulator.
+//! * [`chunk`] — a PatrickStar-style chunk manager (model data in chunks moved between host
+//!   and device, placed from a warm-up iteration).
+//! * [`tensile`] — a TENSILE-style swap scheduler for several jobs sharing one device.
 //!
 //! The parameters, the simplifications and every figure are in the crate README.
 //!
@@ -42,11 +45,13 @@
 //! ```
 
 pub mod caching;
+pub mod chunk;
 pub mod cost;
 mod error;
 pub mod model;
 pub mod planner;
 pub mod replay;
+pub mod tensile;
 pub mod trace;
 
 pub use error::TrainingError;
