@@ -167,46 +167,98 @@ struct Combined {
     excess: f64,
 }
 
+/// One job's memory events within one iteration, in time order (frees first at equal
+/// times), and its persistent bytes.
+struct JobDeltas {
+    events: Vec<(f64, bool, u64)>,
+    persistent: u64,
+}
+
+fn job_deltas(job: &Job, sched: &Schedule) -> JobDeltas {
+    let mut events = Vec::with_capacity(2 * sched.residency.len());
+    let mut persistent = 0;
+    for &(t, from, to) in &sched.residency {
+        let size = job.trace.tensors[t].size_bytes;
+        if to.is_infinite() {
+            persistent += size;
+            continue;
+        }
+        events.push((from, true, size));
+        events.push((to, false, size));
+    }
+    events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    JobDeltas { events, persistent }
+}
+
 fn combined(jobs: &[Job], schedules: &[Schedule], budget: u64) -> Combined {
+    let deltas: Vec<JobDeltas> = jobs
+        .iter()
+        .zip(schedules)
+        .map(|(j, s)| job_deltas(j, s))
+        .collect();
+    combined_from(jobs, schedules, &deltas, budget)
+}
+
+/// Merges every job's iterations, repeated back to back from its offset over the horizon:
+/// each job's stream is already in time order (an iteration ends before the next starts),
+/// so the streams are merged rather than sorted.
+fn combined_from(
+    jobs: &[Job],
+    schedules: &[Schedule],
+    deltas: &[JobDeltas],
+    budget: u64,
+) -> Combined {
     let longest = schedules
         .iter()
         .map(|s| s.evaluation.iteration_s)
         .fold(0.0, f64::max);
     let last = jobs.iter().map(|j| j.offset_s).fold(0.0, f64::max);
     let horizon = last + HORIZON_ITERATIONS * longest;
-    let mut deltas: Vec<(f64, bool, u64)> = Vec::new();
-    for (job, sched) in jobs.iter().zip(schedules) {
-        let period = sched.evaluation.iteration_s;
-        let mut k = 0.0;
-        loop {
-            let base = job.offset_s + k * period;
-            if base >= horizon {
-                break;
-            }
-            for &(t, from, to) in &sched.residency {
-                let size = job.trace.tensors[t].size_bytes;
-                if to.is_infinite() {
-                    if k == 0.0 {
-                        deltas.push((job.offset_s, true, size));
-                    }
-                    continue;
-                }
-                deltas.push((base + from, true, size));
-                deltas.push((base + to, false, size));
-            }
-            k += 1.0;
-            if period <= 0.0 {
-                break;
-            }
+    // Per job: (iteration, index in its events).
+    let mut cursor: Vec<(f64, usize)> = vec![(0.0, 0); jobs.len()];
+    let periods: Vec<f64> = schedules.iter().map(|s| s.evaluation.iteration_s).collect();
+    let head = |j: usize, c: (f64, usize)| -> Option<(f64, bool, u64)> {
+        let base = jobs[j].offset_s + c.0 * periods[j];
+        if base >= horizon || deltas[j].events.is_empty() {
+            return None;
         }
-    }
-    // At equal times frees (false) come before allocations (true).
-    deltas.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let (t, alloc, size) = deltas[j].events[c.1];
+        Some((base + t, alloc, size))
+    };
     let (mut live, mut peak, mut when) = (0u64, 0u64, 0.0f64);
     let (mut excess, mut prev) = (0.0f64, 0.0f64);
-    for (time, alloc, size) in deltas {
+    let mut arrived = vec![false; jobs.len()];
+    loop {
+        // The next event: earliest time, frees first; a job's arrival before its events.
+        let mut next: Option<(f64, bool, usize)> = None;
+        for j in 0..jobs.len() {
+            let key = if arrived[j] {
+                match head(j, cursor[j]) {
+                    Some((t, alloc, _)) => (t, alloc, j),
+                    None => continue,
+                }
+            } else {
+                (jobs[j].offset_s, true, j)
+            };
+            if next.is_none_or(|n| key.0 < n.0 || (key.0 == n.0 && !key.1 && n.1)) {
+                next = Some(key);
+            }
+        }
+        let Some((time, _, j)) = next else { break };
         excess += live.saturating_sub(budget) as f64 * (time - prev);
         prev = time;
+        let (alloc, size) = if arrived[j] {
+            let (_, alloc, size) = head(j, cursor[j]).expect("chosen above");
+            let c = &mut cursor[j];
+            c.1 += 1;
+            if c.1 == deltas[j].events.len() {
+                *c = (c.0 + 1.0, 0);
+            }
+            (alloc, size)
+        } else {
+            arrived[j] = true;
+            (true, deltas[j].persistent)
+        };
         if alloc {
             live += size;
             if live > peak {
@@ -298,7 +350,12 @@ pub fn schedule_jobs(
         .map(|(j, p)| planner::schedule(&j.trace, &shared, p))
         .collect();
     let unscheduled: Vec<f64> = scheds.iter().map(|s| s.evaluation.iteration_s).collect();
-    let first = combined(jobs, &scheds, budget_bytes);
+    let mut deltas: Vec<JobDeltas> = jobs
+        .iter()
+        .zip(&scheds)
+        .map(|(j, s)| job_deltas(j, s))
+        .collect();
+    let first = combined_from(jobs, &scheds, &deltas, budget_bytes);
     let unscheduled_peak = first.peak_bytes;
     let mut now = first;
     let mut tried: Vec<Vec<[bool; 2]>> = jobs
@@ -376,7 +433,8 @@ pub fn schedule_jobs(
             &mut scheds[ji],
             planner::schedule(&jobs[ji].trace, &shared, &plans[ji]),
         );
-        let next = combined(jobs, &scheds, budget_bytes);
+        let old_deltas = core::mem::replace(&mut deltas[ji], job_deltas(&jobs[ji], &scheds[ji]));
+        let next = combined_from(jobs, &scheds, &deltas, budget_bytes);
         let better = next.peak_bytes < now.peak_bytes
             || (next.peak_bytes == now.peak_bytes && next.excess < now.excess);
         if better {
@@ -385,6 +443,7 @@ pub fn schedule_jobs(
         } else {
             plans[ji].set(&jobs[ji].trace, t, Action::Keep);
             scheds[ji] = old;
+            deltas[ji] = old_deltas;
         }
     }
     let outcomes = jobs
