@@ -10,7 +10,7 @@
 
 use alloclab_core::SystemHeap;
 use alloclab_training::caching::CachingConfig;
-use alloclab_training::chunk::{self, ChunkConfig};
+use alloclab_training::chunk::{self, ChunkConfig, ChunkError};
 use alloclab_training::cost::CostModel;
 use alloclab_training::planner::{self, Action, Goal, Plan};
 use alloclab_training::replay::{replay_caching, replay_host};
@@ -514,13 +514,15 @@ fn chunks(cost: &CostModel) {
                     gib(o.d2h_bytes),
                     o.stall_s * 1e3
                 ),
-                Err(e) => println!(
-                    "| {} | {} | {:.2} | {:.1} | - | - | - | - | - | - | - | - | - | {e} |",
+                Err(ChunkError::BudgetTooSmall { needed_bytes, .. }) => println!(
+                    "| {} | {} | {:.2} | {:.1} | - | - | - | does not fit: the tightest step needs {:.2} GiB | - | - | - | - | - | - |",
                     label(&c),
                     capacity_gib,
                     gib(trace.peak_live_bytes()),
-                    size as f64 / 1e6
+                    size as f64 / 1e6,
+                    gib(needed_bytes)
                 ),
+                Err(e) => panic!("{e}"),
             }
         }
     }
