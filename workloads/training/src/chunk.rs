@@ -27,6 +27,23 @@
 //! forward pass waits for the CPU. [`plan_chunks`] tries every `g` and keeps the fastest
 //! placement that fits; it simulates two iterations and reports the second (steady state:
 //! chunks start where the first left them).
+//!
+//! ```
+//! use alloclab_training::chunk::{self, ChunkConfig};
+//! use alloclab_training::cost::CostModel;
+//! use alloclab_training::{Model, ModelConfig, Precision, Trace};
+//!
+//! let config = ModelConfig::new(Model::BertLarge, 2, Precision::Mixed)?.with_seq_len(128)?;
+//! let trace = Trace::generate(&config);
+//! let size = chunk::search_chunk_size(&trace, &chunk::default_candidates(&trace))?;
+//! // A 4 GiB device: less than the 4.4 GiB of persistent state alone.
+//! let device = CostModel { capacity_bytes: 4 << 30, ..CostModel::a100_40gb() };
+//! let out = chunk::plan_chunks(&trace, &device, ChunkConfig::new(size))?;
+//! assert!(out.peak_bytes <= device.capacity_bytes);
+//! assert!(out.baseline_peak_bytes > device.capacity_bytes);
+//! assert!(out.pcie_bytes() > 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use crate::TrainingError;
 use crate::cost::CostModel;

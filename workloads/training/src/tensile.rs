@@ -23,6 +23,29 @@
 //! moments of the horizon, which the next rounds attack); otherwise undo it. A tensor is
 //! tried once. Polynomial: one combined simulation per activation
 //! at most.
+//!
+//! ```
+//! use alloclab_training::cost::CostModel;
+//! use alloclab_training::tensile::{self, Job};
+//! use alloclab_training::{Model, ModelConfig, Precision, Trace};
+//!
+//! let job = |model, batch, offset_s| -> Result<Job, alloclab_training::TrainingError> {
+//!     let config = ModelConfig::new(model, batch, Precision::Fp32)?;
+//!     Ok(Job { trace: Trace::generate(&config), offset_s })
+//! };
+//! let jobs = [job(Model::ResNet50, 4, 0.0)?, job(Model::ResNet50, 8, 0.002)?];
+//! let cost = CostModel::a100_40gb();
+//! let free = tensile::schedule_jobs(&jobs, &cost, u64::MAX, false)?;
+//! let budget = free.unscheduled_peak_bytes * 9 / 10;
+//! let out = tensile::schedule_jobs(&jobs, &cost, budget, true)?;
+//! if out.fits {
+//!     assert!(out.peak_bytes <= budget);
+//! }
+//! for job in &out.jobs {
+//!     assert!(job.iteration_s() >= job.unscheduled_s);
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use crate::TrainingError;
 use crate::cost::CostModel;
