@@ -6,17 +6,19 @@
 //! ```
 //!
 //! Sections: `traces`, `caching`, `growing`, `planner`, `curve`, `sweep`, `sensitivity`, `batch`,
-//! `snapshot`, `uav`, `switch`.
+//! `snapshot`, `uav`, `switch`, `chunk`, `tensile`.
 
 use std::time::Instant;
 
 use alloclab_core::{Checked, SystemHeap};
 use alloclab_training::caching::CachingConfig;
+use alloclab_training::chunk::{self, ChunkConfig, ChunkError};
 use alloclab_training::cost::CostModel;
 use alloclab_training::planner::{self, Action, Goal, Plan};
 use alloclab_training::replay::{HostReplay, replay_caching, replay_host};
 use alloclab_training::snapshot::{FreeAt, ImportOptions, Snapshot};
 use alloclab_training::switch::{self, Burst, SwitchConfig};
+use alloclab_training::tensile::{self, Job};
 use alloclab_training::trace::TensorKind;
 use alloclab_training::uav::{self, Manoeuvre, Trajectory, UavConfig};
 use alloclab_training::workload::check_balanced;
@@ -694,6 +696,154 @@ fn switch_section() {
     println!();
 }
 
+fn chunks(cost: &CostModel) {
+    println!(
+        "## PatrickStar-style chunk manager (chunk size searched; CPU optimizer {:.0} GB/s)\n",
+        chunk::CPU_OPTIMIZER_BYTES_PER_S / 1e9
+    );
+    println!(
+        "| config | device GiB | keep-all peak GiB | chunk M elems | chunks | unused | groups with Adam on GPU | chunked peak GiB | keep-all ms | chunked ms | slowdown | H2D GiB | D2H GiB | stall ms |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let configs = [
+        ModelConfig::new(Model::BertLarge, 16, Precision::Mixed).expect("batch is not zero"),
+        ModelConfig::new(Model::Gpt2Large, 4, Precision::Mixed).expect("batch is not zero"),
+        ModelConfig::new(Model::Gpt2Xl, 2, Precision::Mixed).expect("batch is not zero"),
+    ];
+    for c in configs {
+        let trace = Trace::generate(&c);
+        let size = chunk::search_chunk_size(&trace, &chunk::default_candidates(&trace))
+            .expect("a candidate holds the largest tensor");
+        for capacity_gib in [40u64, 24, 16, 12] {
+            let device = CostModel {
+                capacity_bytes: capacity_gib << 30,
+                ..*cost
+            };
+            match chunk::plan_chunks(&trace, &device, ChunkConfig::new(size)) {
+                Ok(o) => println!(
+                    "| {} | {} | {:.2} | {:.1} | {} | {:.1}% | {}/{} | {:.2} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.1} |",
+                    label(&c),
+                    capacity_gib,
+                    gib(o.baseline_peak_bytes),
+                    size as f64 / 1e6,
+                    o.layout.chunks,
+                    100.0 * o.layout.wasted_elems() as f64
+                        / (o.layout.chunks as u64 * o.layout.chunk_elems) as f64,
+                    o.groups_on_gpu,
+                    o.layout.chunks,
+                    gib(o.peak_bytes),
+                    o.baseline_iteration_s * 1e3,
+                    o.iteration_s * 1e3,
+                    o.slowdown(),
+                    gib(o.h2d_bytes),
+                    gib(o.d2h_bytes),
+                    o.stall_s * 1e3
+                ),
+                Err(ChunkError::BudgetTooSmall { needed_bytes, .. }) => println!(
+                    "| {} | {} | {:.2} | {:.1} | - | - | - | does not fit: the tightest step needs {:.2} GiB | - | - | - | - | - | - |",
+                    label(&c),
+                    capacity_gib,
+                    gib(trace.peak_live_bytes()),
+                    size as f64 / 1e6,
+                    gib(needed_bytes)
+                ),
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+    println!();
+    println!("### Largest batch that fits (keep everything on the device vs chunk manager)\n");
+    println!("| model | device GiB | keep-all batch | chunked batch |");
+    println!("|---|---|---|---|");
+    for model in [Model::BertLarge, Model::Gpt2Large, Model::Gpt2Xl] {
+        let c = ModelConfig::new(model, 1, Precision::Mixed).expect("batch is not zero");
+        for capacity_gib in [40u64, 24, 16, 12] {
+            let device = CostModel {
+                capacity_bytes: capacity_gib << 30,
+                ..*cost
+            };
+            let keep = chunk::largest_batch_chunked(&c, &device, false, 1024).expect("valid");
+            let chunked = chunk::largest_batch_chunked(&c, &device, true, 1024).expect("valid");
+            println!("| {model} | {capacity_gib} | {keep} | {chunked} |");
+        }
+    }
+    println!();
+}
+
+fn tensile_table(cost: &CostModel) {
+    println!("## TENSILE-style scheduler: jobs sharing one device\n");
+    let job = |model, batch, precision, seq: u32, offset_ms: f64| {
+        let mut c = ModelConfig::new(model, batch, precision).expect("batch is not zero");
+        if seq > 0 {
+            c = c.with_seq_len(seq).expect("valid sequence length");
+        }
+        Job {
+            trace: Trace::generate(&c),
+            offset_s: offset_ms / 1e3,
+        }
+    };
+    let scenarios: [(&str, Vec<Job>, Vec<u64>); 2] = [
+        (
+            "A: resnet50 b=64 fp32 @0 ms, bert-large b=16 s=512 mixed @50 ms, gpt2-large b=4 mixed @100 ms",
+            vec![
+                job(Model::ResNet50, 64, Precision::Fp32, 0, 0.0),
+                job(Model::BertLarge, 16, Precision::Mixed, 512, 50.0),
+                job(Model::Gpt2Large, 4, Precision::Mixed, 1024, 100.0),
+            ],
+            vec![40, 32, 28],
+        ),
+        (
+            "B: bert-large b=32 s=512 mixed @0 ms, bert-large b=16 s=512 mixed @120 ms",
+            vec![
+                job(Model::BertLarge, 32, Precision::Mixed, 512, 0.0),
+                job(Model::BertLarge, 16, Precision::Mixed, 512, 120.0),
+            ],
+            vec![32, 24, 16],
+        ),
+    ];
+    for (name, jobs, budgets) in scenarios {
+        println!("### {name}\n");
+        println!(
+            "| budget GiB | actions | combined peak GiB unscheduled | scheduled | fits | job | alone ms | shared ms | scheduled ms | added ms | swapped GiB | tensors swapped | ops recomputed |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+        for (budget, recompute) in budgets.iter().flat_map(|&b| [(b, false), (b, true)]) {
+            let out =
+                tensile::schedule_jobs(&jobs, cost, budget << 30, recompute).expect("valid jobs");
+            for (k, (j, o)) in jobs.iter().zip(&out.jobs).enumerate() {
+                let head = if k == 0 {
+                    format!(
+                        "| {} | {} | {:.2} | {:.2} | {} |",
+                        budget,
+                        if recompute {
+                            "swap + recompute"
+                        } else {
+                            "swap"
+                        },
+                        gib(out.unscheduled_peak_bytes),
+                        gib(out.peak_bytes),
+                        if out.fits { "yes" } else { "no" }
+                    )
+                } else {
+                    "| | | | | |".to_string()
+                };
+                println!(
+                    "{head} {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {} | {} |",
+                    label(&j.trace.config),
+                    o.alone_s * 1e3,
+                    o.unscheduled_s * 1e3,
+                    o.iteration_s() * 1e3,
+                    o.added_s() * 1e3,
+                    gib(o.bytes_swapped()),
+                    o.plan.count(Action::Swap),
+                    o.schedule.evaluation.ops_recomputed
+                );
+            }
+        }
+        println!();
+    }
+}
+
 fn main() {
     let cost = CostModel::a100_40gb();
     let only = std::env::args().nth(1);
@@ -731,5 +881,11 @@ fn main() {
     }
     if want("switch") {
         switch_section();
+    }
+    if want("chunk") {
+        chunks(&cost);
+    }
+    if want("tensile") {
+        tensile_table(&cost);
     }
 }

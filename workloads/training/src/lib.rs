@@ -19,6 +19,9 @@
 //! * [`switch`] — a switch data-plane block pool: per-port queues of fixed cells, bursty and
 //!   skewed arrivals.
 //! * [`workload`] — what those two share (errors, a seeded generator, a balance check).
+//! * [`chunk`] — a PatrickStar-style chunk manager (model data in chunks moved between host
+//!   and device, placed from a warm-up iteration).
+//! * [`tensile`] — a TENSILE-style swap scheduler for several jobs sharing one device.
 //!
 //! The parameters, the simplifications and every figure are in the crate README.
 //!
@@ -48,6 +51,7 @@
 //! ```
 
 pub mod caching;
+pub mod chunk;
 pub mod cost;
 mod error;
 pub mod model;
@@ -56,6 +60,7 @@ pub mod planner;
 pub mod replay;
 pub mod snapshot;
 pub mod switch;
+pub mod tensile;
 pub mod trace;
 pub mod uav;
 pub mod workload;
