@@ -31,12 +31,83 @@
 //! pool (see the engines' docs), so that crash tests can count leaks exactly.
 
 pub mod alloclab;
+mod blocks;
+mod dram;
 pub mod engines;
+mod pmdk;
 
 use std::path::Path;
 use std::sync::Arc;
 
 pub use alloclab_pmem::PersistStats;
+pub use blocks::{BlockTable, Known};
+pub use dram::DramStorage;
+pub use pmdk::{PmdkStorage, STORAGE_LAYOUT};
+
+/// alloclab-pmem as the `storage` suite opens it: a pool file on the best medium here
+/// (libpmem, else native CLWB/CLFLUSHOPT).
+pub type AlloclabPmemStorage = alloclab_pmem::PersistentHeap<Box<dyn alloclab_pmem::Medium>>;
+
+/// Something to do with a storage heap, whatever its type: the way to run a generic
+/// workload on a heap chosen by name at run time, monomorphised for each.
+pub trait StorageHeapTask {
+    /// What the task returns.
+    type Output;
+    /// Runs the task with the heap type `H`.
+    fn run<H: PoolFile>(self) -> Self::Output;
+}
+
+/// Runs `task` with the storage heap registered as `name` (the `pmem` suite's names:
+/// `pmdk`, `alloclab-pmem`, `dram`): `None` if no persistent heap has that name.
+pub fn with_storage_heap<T: StorageHeapTask>(name: &str, task: T) -> Option<T::Output> {
+    // Keep the match in step with peers::ALLOCATORS (a test checks it).
+    Some(match name {
+        "pmdk" => task.run::<PmdkStorage>(),
+        "alloclab-pmem" => task.run::<AlloclabPmemStorage>(),
+        "dram" => task.run::<DramStorage>(),
+        _ => return None,
+    })
+}
+
+/// The engines of the `storage` suite, in report order.
+pub const ENGINES: &[&str] = &["inp", "lsm", "cow"];
+
+/// Something to do with an engine on the heap type `H`, whatever the engine's type.
+pub trait EngineTask<H: PHeap> {
+    /// What the task returns.
+    type Output;
+    /// Runs the task with the engine type `E`.
+    fn run<E: Engine<H>>(self) -> Self::Output;
+}
+
+/// Runs `task` with the engine registered as `name` (one of [`ENGINES`]) on the heap type
+/// `H`: `None` if no engine has that name, `Some(Err(reason))` if it is not built in this
+/// branch.
+pub fn with_engine<H: PHeap, T: EngineTask<H>>(
+    name: &str,
+    task: T,
+) -> Option<Result<T::Output, String>> {
+    let _ = &task;
+    // The engines are wired here as their branches merge (`engines::inp::Inp<H>`,
+    // `engines::lsm::Lsm<H>`, `engines::cow::Cow<H>`).
+    Some(match name {
+        "inp" | "lsm" | "cow" => Err(format!(
+            "engine '{name}' is not built in this branch (it comes with the engines' merge)"
+        )),
+        _ => return None,
+    })
+}
+
+/// Whether the engine `name` can run: `None` if no engine has that name, `Some(Err(reason))`
+/// if it is not built in this branch.
+pub fn engine_availability(name: &str) -> Option<Result<(), String>> {
+    struct Probe;
+    impl EngineTask<DramStorage> for Probe {
+        type Output = ();
+        fn run<E: Engine<DramStorage>>(self) {}
+    }
+    with_engine::<DramStorage, _>(name, Probe)
+}
 
 /// A persistent heap as the storage engines see it (see the [module documentation](self)).
 ///
@@ -240,6 +311,25 @@ impl Split {
         self.flushes += other.flushes;
         self.fences += other.fences;
         self.bytes_flushed += other.bytes_flushed;
+    }
+
+    /// What was added to this split since `earlier`, a snapshot of it (a split only grows).
+    pub fn since(&self, earlier: &Split) -> Split {
+        Split {
+            cycles: std::array::from_fn(|i| self.cycles[i].saturating_sub(earlier.cycles[i])),
+            flushes: self.flushes.saturating_sub(earlier.flushes),
+            fences: self.fences.saturating_sub(earlier.fences),
+            bytes_flushed: self.bytes_flushed.saturating_sub(earlier.bytes_flushed),
+        }
+    }
+
+    /// A split of the given cycles per phase (in [`Phase::ALL`] order) and no flushes, for
+    /// tests and reports.
+    pub fn from_cycles(cycles: [u64; 4]) -> Split {
+        Split {
+            cycles,
+            ..Split::default()
+        }
     }
 
     /// Flushes `len` bytes at `p` through `heap`, counted, under [`Phase::Cc`].
