@@ -49,8 +49,8 @@ enum Cmd {
 #[derive(Args)]
 struct Common {
     /// Worker threads for every workload; a comma-separated list measures each [default:
-    /// each suite's own: cpu at the number of cores, realtime at 1x, 2x and 4x that, pmem at
-    /// 1 and 2; the hls simulation always runs at 1].
+    /// each suite's own: cpu at the number of cores, realtime at 1x, 2x and 4x that, pmem
+    /// and storage at 1 and 2; the hls simulation always runs at 1].
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=1024))]
     threads: Vec<u32>,
     /// Amount of work per run: tiny (smoke test), small, medium (4x) or large (16x).
@@ -328,6 +328,9 @@ fn run(args: RunArgs) -> Result<(), String> {
             suggestion(&args.workload, &known)
         )
     })?;
+    if let Some(reason) = workloads::storage::unavailable(workload.name) {
+        return Err(format!("workload '{}' cannot run: {reason}", workload.name));
+    }
     let allocators = resolve_allocators(&args.alloc)?;
     if let Some(unfit) = allocators.iter().find(|a| !a.fits(workload.requires)) {
         return Err(format!(
@@ -370,10 +373,28 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
         }
         chosen
     };
+    let mut skipped_engines: Vec<String> = Vec::new();
     let chosen_workloads: Vec<&'static WorkloadInfo> = workloads::all()
         .iter()
         .filter(|w| suites.contains(&w.suite))
+        .filter(|w| match workloads::storage::unavailable(w.name) {
+            // A storage engine not built in this branch: its workloads are left out.
+            Some(reason) => {
+                if !skipped_engines.contains(&reason) {
+                    eprintln!("note: skipping storage workloads: {reason}");
+                    skipped_engines.push(reason);
+                }
+                false
+            }
+            None => true,
+        })
         .collect();
+    if chosen_workloads.is_empty() {
+        return Err(format!(
+            "no workload of the suites chosen ({}) can run in this build",
+            suites.join(", ")
+        ));
+    }
     let allocators = if args.alloc.is_empty() {
         // Allocators that cannot run here (a missing library) are left out with a note; named
         // with --alloc, they run and their failure is reported like any other.
@@ -488,6 +509,9 @@ fn terminal_table(results: &ResultsFile) -> String {
         )
     };
     for &(suite, workload) in &workloads_seen {
+        if suite == report::STORAGE_SUITE {
+            continue;
+        }
         let rows: Vec<_> = results
             .records
             .iter()
@@ -566,6 +590,12 @@ fn terminal_table(results: &ResultsFile) -> String {
                 out.push('\n');
             }
         }
+    }
+    if workloads_seen
+        .iter()
+        .any(|(s, _)| *s == report::STORAGE_SUITE)
+    {
+        out.push_str(&workloads::storage::report::terminal_text(results));
     }
     // Workloads that time each call report the clock's cost instead of a small overhead.
     let single_operations: Vec<(&str, &str)> = workloads_seen

@@ -15,7 +15,7 @@
 //! Thread counts: an explicit `--threads` list applies to every host-heap workload; without
 //! one, each workload runs at its suite's default for this machine (the `cpu` suite at the
 //! number of logical cores, the `realtime` suite at 1×, 2× and 4× that, the `security` suite
-//! at 1, the `pmem` suite at 1 and 2). The `hls` suite is a single-threaded simulation and
+//! at 1, the `pmem` and `storage` suites at 1 and 2). The `hls` suite is a single-threaded simulation and
 //! always runs at 1.
 //!
 //! A `pmem` worker sets libpmem's environment before anything loads it
@@ -369,6 +369,9 @@ pub fn worker_main(request: &WorkerRequest) -> Result<Vec<Sample>, String> {
         }
         Capability::OnChipModel => {
             crate::workloads::hls::run(workload.name, allocator.name, &request.params)
+        }
+        Capability::PersistentHeap if workload.suite == "storage" => {
+            crate::workloads::storage::run(workload.name, allocator.name, &request.params)
         }
         Capability::PersistentHeap => {
             crate::workloads::pmem::run(workload.name, allocator.name, &request.params)

@@ -12,16 +12,18 @@
 //! | `security` | `entropy`, `reuse`, `overflow`, `misuse`, see [`security`] | 1                |
 //! | `hls`      | `mixed-kernels`, see [`hls`] (simulated)   | 1 (always)             |
 //! | `pmem`     | `pmem-flush`, `pmem-eadr`, see [`pmem`]    | 1 and 2                |
+//! | `storage`  | `<engine>-<mix>[-uniform]`, see [`storage`] | 1 and 2               |
 //!
 //! A worker process finds the code of a host-heap workload by name through
 //! [`HostWorkload::from_name`], runs an on-chip workload through [`hls::run`] and a
-//! persistent-heap workload through [`pmem::run`].
+//! persistent-heap workload through [`pmem::run`] or [`storage::run`].
 
 pub mod cpu;
 pub mod hls;
 pub mod pmem;
 pub mod realtime;
 pub mod security;
+pub mod storage;
 
 use core::fmt;
 use core::str::FromStr;
@@ -164,7 +166,7 @@ pub fn oversubscribed(cores: usize) -> Vec<usize> {
 }
 
 /// Every suite, in the order `alloclab suite` runs them.
-pub const SUITES: &[&str] = &["cpu", "realtime", "security", "hls", "pmem"];
+pub const SUITES: &[&str] = &["cpu", "realtime", "security", "hls", "pmem", "storage"];
 
 /// The workloads of every suite, in [`SUITES`] order.
 static ALL: LazyLock<Vec<WorkloadInfo>> = LazyLock::new(|| {
@@ -174,6 +176,7 @@ static ALL: LazyLock<Vec<WorkloadInfo>> = LazyLock::new(|| {
         security::WORKLOADS,
         hls::WORKLOADS,
         pmem::WORKLOADS,
+        storage::WORKLOADS,
     ]
     .into_iter()
     .flatten()
@@ -283,10 +286,11 @@ mod tests {
                     assert_eq!(code.name(), w.name);
                 }
                 Capability::OnChipModel => assert!(hls::is_hls_workload(w.name), "{}", w.name),
-                Capability::PersistentHeap => {
-                    assert!(pmem::is_pmem_workload(w.name), "{}", w.name);
-                    assert_eq!(w.suite, "pmem");
-                }
+                Capability::PersistentHeap => match w.suite {
+                    "pmem" => assert!(pmem::is_pmem_workload(w.name), "{}", w.name),
+                    "storage" => assert!(storage::is_storage_workload(w.name), "{}", w.name),
+                    other => panic!("{} of suite {other} needs a persistent heap", w.name),
+                },
             }
         }
         assert_eq!(HostWorkload::from_name("no-such-workload"), None);
@@ -311,7 +315,7 @@ mod tests {
                     "realtime" => vec![cores, 2 * cores, 4 * cores],
                     "security" => vec![1],
                     "hls" => vec![1],
-                    "pmem" => vec![1, 2],
+                    "pmem" | "storage" => vec![1, 2],
                     other => panic!("unexpected suite {other}"),
                 };
                 assert_eq!(w.default_thread_counts(cores), expected, "{}", w.name);
