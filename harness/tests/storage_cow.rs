@@ -443,6 +443,49 @@ fn operations_never_fence_a_commit_fences_twice_and_a_batch_copies_each_node_onc
     assert_eq!(cow.split().fences, fences);
 }
 
+#[test]
+fn partitions_of_one_heap_run_on_their_own_threads_and_recover_apart() {
+    let heap = new_heap(16 << 20);
+    let root = root_of(&heap);
+    let part_bytes = <Cow<Heap> as Engine<Heap>>::ROOT_BYTES;
+    let engines: Vec<Cow<Heap>> = (0..2)
+        .map(|p| Cow::create(Arc::clone(&heap), root.wrapping_add(p * part_bytes)).unwrap())
+        .collect();
+    let models: Vec<Model> = std::thread::scope(|s| {
+        let handles: Vec<_> = engines
+            .into_iter()
+            .enumerate()
+            .map(|(p, mut cow)| {
+                s.spawn(move || {
+                    let mut model = Model::new();
+                    let mut g = Gen::new(100 + p as u64, 2_000, 64);
+                    for i in 0..4_000 {
+                        let op = g.op(&model, 50, 25, 20);
+                        apply(&mut cow, &mut model, op);
+                        if (i + 1) % BATCH == 0 {
+                            cow.commit().unwrap();
+                        }
+                    }
+                    cow.commit().unwrap();
+                    model
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let image = heap.medium().durable_image();
+    let heap = Arc::new(PersistentHeap::open_on(SimMedium::from_image(image)).unwrap());
+    let root = root_of(&heap);
+    let mut blocks = 0;
+    for (p, model) in models.iter().enumerate() {
+        let cow = Cow::recover(Arc::clone(&heap), root.wrapping_add(p * part_bytes)).unwrap();
+        let walk = check_tree(&cow, model, &format!("partition {p}"));
+        reached_bytes(&heap, &walk, &format!("partition {p}"));
+        blocks += walk.blocks.len() as u64;
+    }
+    assert_eq!(heap.recovery().live_blocks, blocks);
+}
+
 // ---------------------------------------------------------------------------------------
 // Crash images.
 
