@@ -706,18 +706,20 @@ impl<H: PHeap> Cow<H> {
         })
     }
 
-    fn search(&mut self, key: u64) -> Result<bool, String> {
+    /// Fills `path` for `key`; the offset of its tuple if the tree holds it.
+    fn search(&mut self, key: u64) -> Result<Option<u64>, String> {
         let heap = &*self.heap;
         let (root, path) = (self.root, &mut self.path);
-        self.split
-            .time(Phase::Index, || descend(heap, root, key, path))
-    }
-
-    /// The tuple the leaf of `path` names at its position.
-    fn leaf_tuple(&self) -> u64 {
-        let leaf = *self.path.last().expect("a found key has a path");
-        // SAFETY: a node of the tree, just visited.
-        unsafe { Node::from_raw(self.heap.at(leaf.node)) }.ptr(leaf.idx)
+        self.split.time(Phase::Index, || {
+            if !descend(heap, root, key, path)? {
+                return Ok(None);
+            }
+            let leaf = *path.last().expect("a found key has a path");
+            // SAFETY: a node of the tree, just visited by `descend`.
+            Ok(Some(
+                unsafe { Node::from_raw(heap.at(leaf.node)) }.ptr(leaf.idx),
+            ))
+        })
     }
 }
 
@@ -777,10 +779,9 @@ impl<H: PHeap> Engine<H> for Cow<H> {
     }
 
     fn read(&mut self, key: u64, out: &mut Vec<u8>) -> Result<bool, String> {
-        if !self.search(key)? {
+        let Some(t) = self.search(key)? else {
             return Ok(false);
-        }
-        let t = self.leaf_tuple();
+        };
         let p = self.heap.at(t);
         self.split.time(Phase::Mod, || {
             let len = tuple_len(p, t)?;
@@ -798,7 +799,7 @@ impl<H: PHeap> Engine<H> for Cow<H> {
                 value.len()
             ));
         }
-        if self.search(key)? {
+        if self.search(key)?.is_some() {
             return Ok(false);
         }
         let nodes = self.blocks_for_insert();
@@ -820,12 +821,11 @@ impl<H: PHeap> Engine<H> for Cow<H> {
     }
 
     fn update(&mut self, key: u64, at: usize, bytes: &[u8]) -> Result<bool, String> {
-        if !self.search(key)? {
+        let Some(old) = self.search(key)? else {
             return Ok(false);
-        }
-        let old = self.leaf_tuple();
+        };
         let src = self.heap.at(old);
-        let len = tuple_len(src, old)?;
+        let len = self.split.time(Phase::Mod, || tuple_len(src, old))?;
         if at.checked_add(bytes.len()).is_none_or(|end| end > len) {
             return Err(format!(
                 "cow: update of {} bytes at byte {at} of key {key} is past the end of its \
@@ -870,13 +870,12 @@ impl<H: PHeap> Engine<H> for Cow<H> {
     }
 
     fn delete(&mut self, key: u64) -> Result<bool, String> {
-        if !self.search(key)? {
+        let Some(tuple) = self.search(key)? else {
             return Ok(false);
-        }
+        };
         let nodes = self.clean_steps();
         self.alloc_blocks(nodes, None)?;
         self.copy_path();
-        let tuple = self.leaf_tuple();
         if self.dirty_tuples.remove(&tuple) {
             self.unlinked.push(tuple);
         } else {
