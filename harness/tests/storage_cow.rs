@@ -354,6 +354,31 @@ fn updates_past_the_end_of_a_value_fail_and_change_nothing() {
 }
 
 #[test]
+fn dropping_an_uncommitted_batch_frees_its_blocks_and_keeps_the_last_commit() {
+    let heap = new_heap(8 << 20);
+    let mut cow = Cow::create(Arc::clone(&heap), root_of(&heap)).unwrap();
+    let mut model = Model::new();
+    let mut g = Gen::new(8, 2_000, 64);
+    for _ in 0..1_000 {
+        let op = g.op(&model, 100, 0, 0);
+        apply(&mut cow, &mut model, op);
+    }
+    cow.commit().unwrap();
+    let committed = check_tree(&cow, &model, "committed");
+    let mut abandoned = model.clone();
+    for _ in 0..BATCH - 1 {
+        let op = g.op(&abandoned, 40, 30, 30);
+        apply(&mut cow, &mut abandoned, op);
+    }
+    assert_ne!(abandoned, model, "the batch changed nothing");
+    drop(cow);
+    // The dirty directory and new tuples are freed; the committed tree is all that lives.
+    assert_eq!(heap.stats().live_blocks, committed.blocks.len() as u64);
+    let cow = Cow::recover(Arc::clone(&heap), root_of(&heap)).unwrap();
+    check_no_leak(&heap, &check_tree(&cow, &model, "recovered"), "recovered");
+}
+
+#[test]
 fn create_and_recover_refuse_roots_that_are_not_what_they_expect() {
     let heap = new_heap(4 << 20);
     let root = root_of(&heap);
