@@ -119,8 +119,9 @@ const TUPLE_TAG: u64 = 0x7475 << 48;
 const HEADER_CHECK: u64 = 0xFFFF_FFFF_0000_0001;
 /// The deepest tree a partition may hold (levels are 7 bits).
 const MAX_LEVEL: u8 = 100;
-/// The longest value: lengths are kept in 32 bits of the tuple header.
-pub const MAX_VALUE_BYTES: usize = u32::MAX as usize;
+/// The longest value: a tuple header keeps the length in bits 1..32 (bits 32..48 are
+/// reserved and checked to be zero).
+pub const MAX_VALUE_BYTES: usize = (1 << 31) - 1;
 
 /// Bytes of a tuple block holding `len` value bytes: the header and whole words.
 fn tuple_bytes(len: usize) -> usize {
@@ -371,7 +372,7 @@ fn tuple_len(p: *const u8, off: u64) -> Result<usize, String> {
             "cow: corrupt tree: tuple {off:#x} has header {h:#018x}"
         ));
     }
-    Ok(((h >> 1) & 0x7FFF_FFFF_FFFF) as usize)
+    Ok(((h >> 1) & MAX_VALUE_BYTES as u64) as usize)
 }
 
 /// Writes a tuple block at `p`: header, `len` bytes from `fill`, zero pad to a word.
