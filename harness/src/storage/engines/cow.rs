@@ -17,7 +17,7 @@
 //!          leaves (level 0): keys[i] ↦ ptrs[i], the offset of a tuple block
 //!                    │
 //!                    ▼
-//!          tuple block: header word, then the value, zero-padded to a whole word
+//!          tuple block: header word, then the value, zero-padded to a whole cache line
 //! ```
 //!
 //! A node holds 1 to [`FANOUT`] entries (a node that a delete empties is removed from its
@@ -31,9 +31,12 @@
 //! a block offset only for keys above `u64::MAX - pool size` (never YCSB's); such a key
 //! keeps one block allocated until it is deleted: a leak, never a corruption. Values are
 //! the caller's bytes: a value whose aligned words equal block offsets leaks the same way.
-//! Unused words of nodes and the pad of tuples are zero; the bytes of a tuple block past
-//! its padded length are whatever the heap left there (the heap rounds sizes up), which
-//! is the one place stale offsets can hide.
+//! Unused words of nodes and the pad of tuples are zero. A tuple asks for whole cache
+//! lines, so with alloclab-pmem (whose size classes are multiples of 64 bytes) the block
+//! is exactly what the engine writes whenever the padded size is a class (YCSB's 1,000-byte
+//! tuple: 1,008 → 1,024 bytes, a class); otherwise the block's tail past the padded size
+//! keeps whatever the heap left there, the one place a stale offset can hide (a leak after
+//! a later recovery, never a corruption).
 //!
 //! # Operations: the dirty directory
 //!
@@ -123,9 +126,10 @@ const MAX_LEVEL: u8 = 100;
 /// reserved and checked to be zero).
 pub const MAX_VALUE_BYTES: usize = (1 << 31) - 1;
 
-/// Bytes of a tuple block holding `len` value bytes: the header and whole words.
+/// Bytes of a tuple block holding `len` value bytes: the header and the value, padded to a
+/// whole cache line (the pad shares the value's last line, so flushing it costs nothing).
 fn tuple_bytes(len: usize) -> usize {
-    8 + len.div_ceil(8) * 8
+    (8 + len).next_multiple_of(64)
 }
 
 /// A hasher for block offsets (multiples of 16): a multiply folded so the low bits mix.
@@ -375,7 +379,7 @@ fn tuple_len(p: *const u8, off: u64) -> Result<usize, String> {
     Ok(((h >> 1) & MAX_VALUE_BYTES as u64) as usize)
 }
 
-/// Writes a tuple block at `p`: header, `len` bytes from `fill`, zero pad to a word.
+/// Writes a tuple block at `p`: header, `len` bytes from `fill`, zero pad to a line.
 ///
 /// # Safety
 ///
