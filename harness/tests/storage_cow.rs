@@ -379,6 +379,45 @@ fn dropping_an_uncommitted_batch_frees_its_blocks_and_keeps_the_last_commit() {
 }
 
 #[test]
+fn an_insert_the_heap_has_no_room_for_fails_and_changes_nothing() {
+    let heap = Arc::new(PersistentHeap::create_on(SimMedium::new(POOL_BYTES), 64).unwrap());
+    let mut cow = Cow::create(Arc::clone(&heap), root_of(&heap)).unwrap();
+    let mut model = Model::new();
+    let value = vec![1u8; 3_000];
+    let mut key = 0;
+    let err = loop {
+        match cow.insert(key, &value) {
+            Ok(fresh) => {
+                assert!(fresh);
+                model.insert(key, value.clone());
+                key += 1;
+                // Committed: the next insert copies its path before it asks for the
+                // tuple, so the failure has node blocks to give back.
+                cow.commit().unwrap();
+            }
+            Err(e) => break e,
+        }
+        assert!(key < 10_000, "the heap never filled");
+    };
+    assert!(err.starts_with("cow: "), "{err}");
+    let mut out = Vec::new();
+    assert!(
+        !cow.read(key, &mut out).unwrap(),
+        "the failed insert is visible"
+    );
+    cow.commit().unwrap();
+    check_no_leak(&heap, &check_tree(&cow, &model, "full"), "full");
+    // A delete frees room that the next insert takes.
+    assert!(cow.delete(0).unwrap());
+    model.remove(&0);
+    cow.commit().unwrap();
+    assert!(cow.insert(key, &value).unwrap());
+    model.insert(key, value);
+    cow.commit().unwrap();
+    check_no_leak(&heap, &check_tree(&cow, &model, "refilled"), "refilled");
+}
+
+#[test]
 fn create_and_recover_refuse_roots_that_are_not_what_they_expect() {
     let heap = new_heap(4 << 20);
     let root = root_of(&heap);
