@@ -74,7 +74,9 @@
 //! yet freed — is unreachable from the root: alloclab-pmem's recovery frees it. Heaps that
 //! persist their allocation state (PMDK) leak it instead: at most one batch's new blocks
 //! (a crash before the commit's second fence) or one batch's retired blocks (a crash
-//! between that fence and the end of step 3); N-Store's CoW engine has the same window.
+//! between that fence and the end of step 3). [`PHeap`] cannot enumerate a heap's blocks,
+//! so the engine cannot find them after the fact; closing the window would take a
+//! persistent list of the batch's blocks, written and fenced before each allocation.
 //!
 //! # Time split
 //!
