@@ -31,7 +31,7 @@ fn check(name: &str, reports: &[CrashTestReport], min_images: usize) {
 
 #[test]
 fn inp_loses_no_committed_operation_and_leaks_nothing_at_any_fence() {
-    let reports: Vec<_> = (1..=2)
+    let reports: Vec<_> = (1..=3)
         .map(|seed| {
             let cfg = CrashTestConfig {
                 seed,
@@ -42,12 +42,12 @@ fn inp_loses_no_committed_operation_and_leaks_nothing_at_any_fence() {
             run_crash_test::<Inp<Heap>>(&cfg).unwrap()
         })
         .collect();
-    check("inp", &reports, 1500);
+    check("inp", &reports, 1200);
 }
 
 #[test]
 fn lsm_loses_no_committed_operation_and_leaks_nothing_at_any_fence() {
-    let reports: Vec<_> = (1..=2)
+    let reports: Vec<_> = (1..=3)
         .map(|seed| {
             let cfg = CrashTestConfig {
                 seed: seed + 100,
@@ -59,5 +59,5 @@ fn lsm_loses_no_committed_operation_and_leaks_nothing_at_any_fence() {
             run_crash_test::<Lsm<Heap, 8>>(&cfg).unwrap()
         })
         .collect();
-    check("lsm", &reports, 1500);
+    check("lsm", &reports, 1200);
 }

@@ -54,7 +54,7 @@ impl Default for CrashTestConfig {
             ops: 200,
             keys: 48,
             images_per_fence: 3,
-            pool_bytes: 2 << 20,
+            pool_bytes: 1 << 20,
             max_value: 300,
             exercise_every: 16,
         }

@@ -246,3 +246,42 @@ impl<H: PHeap> Engine<H> for Inp<H> {
         Ok(Some(out))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::engines::tests::{SimHeap, engine_contract};
+
+    #[test]
+    fn inp_matches_a_btreemap_through_splits_deletes_errors_and_reopen() {
+        engine_contract::<Inp<SimHeap>>(12_000, 2_000);
+    }
+
+    #[test]
+    fn inp_takes_two_fences_per_committed_write() {
+        use std::sync::Arc;
+        let heap =
+            Arc::new(SimHeap::create_on(alloclab_pmem::SimMedium::new(8 << 20), 64).unwrap());
+        let mut e = Inp::create(Arc::clone(&heap), PHeap::root(&*heap)).unwrap();
+        for k in 0..200u64 {
+            e.insert(k, &[1; 100]).unwrap();
+            e.commit().unwrap();
+        }
+        let fences = |e: &Inp<SimHeap>| e.split().fences;
+        let before = fences(&e);
+        e.insert(1000, &[3; 1000]).unwrap();
+        e.commit().unwrap();
+        e.update(1000, 200, &[5; 200]).unwrap();
+        e.commit().unwrap();
+        e.delete(7).unwrap();
+        e.commit().unwrap();
+        let mut out = Vec::new();
+        e.read(1000, &mut out).unwrap();
+        e.commit().unwrap();
+        assert_eq!(
+            fences(&e) - before,
+            6,
+            "insert, update, delete: two fences each; a read none"
+        );
+    }
+}

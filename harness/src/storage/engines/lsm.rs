@@ -630,3 +630,56 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
         Ok(Some(out))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::engines::tests::{SimHeap, engine_contract};
+
+    #[test]
+    fn lsm_matches_a_btreemap_through_flushes_merges_errors_and_reopen() {
+        engine_contract::<Lsm<SimHeap, 64>>(12_000, 2_000);
+    }
+
+    #[test]
+    fn lsm_with_the_default_memtable_matches_a_btreemap() {
+        engine_contract::<Lsm<SimHeap>>(8_000, 1_500);
+    }
+
+    #[test]
+    fn lsm_flushes_into_runs_and_merges_them_dropping_tombstones() {
+        let heap =
+            Arc::new(SimHeap::create_on(alloclab_pmem::SimMedium::new(8 << 20), 64).unwrap());
+        let mut e: Lsm<SimHeap, 4> = Lsm::create(Arc::clone(&heap), PHeap::root(&*heap)).unwrap();
+        let mut max_runs = 0;
+        for k in 0..40u64 {
+            e.insert(k, &[k as u8; 20]).unwrap();
+            e.commit().unwrap();
+            max_runs = max_runs.max(e.runs.len());
+        }
+        assert_eq!(max_runs, MAX_RUNS);
+        assert!(e.runs.len() < MAX_RUNS, "a merge happened");
+        for k in 0..40u64 {
+            assert!(e.delete(k).unwrap());
+            e.commit().unwrap();
+        }
+        // Every key deleted: once merged, the runs hold no tombstone and no tuple.
+        for k in 100..140u64 {
+            e.insert(k, &[1]).unwrap();
+            e.commit().unwrap();
+            e.delete(k).unwrap();
+            e.commit().unwrap();
+        }
+        let live: usize = e.runs.iter().map(|r| r.n).sum::<usize>() + e.mem_len;
+        assert!(
+            live < 40,
+            "tombstones and old versions were reclaimed ({live} entries left)"
+        );
+        let blocks = e.blocks().unwrap().unwrap();
+        assert_eq!(heap.stats().live_blocks, blocks.len() as u64);
+        let mut out = Vec::new();
+        for k in 0..140u64 {
+            assert!(!e.read(k, &mut out).unwrap());
+        }
+    }
+}

@@ -154,8 +154,138 @@ pub(crate) fn check_range(at: usize, len: usize, value_len: usize) -> Result<(),
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use alloclab_pmem::persist::SplitMix64;
+    use alloclab_pmem::{PersistentHeap, SimMedium};
+
     use super::*;
+    use crate::storage::Engine;
+
+    pub(crate) type SimHeap = PersistentHeap<SimMedium>;
+
+    /// Runs `ops` random operations over `keys` keys on `engine`, checking every result
+    /// against `model`; commits every `E::COMMIT_EVERY` operations.
+    pub(crate) fn random_ops<E: Engine<SimHeap>>(
+        engine: &mut E,
+        model: &mut BTreeMap<u64, Vec<u8>>,
+        seed: u64,
+        ops: usize,
+        keys: u64,
+    ) {
+        let mut rng = SplitMix64::new(seed);
+        let mut out = Vec::new();
+        for i in 0..ops {
+            // Keys spread over the range, top bit included.
+            let key = (rng.next_u64() % keys).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            match rng.next_u64() % 10 {
+                0..=3 => {
+                    let len = match rng.next_u64() % 4 {
+                        0 => 1000,
+                        _ => 1 + (rng.next_u64() % 256) as usize,
+                    };
+                    let value: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+                    let inserted = engine.insert(key, &value).unwrap();
+                    assert_eq!(inserted, !model.contains_key(&key), "op {i}: insert");
+                    model.entry(key).or_insert(value);
+                }
+                4..=5 => {
+                    let len = model.get(&key).map_or(10, Vec::len);
+                    let at = (rng.next_u64() % len as u64) as usize;
+                    let n = 1 + (rng.next_u64() % (len - at) as u64) as usize;
+                    let bytes: Vec<u8> = (0..n).map(|_| rng.next_u64() as u8).collect();
+                    let updated = engine.update(key, at, &bytes).unwrap();
+                    assert_eq!(updated, model.contains_key(&key), "op {i}: update");
+                    if let Some(v) = model.get_mut(&key) {
+                        v[at..at + n].copy_from_slice(&bytes);
+                    }
+                }
+                6..=7 => {
+                    let deleted = engine.delete(key).unwrap();
+                    assert_eq!(deleted, model.remove(&key).is_some(), "op {i}: delete");
+                }
+                _ => {
+                    let found = engine.read(key, &mut out).unwrap();
+                    assert_eq!(found.then_some(&out), model.get(&key), "op {i}: read");
+                }
+            }
+            if (i + 1) % E::COMMIT_EVERY == 0 {
+                engine.commit().unwrap();
+            }
+        }
+        engine.commit().unwrap();
+    }
+
+    /// Every key of `model` reads back its value; `probe` absent keys read as absent.
+    pub(crate) fn check_all<E: Engine<SimHeap>>(engine: &mut E, model: &BTreeMap<u64, Vec<u8>>) {
+        let mut out = Vec::new();
+        for (k, v) in model {
+            assert!(engine.read(*k, &mut out).unwrap(), "key {k:#x} missing");
+            assert_eq!(&out, v, "key {k:#x}");
+        }
+    }
+
+    /// The engine contract on a simulated heap: random operations against a `BTreeMap`,
+    /// blocks exactly accounted, reopen after a clean shutdown, errors that change nothing.
+    pub(crate) fn engine_contract<E: Engine<SimHeap>>(ops: usize, keys: u64) {
+        let heap = Arc::new(SimHeap::create_on(SimMedium::new(64 << 20), 64).unwrap());
+        let root = PHeap::root(&*heap);
+        let mut engine = E::create(Arc::clone(&heap), root).unwrap();
+        let mut model = BTreeMap::new();
+        random_ops(&mut engine, &mut model, 11, ops, keys);
+        check_all(&mut engine, &model);
+        let blocks = engine.blocks().unwrap().unwrap();
+        assert_eq!(
+            heap.stats().live_blocks,
+            blocks.len() as u64,
+            "runtime leak"
+        );
+
+        // Errors: past the value's end, nothing changes.
+        let (&k, v) = model.iter().next().unwrap();
+        let v = v.clone();
+        assert!(engine.update(k, v.len(), b"x").is_err());
+        assert!(engine.update(k, usize::MAX, b"xy").is_err());
+        assert!(engine.update(k, 0, &vec![7; v.len() + 1]).is_err());
+        engine.commit().unwrap();
+        assert!(!engine.insert(k, b"other").unwrap());
+        assert!(
+            !engine.update(u64::MAX - 3, 0, b"z").unwrap() || model.contains_key(&(u64::MAX - 3))
+        );
+        engine.commit().unwrap();
+        let mut out = Vec::new();
+        assert!(engine.read(k, &mut out).unwrap());
+        assert_eq!(out, v);
+        assert_eq!(
+            heap.stats().live_blocks,
+            blocks.len() as u64,
+            "an error leaked"
+        );
+
+        // Clean shutdown: the durable image holds everything.
+        let split = engine.split().clone();
+        assert!(split.fences > 0 && split.flushes > 0);
+        drop(engine);
+        let image = heap.medium().durable_image();
+        let heap2 = Arc::new(SimHeap::open_on(SimMedium::from_image(image)).unwrap());
+        let mut engine = E::recover(Arc::clone(&heap2), PHeap::root(&*heap2)).unwrap();
+        check_all(&mut engine, &model);
+        let blocks = engine.blocks().unwrap().unwrap();
+        assert_eq!(
+            heap2.stats().live_blocks,
+            blocks.len() as u64,
+            "leak after reopen"
+        );
+        // And it keeps working.
+        random_ops(&mut engine, &mut model, 12, ops / 4, keys);
+        check_all(&mut engine, &model);
+
+        // A foreign root is refused.
+        let other = Arc::new(SimHeap::create_on(SimMedium::new(1 << 20), 64).unwrap());
+        assert!(E::recover(Arc::clone(&other), PHeap::root(&*other)).is_err());
+    }
 
     #[test]
     fn hide_is_a_bijection_that_makes_small_words_odd() {
