@@ -56,10 +56,6 @@ pub struct Inp<H: PHeap> {
     split: Split,
 }
 
-// SAFETY: the engine's raw state is offsets into the shared heap (which is `Send + Sync`);
-// one thread uses one partition at a time.
-unsafe impl<H: PHeap> Send for Inp<H> {}
-
 impl<H: PHeap> Inp<H> {
     fn open_parts(heap: Arc<H>, root: *mut u8, log: TxLog, split: Split) -> Self {
         let root = heap.offset_of(root);

@@ -1,41 +1,53 @@
 //! The transaction log of InP (its undo log) and of LSM (its write-ahead log): undo *and*
-//! redo images of every in-place change, records of the blocks a transaction allocated,
-//! and the blocks it will free after commit.
+//! redo images of every in-place change, the blocks a transaction allocated, and the
+//! blocks it will free after commit.
 //!
 //! # Layout (one block of [`LOG_BYTES`], words)
 //!
 //! ```text
-//!  line 0        [magic][hide(seq)][0 …]                      the header
-//!  lines 1..=4   [tag][hide(kinds)][e0 … e5]  × FREE_LINES      deferred frees, raw offsets
-//!  lines 5..=7   [tag][0][e0 … e5]            × ALLOC_LINES     allocations, raw offsets
+//!  line 0        [magic][hide(seq)][l0 … l5]                    header; links, raw
+//!  lines 1..=4   [tag][hide(kinds)][e0 … e5]  × FREE_LINES      deferred frees, raw
+//!  lines 5..=7   [tag][0][hide(a0) … hide(a5)] × ALLOC_LINES    allocations, hidden
 //!  word 64 …     records, packed:
-//!     [hide(seq)][hide(kind | n << 8)][hide(target)][hide(checksum)][old × n][new × n]
+//!     [tag][hide(kind | n << 8)][hide(target)][hide(checksum)][hide(old) × n][hide(new) × n]
 //! ```
 //!
-//! `seq` numbers the open transaction; commit increments it. A record belongs to the
-//! transaction whose number it carries (`tag = hide(seq)`), and is valid if its checksum
-//! (over its other words) matches: the records of the open transaction are the longest
-//! valid prefix carrying `seq`. A record says that the `n` words at byte offset `target`
-//! change from `old` to `new` (both hidden). Record words are all hidden (see [`hide`]), so
-//! stale records never keep a block alive.
+//! `seq` numbers the open transaction; commit increments it; `tag = hide(seq)` marks what
+//! belongs to a transaction. A record is valid if its checksum (over its other words)
+//! matches: the records of a transaction are the longest valid prefix carrying its tag. A
+//! record says that the `n` words at byte offset `target` change from `old` to `new`.
 //!
-//! The free and alloc lines hold raw offsets on purpose, because the heap's recovery marks
-//! blocks before the log is rolled: a free line keeps the blocks its transaction unlinked
-//! alive while undo may relink them; an alloc line keeps the blocks its transaction
-//! allocated alive while redo may link them (the last committed transaction's) and names
-//! those undo must give back (the open one's). The alloc lines are rewritten by every
-//! transaction's first apply (entries of an older one are cleared then, when its redo can
-//! no longer be needed), the free lines right after the commit's frees.
+//! # What keeps which block marked
+//!
+//! The heap's recovery (alloclab-pmem's, by conservative reachability) marks blocks
+//! *before* the log is rolled back or forward, from whatever words the crash left. So:
+//!
+//! * Record words and alloc entries are hidden ([`hide`]): stale ones never keep a block.
+//! * The **free lines** hold raw offsets: the blocks the open transaction unlinks stay
+//!   marked while undo may relink them (their contents are durable: they were linked).
+//! * The **links** (words 2..=7 of the header line) hold, raw, the fresh blocks the
+//!   transaction's in-place stores link (at most [`LINK_SLOTS`]; fresh blocks they point to
+//!   are reached through them). They are written only *after* the apply fence (a fresh
+//!   block's contents must be durable before anything marks it: stale contents would mark
+//!   stale blocks), and in the header line, which the commit's sequence store follows in
+//!   program order: a commit that reached the medium brings its links with it (x86 keeps
+//!   stores to one cache line in order; the simulator keeps whole lines), so redo never
+//!   links a block the heap's recovery freed. The next transaction clears them before its
+//!   own apply fence, when the last commit's redo can no longer be needed.
+//!
+//! Every engine built on this log also obeys one rule in its in-place stores: **add one
+//! link or remove one link, never move one** (see the B+tree), so that no crash state
+//! between the apply fence and the commit fence loses a link that undo or redo restores.
 //!
 //! # Protocol (fences per transaction)
 //!
-//! 1. An operation allocates ([`TxLog::alloc`]: an alloc entry, no fence), fills and
-//!    flushes its fresh blocks, computes the new images of the words it changes in place
-//!    and [`stage`](TxLog::stage)s them (a *words* record each), and lists the blocks it
-//!    unlinks ([`defer_free`](TxLog::defer_free)).
-//! 2. [`apply`](TxLog::apply): flush the records, alloc and free lines, **fence** (the undo images
-//!    are durable before any in-place store), then store the new words in place and flush
-//!    them (no fence).
+//! 1. An operation allocates ([`TxLog::alloc`]: no fence), fills and flushes its fresh
+//!    blocks, computes the new images of the words it changes in place and
+//!    [`stage`](TxLog::stage)s them (a record each), and lists the blocks it unlinks
+//!    ([`defer_free`](TxLog::defer_free)).
+//! 2. [`apply`](TxLog::apply): flush the records, alloc and free lines, **fence** (undo
+//!    images durable before any in-place store), then store the new words in place, write
+//!    the links, and flush them (no fence).
 //! 3. [`commit`](TxLog::commit): store `seq + 1` in the header, flush, **fence**. The
 //!    in-place stores of step 2 and the header travel in the same fence: if the header
 //!    reached the medium and some in-place word did not, recovery redoes the records of
@@ -43,25 +55,28 @@
 //!    the log until the next transaction overwrites them, which it starts only after the
 //!    commit fence, when the in-place words are durable).
 //! 4. Then the deferred frees (no fence; the free lines are cleared and flushed, durable at
-//!    the next fence, or fenced at once where an entry is not a plain block).
+//!    the next fence, or fenced at once where an entry is a structure the engine walks).
 //!
-//! So **two fences per transaction**, whatever it changes; a transaction with nothing
-//! logged commits with none.
+//! So **two fences per transaction**, whatever it changes; a transaction that logged
+//! nothing commits with none.
 //!
 //! # Recovery ([`TxLog::open`])
 //!
 //! Records carrying `seq` (the open transaction): undo them newest first from their old
-//! images, fence, then give back the blocks of its alloc lines (refused, harmlessly, for
-//! those the heap's recovery already freed).
-//! Else records carrying `seq − 1` (the last commit, possibly not all in place): redo them.
-//! Free lines carrying a number below `seq` belong to a committed transaction whose frees
-//! may not all have happened: the engine frees them ([`Recovered::pending_frees`]); free
-//! lines of the open transaction are dropped (undo relinked the blocks). Then
-//! [`finish_recovery`](TxLog::finish_recovery) clears the free lines and invalidates the
-//! first record (fence), and moves to `seq + 1` (fence), so that the undone records can
-//! never be redone. Recovery allocates nothing, so partitions sharing a heap may recover
-//! one after the other and no block a later one gives back can have been handed out again.
-//! Recovery is idempotent: a crash during it is recovered the same way.
+//! images, fence, then give back the blocks of its alloc lines (a refusal from the heap
+//! means its recovery already freed the block). Else records carrying `seq − 1` (the last
+//! commit, possibly not all in place): redo them. Free lines carrying a number below `seq`
+//! belong to a committed transaction whose frees may not all have happened: the engine
+//! frees them ([`Recovered::pending_frees`]); free lines of the open transaction are
+//! dropped (undo relinked the blocks). Then [`finish_recovery`](TxLog::finish_recovery)
+//! clears the free lines, the links and the first record (fence), and moves to `seq + 1`
+//! (fence), so that undone records can never be redone. Recovery allocates nothing, so
+//! partitions sharing a heap may recover one after the other and no block a later one gives
+//! back can have been handed out again. Recovery is idempotent: a crash during it is
+//! recovered the same way.
+//!
+//! A heap that persists its allocation state (PMDK) must refuse a double free as the
+//! [`PHeap::dealloc`] contract says: recovery relies on it.
 
 use super::{hide, read_word, unhide, write_word};
 use crate::storage::{PHeap, Phase, Split};

@@ -169,10 +169,6 @@ pub struct Lsm<H: PHeap, const MEMTABLE: usize = 1024> {
     split: Split,
 }
 
-// SAFETY: the engine's raw state is offsets into the shared heap (which is `Send + Sync`);
-// one thread uses one partition at a time.
-unsafe impl<H: PHeap, const MEMTABLE: usize> Send for Lsm<H, MEMTABLE> {}
-
 /// Where a key's newest version is.
 #[derive(Clone, Copy, Debug)]
 struct Found {
