@@ -61,3 +61,24 @@ fn lsm_loses_no_committed_operation_and_leaks_nothing_at_any_fence() {
         .collect();
     check("lsm", &reports, 1200);
 }
+
+#[test]
+fn inp_on_a_deeper_tree_survives_crashes_in_splits_of_inner_nodes() {
+    // 560 keys loaded first: a root of about 30 leaves, which splits during the trace (an
+    // inner node copied on write into two fresh ones and a fresh root).
+    let cfg = CrashTestConfig {
+        seed: 7,
+        ops: 150,
+        keys: 900,
+        preload: 560,
+        max_value: 64,
+        pool_bytes: 2 << 20,
+        exercise_every: 32,
+        ..CrashTestConfig::default()
+    };
+    check(
+        "inp (deep)",
+        &[run_crash_test::<Inp<Heap>>(&cfg).unwrap()],
+        300,
+    );
+}
