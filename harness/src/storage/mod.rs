@@ -32,6 +32,7 @@
 
 pub mod alloclab;
 mod blocks;
+pub mod crash;
 mod dram;
 pub mod engines;
 mod pmdk;
@@ -187,6 +188,15 @@ pub trait PHeap: Send + Sync + 'static {
     fn persist(&self, p: *const u8, len: usize) {
         self.flush(p, len);
         self.fence();
+    }
+
+    /// The bytes a block asked for with `size` really spans (its size class), so that an
+    /// engine can initialise all of it: a reused block's unrequested tail may hold stale
+    /// words equal to block offsets, which a heap that recovers by conservative reachability
+    /// (alloclab-pmem) would take for links (a leak). Engines ask for this many bytes. The
+    /// default is `size` (heaps whose recovery never reads block contents).
+    fn usable_size(&self, size: usize) -> usize {
+        size
     }
 
     /// Flushes and fences so far, all threads together (for flushes, fences and bytes per
@@ -444,4 +454,15 @@ pub trait Engine<H: PHeap>: Sized + Send {
 
     /// Where this instance's time went so far.
     fn split(&self) -> &Split;
+
+    /// The offsets of every heap block this partition reaches (its index, log, tuples, …),
+    /// each once, for the crash tests' leak count ([`crash`]); `None` (the default) where the
+    /// engine does not say, and leaks are then not counted.
+    ///
+    /// # Errors
+    ///
+    /// The engine's structures are corrupt.
+    fn blocks(&self) -> Result<Option<Vec<u64>>, String> {
+        Ok(None)
+    }
 }
