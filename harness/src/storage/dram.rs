@@ -1,8 +1,9 @@
 //! [`DramStorage`]: the upper bound of the `storage` suite — a host heap with flushing
 //! disabled, as the paper's jemalloc-on-DRAM baseline.
 //!
-//! Blocks come from `std::alloc` (the worker's global allocator, glibc malloc), 16-byte
-//! aligned as `malloc`'s; a block's offset is its address (the heap's base is 0), so
+//! Blocks come from `std::alloc` (the worker's global allocator, glibc malloc), 64-byte
+//! aligned and whole cache lines (a size is rounded up to 64 bytes, which
+//! [`PHeap::usable_size`] says), as the other heaps' blocks; a block's offset is its address (the heap's base is 0), so
 //! [`PHeap::at`] and [`PHeap::offset_of`] are casts. [`PHeap::flush`] and [`PHeap::fence`]
 //! do nothing, [`PHeap::alloc_into`] and [`PHeap::free_from`] are a plain allocation or
 //! free and a plain store, and nothing survives the process ([`PoolFile::DURABLE`] is
@@ -18,8 +19,9 @@ use std::ptr::NonNull;
 use super::blocks::{BlockTable, Known};
 use super::{PHeap, PersistStats, PoolFile};
 
-/// Alignment of every block (as `malloc`'s).
-const ALIGN: usize = 16;
+/// Alignment of every block: a cache line, as alloclab-pmem's and PMDK's blocks here (the
+/// engines check that links are multiples of 64).
+const ALIGN: usize = 64;
 /// Alignment of the root (a cache line, as the contract asks).
 const ROOT_ALIGN: usize = 64;
 
@@ -90,6 +92,7 @@ impl PHeap for DramStorage {
     }
 
     fn alloc(&self, size: usize) -> Result<u64, String> {
+        let size = self.usable_size(size);
         let layout = block_layout(size)?;
         // SAFETY: a non-zero size (checked by `block_layout`).
         let p = unsafe { std::alloc::alloc(layout) };
@@ -135,6 +138,11 @@ impl PHeap for DramStorage {
         // SAFETY: as in `alloc_into`.
         unsafe { dest.write(0) };
         Ok(())
+    }
+
+    /// Blocks are whole cache lines: `size` rounded up to 64 bytes (what is allocated).
+    fn usable_size(&self, size: usize) -> usize {
+        size.next_multiple_of(ALIGN)
     }
 
     fn flush(&self, _p: *const u8, _len: usize) {}
@@ -190,7 +198,7 @@ mod tests {
         assert!(root.iter().all(|&b| b == 0));
         let off = heap.alloc(1000).unwrap();
         assert_eq!(heap.offset_of(heap.at(off)), off);
-        assert_eq!(off % 16, 0);
+        assert_eq!(off % 64, 0);
         // SAFETY: a live 1000-byte block.
         unsafe { heap.at(off).write_bytes(0x5A, 1000) };
         let dest = heap.root().cast::<u64>();

@@ -3,8 +3,8 @@
 //!
 //! | `PHeap` call | libpmemobj | crash-atomic? |
 //! |---|---|---|
-//! | [`alloc`](PHeap::alloc) | `pmemobj_alloc` into a `PMEMoid` in DRAM | the allocation is; the caller's link is its own (a crash before it leaks the block, as in N-Store) |
-//! | [`dealloc`](PHeap::dealloc) | `pmemobj_free` of a DRAM copy of the `PMEMoid` | yes |
+//! | [`alloc`](PHeap::alloc) | `pmemobj_reserve` + `pmemobj_publish` (what `pmemobj_alloc` into a DRAM `PMEMoid` does) | the allocation is; the caller's link is its own (a crash before it leaks the block, as in N-Store) |
+//! | [`dealloc`](PHeap::dealloc) | `pmemobj_free` of a DRAM `PMEMoid` | yes |
 //! | [`alloc_into`](PHeap::alloc_into) | `pmemobj_reserve` + `pmemobj_set_value(dest, off)` + `pmemobj_publish` of both | yes: one redo log |
 //! | [`free_from`](PHeap::free_from) | `pmemobj_defer_free` + `pmemobj_set_value(dest, 0)` + `pmemobj_publish` of both | yes: one redo log |
 //! | [`flush`](PHeap::flush) / [`fence`](PHeap::fence) | `pmemobj_flush` / `pmemobj_drain` | — |
@@ -21,6 +21,15 @@
 //! crash the word and the block agree. The pool UUID is implied (every offset is of this
 //! pool). That is the same amount of logging `pmemobj_alloc` does for an in-pool `PMEMoid`
 //! (one redo log with the metadata change and the destination), so the comparison is fair.
+//!
+//! **Cache-line-aligned blocks.** PMDK's objects follow a 16-byte header, so they are only
+//! 16-byte aligned; alloclab-pmem's blocks, and what the engines expect of a block offset,
+//! are 64-byte aligned. Each block is therefore the first 64-byte boundary at least 8 bytes
+//! into a PMDK object 64 bytes larger than the size asked rounded up to whole cache lines
+//! (the block's [`usable_size`](PHeap::usable_size)), and the object's offset is kept in the 8
+//! bytes before the block (written and flushed before the publish, which drains before it
+//! commits), where `dealloc` and `free_from` find it. PMDK pays for this with 64 bytes per
+//! block and one cache-line flush per allocation, no extra fence.
 //!
 //! PMDK flushes through libpmem, with cache-line instructions only when the pool counts as
 //! persistent memory (on `/dev/shm`: `PMEM_IS_PMEM_FORCE=1`, which the `storage` worker
@@ -48,6 +57,9 @@ pub const STORAGE_LAYOUT: &CStr = c"alloclab-storage";
 const TYPE_NUM: u64 = 2;
 /// PMDK's objects are 16-byte aligned (compact headers).
 const OBJECT_ALIGN: u64 = 16;
+/// The heap's blocks are cache-line aligned, as alloclab-pmem's (the engines check that
+/// links are multiples of 64).
+const BLOCK_ALIGN: u64 = 64;
 /// The root is cache-line aligned: PMDK's root object is asked for this much more and the
 /// heap's root starts at the first 64-byte boundary inside it.
 const ROOT_ALIGN: usize = 64;
@@ -156,14 +168,23 @@ impl PmdkStorage {
         Ok(())
     }
 
-    /// Checks that `off` may be a block of the pool and marks it freed in the table.
-    fn take_block(&self, off: u64) -> Result<Known, String> {
-        if off == 0 || !off.is_multiple_of(OBJECT_ALIGN) || off >= self.pool_bytes {
-            return Err(format!("pmdk: {off:#x} is not the start of a block"));
+    /// Checks that `off` may be a block of the pool, marks it freed in the table and
+    /// returns PMDK's object offset behind it (read from its back-pointer).
+    fn take_block(&self, off: u64) -> Result<(Known, u64), String> {
+        let refuse = || format!("pmdk: {off:#x} is not the start of a block");
+        if off < BLOCK_ALIGN || !off.is_multiple_of(BLOCK_ALIGN) || off >= self.pool_bytes {
+            return Err(refuse());
         }
-        self.blocks
+        // SAFETY: `off - 8` is an aligned word inside the pool (checked above).
+        let object = unsafe { self.at(off - 8).cast::<u64>().read() };
+        if object >= off || off - object > BLOCK_ALIGN || !object.is_multiple_of(OBJECT_ALIGN) {
+            return Err(refuse());
+        }
+        let known = self
+            .blocks
             .take_adopting(off)
-            .map_err(|e| format!("pmdk: {e}"))
+            .map_err(|e| format!("pmdk: {e}"))?;
+        Ok((known, object))
     }
 
     fn restore_block(&self, off: u64, known: Known) {
@@ -171,6 +192,52 @@ impl PmdkStorage {
             Known::Live(size) => self.blocks.restore(off, size),
             Known::Unknown => self.blocks.forget(off),
         }
+    }
+
+    /// Reserves a block of `size` bytes (rounded up to whole cache lines): PMDK's object of
+    /// that plus `BLOCK_ALIGN` bytes, the
+    /// block at the first 64-byte boundary at least 8 bytes into it, and the object's offset
+    /// in the 8 bytes before the block, flushed (the publish that follows drains it before
+    /// its redo log commits). Returns the block's offset.
+    fn reserve(&self, action: &mut PobjAction, size: usize) -> Result<u64, String> {
+        if size == 0 {
+            return Err("pmdk: cannot allocate 0 bytes".to_owned());
+        }
+        let padded = self
+            .usable_size(size)
+            .checked_add(BLOCK_ALIGN as usize)
+            .ok_or_else(|| format!("pmdk: {size} bytes is too large"))?;
+        // SAFETY: an open pool; the action lives in DRAM until published or cancelled.
+        let oid = unsafe { (self.lib.reserve)(self.pool.as_ptr(), action, padded, TYPE_NUM) };
+        if oid.is_null() {
+            return Err(format!(
+                "pmdk: pmemobj_reserve({padded}): {}",
+                self.lib.errormsg()
+            ));
+        }
+        let block = (oid.off + 8).next_multiple_of(BLOCK_ALIGN);
+        let back = self.at(block - 8);
+        // SAFETY: `block - 8 .. block + size` lies inside the reserved object of at least
+        // `size + 64` bytes (`block - oid.off` is 8 to 64), which is ours alone.
+        unsafe {
+            back.cast::<u64>().write(oid.off);
+            (self.lib.flush)(self.pool.as_ptr(), back.cast(), 8);
+        }
+        Ok(block)
+    }
+
+    /// Publishes `actions` (all prepared on this pool); cancels them on failure.
+    fn publish(&self, actions: &mut [PobjAction], what: &str) -> Result<(), String> {
+        let pool = self.pool.as_ptr();
+        // SAFETY: prepared actions of this open pool, published once.
+        if unsafe { (self.lib.publish)(pool, actions.as_mut_ptr(), actions.len()) } == 0 {
+            return Ok(());
+        }
+        let message = format!("pmdk: pmemobj_publish ({what}): {}", self.lib.errormsg());
+        // SAFETY: the actions were prepared and not applied: cancelling returns a reserved
+        // block and drops a deferred free.
+        unsafe { (self.lib.cancel)(pool, actions.as_mut_ptr(), actions.len()) };
+        Err(message)
     }
 }
 
@@ -195,72 +262,32 @@ impl PHeap for PmdkStorage {
     }
 
     fn alloc(&self, size: usize) -> Result<u64, String> {
-        if size == 0 {
-            return Err("pmdk: cannot allocate 0 bytes".to_owned());
-        }
-        let mut oid = PMEMoid::default();
-        // SAFETY: an open pool; `oid` is in DRAM, so PMDK stores into it without logging;
-        // no constructor.
-        let rc = unsafe {
-            (self.lib.alloc)(
-                self.pool.as_ptr(),
-                &mut oid,
-                size,
-                TYPE_NUM,
-                None,
-                std::ptr::null_mut(),
-            )
-        };
-        if rc != 0 || oid.is_null() {
-            return Err(format!(
-                "pmdk: pmemobj_alloc({size}): {}",
-                self.lib.errormsg()
-            ));
-        }
-        self.blocks.insert(oid.off, size as u64);
-        Ok(oid.off)
+        let mut action = [PobjAction::default()];
+        let block = self.reserve(&mut action[0], size)?;
+        self.publish(&mut action, "alloc")?;
+        self.blocks.insert(block, size as u64);
+        Ok(block)
     }
 
     unsafe fn dealloc(&self, off: u64) -> Result<(), String> {
-        self.take_block(off)?;
-        let mut oid = self.oid(off);
-        // SAFETY: `off` is a live block of this pool (the caller's contract; a block freed in
-        // this session was refused above); the DRAM copy is nulled by PMDK.
+        let (_, object) = self.take_block(off)?;
+        let mut oid = self.oid(object);
+        // SAFETY: `object` is the live PMDK object behind the block (the caller's contract;
+        // a block freed in this session was refused above); the DRAM copy is nulled.
         unsafe { (self.lib.free)(&mut oid) };
         Ok(())
     }
 
     unsafe fn alloc_into(&self, dest: *mut u64, size: usize) -> Result<u64, String> {
-        if size == 0 {
-            return Err("pmdk: cannot allocate 0 bytes".to_owned());
-        }
         self.check_dest(dest)?;
         let mut actions = [PobjAction::default(); 2];
-        let pool = self.pool.as_ptr();
-        // SAFETY: an open pool; the action lives in DRAM until published or cancelled.
-        let oid = unsafe { (self.lib.reserve)(pool, &mut actions[0], size, TYPE_NUM) };
-        if oid.is_null() {
-            return Err(format!(
-                "pmdk: pmemobj_reserve({size}): {}",
-                self.lib.errormsg()
-            ));
-        }
+        let block = self.reserve(&mut actions[0], size)?;
         // SAFETY: `dest` is an aligned word of the pool (checked), ours alone (the caller's
-        // contract); PMDK stores `oid.off` there when the actions are published.
-        unsafe { (self.lib.set_value)(pool, &mut actions[1], dest, oid.off) };
-        // SAFETY: two prepared actions of this pool, published once.
-        if unsafe { (self.lib.publish)(pool, actions.as_mut_ptr(), 2) } != 0 {
-            let message = format!(
-                "pmdk: pmemobj_publish (alloc {size}): {}",
-                self.lib.errormsg()
-            );
-            // SAFETY: the two actions were prepared and not applied: cancelling returns
-            // the reserved block.
-            unsafe { (self.lib.cancel)(pool, actions.as_mut_ptr(), 2) };
-            return Err(message);
-        }
-        self.blocks.insert(oid.off, size as u64);
-        Ok(oid.off)
+        // contract); PMDK stores the block's offset there when the actions are published.
+        unsafe { (self.lib.set_value)(self.pool.as_ptr(), &mut actions[1], dest, block) };
+        self.publish(&mut actions, "alloc_into")?;
+        self.blocks.insert(block, size as u64);
+        Ok(block)
     }
 
     unsafe fn free_from(&self, dest: *mut u64) -> Result<(), String> {
@@ -270,24 +297,25 @@ impl PHeap for PmdkStorage {
         if off == 0 {
             return Err("pmdk: free_from a null word".to_owned());
         }
-        let known = self.take_block(off)?;
+        let (known, object) = self.take_block(off)?;
         let mut actions = [PobjAction::default(); 2];
         let pool = self.pool.as_ptr();
-        // SAFETY: `off` names a live block of this pool (the caller's contract, and not
-        // freed in this session: checked); `dest` as above.
-        let rc = unsafe {
-            (self.lib.defer_free)(pool, self.oid(off), &mut actions[0]);
+        // SAFETY: `object` is the live PMDK object behind the block (the caller's contract,
+        // and not freed in this session: checked); `dest` as above.
+        unsafe {
+            (self.lib.defer_free)(pool, self.oid(object), &mut actions[0]);
             (self.lib.set_value)(pool, &mut actions[1], dest, 0);
-            (self.lib.publish)(pool, actions.as_mut_ptr(), 2)
-        };
-        if rc != 0 {
-            let message = format!("pmdk: pmemobj_publish (free): {}", self.lib.errormsg());
-            // SAFETY: the two actions were prepared and not applied.
-            unsafe { (self.lib.cancel)(pool, actions.as_mut_ptr(), 2) };
+        }
+        if let Err(e) = self.publish(&mut actions, "free_from") {
             self.restore_block(off, known);
-            return Err(message);
+            return Err(e);
         }
         Ok(())
+    }
+
+    /// Blocks are whole cache lines: `size` rounded up to 64 bytes (what is reserved).
+    fn usable_size(&self, size: usize) -> usize {
+        size.next_multiple_of(BLOCK_ALIGN as usize)
     }
 
     fn flush(&self, p: *const u8, len: usize) {
