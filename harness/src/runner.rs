@@ -75,6 +75,9 @@ pub struct Plan {
     pub scale: Scale,
     /// Runs per job.
     pub runs: u32,
+    /// Runs per job of the suites named here, instead of `runs` (the `storage` suite runs
+    /// once unless the user asks for more: see `workloads::storage::DEFAULT_RUNS`).
+    pub runs_per_suite: Vec<(&'static str, u32)>,
     /// Seed of every workload's generator.
     pub seed: u64,
 }
@@ -88,6 +91,22 @@ impl Plan {
             Some(given) if workload.requires != Capability::OnChipModel => given.clone(),
             _ => workload.default_thread_counts(machine::logical_cores()),
         }
+    }
+
+    /// How many times each job of `workload` runs.
+    pub fn runs_for(&self, workload: &WorkloadInfo) -> u32 {
+        self.runs_per_suite
+            .iter()
+            .find(|(suite, _)| *suite == workload.suite)
+            .map_or(self.runs, |&(_, runs)| runs)
+    }
+
+    /// Worker runs in the whole plan.
+    pub fn total_runs(&self) -> u64 {
+        self.jobs()
+            .iter()
+            .map(|j| u64::from(self.runs_for(j.workload)))
+            .sum()
     }
 
     /// Every thread count of the plan, over all its workloads, ascending.
@@ -202,8 +221,16 @@ pub fn execute(
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); jobs.len()];
     let mut failures: Vec<Failure> = Vec::new();
     let mut failed = vec![false; jobs.len()];
-    for run in 1..=plan.runs {
+    let most_runs = jobs
+        .iter()
+        .map(|j| plan.runs_for(j.workload))
+        .max()
+        .unwrap_or(plan.runs);
+    for run in 1..=most_runs {
         for (i, (job, collected)) in jobs.iter().zip(&mut samples).enumerate() {
+            if run > plan.runs_for(job.workload) {
+                continue;
+            }
             if failed[i] {
                 on_run(job, run);
                 continue;
@@ -450,6 +477,7 @@ mod tests {
             threads,
             scale: Scale::Tiny,
             runs: 1,
+            runs_per_suite: Vec::new(),
             seed: 1,
         }
     }
@@ -491,6 +519,7 @@ mod tests {
             threads: Some(vec![4, 8]),
             scale: Scale::Tiny,
             runs: 1,
+            runs_per_suite: Vec::new(),
             seed: 1,
         };
         let jobs = plan.jobs();

@@ -88,15 +88,13 @@ pub fn with_engine<H: PHeap, T: EngineTask<H>>(
     name: &str,
     task: T,
 ) -> Option<Result<T::Output, String>> {
-    let _ = &task;
-    // The engines are wired here as their branches merge (`engines::inp::Inp<H>`,
-    // `engines::lsm::Lsm<H>`, `engines::cow::Cow<H>`).
-    Some(match name {
-        "inp" | "lsm" | "cow" => Err(format!(
-            "engine '{name}' is not built in this branch (it comes with the engines' merge)"
-        )),
+    // Keep the match in step with ENGINES (a test checks it).
+    Some(Ok(match name {
+        "inp" => task.run::<engines::inp::Inp<H>>(),
+        "lsm" => task.run::<engines::lsm::Lsm<H>>(),
+        "cow" => task.run::<engines::cow::Cow<H>>(),
         _ => return None,
-    })
+    }))
 }
 
 /// Whether the engine `name` can run: `None` if no engine has that name, `Some(Err(reason))`
@@ -464,5 +462,34 @@ pub trait Engine<H: PHeap>: Sized + Send {
     /// The engine's structures are corrupt.
     fn blocks(&self) -> Result<Option<Vec<u64>>, String> {
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::peers::{ALLOCATORS, Capability};
+
+    #[test]
+    fn every_engine_and_every_persistent_heap_dispatches_by_name() {
+        for engine in ENGINES {
+            assert_eq!(engine_availability(engine), Some(Ok(())), "{engine}");
+        }
+        assert_eq!(engine_availability("btree"), None);
+        struct Name;
+        impl StorageHeapTask for Name {
+            type Output = &'static str;
+            fn run<H: PoolFile>(self) -> &'static str {
+                H::NAME
+            }
+        }
+        for a in ALLOCATORS {
+            let name = with_storage_heap(a.name, Name);
+            if a.fits(Capability::PersistentHeap) {
+                assert_eq!(name, Some(a.name));
+            } else {
+                assert_eq!(name, None, "{}", a.name);
+            }
+        }
     }
 }

@@ -112,6 +112,11 @@ impl<'a> Storage<'a> {
             .collect()
     }
 
+    /// The most runs any record of the suite summarises.
+    fn runs(&self) -> u32 {
+        self.records.iter().map(|(_, r)| r.runs).max().unwrap_or(0)
+    }
+
     fn threads(&self) -> Vec<usize> {
         let mut t: Vec<usize> = self.records.iter().map(|(_, r)| r.threads).collect();
         t.sort_unstable();
@@ -373,14 +378,15 @@ pub fn markdown(out: &mut String, results: &ResultsFile) {
          operations run, shared out among the threads (each its own partition over the one \
          heap); Zipfian keys (YCSB's scrambled generator, θ = 0.99) unless marked uniform. \
          Pools in `/dev/shm` with `PMEM_IS_PMEM_FORCE=1` (real cache-line flushes and fences, \
-         no media latency). Figures are medians over the runs; “× pmdk” divides by PMDK's \
+         no media latency). Figures are medians over {runs} run(s); “× pmdk” divides by PMDK's \
          median for the same engine, mix and threads. Latency includes one clock read. The \
          split is the engines' own timing of index / crash consistency / memory management / \
          modification, as % of their sum. Flushes and fences per operation: the engine's own \
          (`eng`), and for heaps that count them, every cache line the medium flushed \
          (`lines`, the engine's and the allocator's).",
         view.engines().join(", "),
-        heaps.join(", ")
+        heaps.join(", "),
+        runs = view.runs(),
     );
 
     out.push_str("\n### storage: must reach\n\n");
@@ -509,8 +515,9 @@ pub fn terminal_text(results: &ResultsFile) -> String {
     let params = &results.header.parameters;
     let _ = writeln!(
         out,
-        "\nstorage: scale {}, {} run(s); ops/s (median), alloclab-pmem ÷ pmdk",
-        params.scale, params.runs
+        "\nstorage: scale {}, {} run(s); ops/s (median), alloclab-pmem ÷ pmdk, mm% with alloclab-pmem",
+        params.scale,
+        view.runs()
     );
     let _ = write!(out, "{:<16} {:<5} {:>3}", "mix", "eng", "thr");
     for h in &heaps {
@@ -542,6 +549,22 @@ pub fn terminal_text(results: &ResultsFile) -> String {
     }
     for check in must_reach(results) {
         let _ = writeln!(out, "{} {}", check.verdict.mark(), check.line);
+    }
+    let clock: Vec<f64> = view
+        .records
+        .iter()
+        .filter(|(_, r)| r.metric == crate::report::CLOCK_READ_METRIC)
+        .flat_map(|(_, r)| [r.min, r.max])
+        .filter(|v| v.is_finite())
+        .collect();
+    if !clock.is_empty() {
+        let lo = clock.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = clock.iter().copied().fold(0.0, f64::max);
+        let _ = writeln!(
+            out,
+            "storage times each operation: every latency includes about one clock read \
+             ({lo:.1}-{hi:.1} ns in its workers), not subtracted"
+        );
     }
     out
 }
