@@ -55,7 +55,8 @@ pub(crate) unsafe fn read_word<H: PHeap>(heap: &H, off: u64, i: usize) -> u64 {
     unsafe { heap.at(off).cast::<u64>().add(i).read() }
 }
 
-/// Writes word `i` of the block at `off`.
+/// Writes word `i` of the block at `off`, volatile: the compiler keeps the program order
+/// of these stores, which the log relies on within a cache line (see [`log`]).
 ///
 /// # Safety
 ///
@@ -63,7 +64,7 @@ pub(crate) unsafe fn read_word<H: PHeap>(heap: &H, off: u64, i: usize) -> u64 {
 #[inline]
 pub(crate) unsafe fn write_word<H: PHeap>(heap: &H, off: u64, i: usize, value: u64) {
     // SAFETY: the caller's contract.
-    unsafe { heap.at(off).cast::<u64>().add(i).write(value) }
+    unsafe { heap.at(off).cast::<u64>().add(i).write_volatile(value) }
 }
 
 /// The value length of the tuple at `off`.
