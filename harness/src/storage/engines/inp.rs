@@ -248,7 +248,12 @@ impl<H: PHeap> Engine<H> for Inp<H> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::engines::tests::{SimHeap, engine_contract};
+    use crate::storage::engines::tests::{SimHeap, engine_contract, out_of_space_rolls_back};
+
+    #[test]
+    fn inp_rolls_back_an_insert_that_runs_out_of_space() {
+        out_of_space_rolls_back::<Inp<SimHeap>>(true);
+    }
 
     #[test]
     fn inp_matches_a_btreemap_through_splits_deletes_errors_and_reopen() {

@@ -33,6 +33,9 @@
 //! and flushed with the root words' log records, one fence, one to commit, one after the
 //! frees of the memtable's nodes and the merged runs (blocks the heap may hand out again).
 //!
+//! A flush that fails (the heap out of space) rolls back and leaves the memtable to grow;
+//! the next commit tries again.
+//!
 //! # Recovery
 //!
 //! The log rolls the open transaction back (memtable words, root words) or the last commit
@@ -594,7 +597,9 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
         }
         self.log.frees_done(heap, &mut self.split, false);
         if self.mem_len >= MEMTABLE {
-            self.flush()?;
+            // The operations are committed whatever happens here: a flush that fails (out
+            // of space) rolls itself back and is tried again at the next commit.
+            let _ = self.flush();
         }
         Ok(())
     }
@@ -630,7 +635,13 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::engines::tests::{SimHeap, engine_contract};
+    use crate::storage::engines::tests::{SimHeap, engine_contract, out_of_space_rolls_back};
+
+    #[test]
+    fn lsm_rolls_back_an_insert_or_flush_that_runs_out_of_space() {
+        // LSM deletes write tombstones; space comes back at merges.
+        out_of_space_rolls_back::<Lsm<SimHeap, 16>>(false);
+    }
 
     #[test]
     fn lsm_matches_a_btreemap_through_flushes_merges_errors_and_reopen() {

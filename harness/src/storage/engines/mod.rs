@@ -228,6 +228,57 @@ pub(crate) mod tests {
         }
     }
 
+    /// Out of space: the failing operation rolls back, nothing committed is lost, nothing
+    /// leaks, deletes still work (and, where `delete_frees`, make room for inserts again),
+    /// and the durable image recovers.
+    pub(crate) fn out_of_space_rolls_back<E: Engine<SimHeap>>(delete_frees: bool) {
+        let heap = Arc::new(SimHeap::create_on(SimMedium::new(1 << 20), 64).unwrap());
+        let mut engine = E::create(Arc::clone(&heap), PHeap::root(&*heap)).unwrap();
+        let mut model = BTreeMap::new();
+        let mut failed = None;
+        for k in 0..10_000u64 {
+            let value = vec![(k % 251) as u8; 1000];
+            match engine.insert(k, &value).and_then(|_| engine.commit()) {
+                Ok(()) => {
+                    model.insert(k, value);
+                }
+                Err(e) => {
+                    failed = Some((k, e));
+                    break;
+                }
+            }
+        }
+        let (k, e) = failed.expect("a 1 MiB heap fills up");
+        assert!(e.contains("alloclab-pmem"), "{e}");
+        let mut out = Vec::new();
+        assert!(!engine.read(k, &mut out).unwrap() || model.contains_key(&k));
+        check_all(&mut engine, &model);
+        let blocks = engine.blocks().unwrap().unwrap();
+        assert_eq!(
+            heap.stats().live_blocks,
+            blocks.len() as u64,
+            "the failure leaked"
+        );
+        // Deletes go on.
+        for k in 0..20u64 {
+            assert!(engine.delete(k).unwrap());
+            engine.commit().unwrap();
+            model.remove(&k);
+        }
+        if delete_frees {
+            // A value of the size that filled the heap: its class has the freed blocks.
+            assert!(engine.insert(100_000, &[9; 1000]).unwrap());
+            engine.commit().unwrap();
+            model.insert(100_000, vec![9; 1000]);
+        }
+        check_all(&mut engine, &model);
+        drop(engine);
+        let image = heap.medium().durable_image();
+        let heap2 = Arc::new(SimHeap::open_on(SimMedium::from_image(image)).unwrap());
+        let mut engine = E::recover(Arc::clone(&heap2), PHeap::root(&*heap2)).unwrap();
+        check_all(&mut engine, &model);
+    }
+
     /// The engine contract on a simulated heap: random operations against a `BTreeMap`,
     /// blocks exactly accounted, reopen after a clean shutdown, errors that change nothing.
     pub(crate) fn engine_contract<E: Engine<SimHeap>>(ops: usize, keys: u64) {
