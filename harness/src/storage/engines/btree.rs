@@ -262,14 +262,12 @@ impl BTree {
             if leaf {
                 for i in 0..LEAF_CAP {
                     // SAFETY: slot words of the leaf.
-                    let (k, v) = unsafe {
-                        (
-                            read_word(heap, node, KEYS_AT + i),
-                            read_word(heap, node, VALS_AT + i),
-                        )
-                    };
-                    if k == hidden && v != 0 {
-                        return Ok(Some(v));
+                    if unsafe { read_word(heap, node, KEYS_AT + i) } == hidden {
+                        // SAFETY: as above.
+                        let v = unsafe { read_word(heap, node, VALS_AT + i) };
+                        if v != 0 {
+                            return Ok(Some(v));
+                        }
                     }
                 }
                 return Ok(None);

@@ -13,19 +13,21 @@
 //!
 //! # Operations and fences
 //!
-//! * **insert**: search (index); allocate the tuple (logged, `alloc` with no fence: the
-//!   index link is the allocation), write and flush it; stage the leaf's new image (and
-//!   any split: new nodes written whole, changed ones staged); [`TxLog::apply`]: **1 fence**.
+//! * **insert**: search (index); allocate the tuple (`alloc`, no fence: the index link is
+//!   the allocation), write and flush it; stage the leaf slot's key and value and the
+//!   leaf's count (a split writes fresh nodes whole instead and swaps one pointer; see
+//!   [`BTree`]); [`TxLog::apply`]: **1 fence**.
 //! * **update**: search; log the old and new words of the tuple's changed range; apply:
 //!   **1 fence**; the new bytes are stored in place.
-//! * **delete**: search; stage the leaf without the entry (and the unlinking of emptied
-//!   nodes); the tuple and the emptied nodes are freed only after commit (deferred: the log
-//!   lists them raw, which keeps them alive until then); apply: **1 fence**.
+//! * **delete**: search; stage the cleared slot and the count (or unlink an emptied leaf);
+//!   the tuple and any emptied node are freed only after commit (deferred: the log's free
+//!   lines name them raw, which keeps them alive until then); apply: **1 fence**.
 //! * **commit**: one 8-byte store of the log's sequence + flush + **1 fence**, then the
 //!   deferred frees (`dealloc`, no fence).
 //!
 //! So two fences per committed write (`COMMIT_EVERY = 1`); reads take none. A failed
-//! operation (out of space, an update past the value's end) rolls its transaction back.
+//! operation (out of space, a full log) rolls its transaction back; an update past the
+//! value's end is refused before anything is written.
 //!
 //! # Recovery
 //!
@@ -246,7 +248,12 @@ impl<H: PHeap> Engine<H> for Inp<H> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::engines::tests::{SimHeap, engine_contract};
+    use crate::storage::engines::tests::{SimHeap, engine_contract, out_of_space_rolls_back};
+
+    #[test]
+    fn inp_rolls_back_an_insert_that_runs_out_of_space() {
+        out_of_space_rolls_back::<Inp<SimHeap>>(true);
+    }
 
     #[test]
     fn inp_matches_a_btreemap_through_splits_deletes_errors_and_reopen() {

@@ -71,8 +71,8 @@
 //! dropped (undo relinked the blocks). Then [`finish_recovery`](TxLog::finish_recovery)
 //! clears the free lines, the links and the first record (fence), and moves to `seq + 1`
 //! (fence), so that undone records can never be redone. Recovery allocates nothing, so
-//! partitions sharing a heap may recover one after the other and no block a later one gives
-//! back can have been handed out again. Recovery is idempotent: a crash during it is
+//! partitions sharing a heap may recover one after the other (all of them before any runs
+//! an operation) and no block a later one gives back can have been handed out again. Recovery is idempotent: a crash during it is
 //! recovered the same way.
 //!
 //! A heap that persists its allocation state (PMDK) must refuse a double free as the
@@ -648,21 +648,21 @@ impl TxLog {
         }
     }
 
-    /// Writes one free or alloc line: the open transaction's tag, `second`, `entries`
-    /// (zero-padded).
+    /// Writes one free or alloc line: `second`, `entries` (zero-padded), and the open
+    /// transaction's tag **last**: a line keeps its stores in program order through a crash
+    /// (x86; the simulator keeps whole lines), so a line that carries the tag carries its
+    /// entries, never an older transaction's.
     fn write_line<H: PHeap>(&self, heap: &H, at: usize, second: u64, entries: &[u64]) {
-        // SAFETY: a free or alloc line of the log block.
+        let line = heap.at(self.off).cast::<u64>().wrapping_add(at);
+        // SAFETY: a free or alloc line of the log block; volatile stores so that the
+        // compiler keeps their order (the tag last).
         unsafe {
-            write_word(heap, self.off, at, hide(self.seq));
-            write_word(heap, self.off, at + 1, second);
+            line.add(1).write_volatile(second);
             for i in 0..FREE_PER_LINE {
-                write_word(
-                    heap,
-                    self.off,
-                    at + 2 + i,
-                    entries.get(i).copied().unwrap_or(0),
-                );
+                line.add(2 + i)
+                    .write_volatile(entries.get(i).copied().unwrap_or(0));
             }
+            line.write_volatile(hide(self.seq));
         }
     }
 

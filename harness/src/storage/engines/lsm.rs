@@ -2,9 +2,10 @@
 //! (a [`BTree`] from keys to tuple offsets or tombstones) whose changes go through a
 //! write-ahead log ([`TxLog`]: undo and redo images of every memtable word it changes,
 //! replayed at recovery), flushed when it holds `MEMTABLE` entries into an immutable sorted
-//! array (a *run*) with a bloom filter; runs are merged (all together, when there are
-//! [`MAX_RUNS`] and another flush comes) into one, which drops tombstones and the tuples
-//! newer versions superseded. Updates are out of place: a new tuple with the column
+//! array (a *run*) with a bloom filter. A flush also merges the newest runs while the next
+//! older one is no larger than what it merges (a binary counter of run sizes, at most
+//! [`MAX_RUNS`] runs): a merge drops the tuples that newer versions superseded, and
+//! tombstones once it includes the oldest run. Updates are out of place: a new tuple with the column
 //! patched; the old one is freed at commit if only the memtable named it, or at the merge
 //! that drops it.
 //!
@@ -33,6 +34,9 @@
 //! and flushed with the root words' log records, one fence, one to commit, one after the
 //! frees of the memtable's nodes and the merged runs (blocks the heap may hand out again).
 //!
+//! A flush that fails (the heap out of space) rolls back and leaves the memtable to grow;
+//! the next commit tries again.
+//!
 //! # Recovery
 //!
 //! The log rolls the open transaction back (memtable words, root words) or the last commit
@@ -56,8 +60,21 @@ const W_MAGIC: usize = 0;
 const W_MEM: usize = 1;
 const W_LOG: usize = 2;
 const W_RUNS: usize = 3;
-/// Runs kept before a flush merges them all.
-pub const MAX_RUNS: usize = 4;
+/// Runs at most (the partition root's words 3..=7).
+pub const MAX_RUNS: usize = 5;
+
+/// How many of the newest `runs` a flush of `memtable` entries merges: while the next
+/// older run is no larger than what is merged so far (a binary counter: sizes double from
+/// run to run, so each entry is merged about log2(entries / memtable) times), and as many
+/// more as keep the runs at most [`MAX_RUNS`].
+fn merge_count(memtable: usize, runs: &[Run]) -> usize {
+    let (mut size, mut m) = (memtable, 0);
+    while m < runs.len() && (runs[m].n <= size || runs.len() - m >= MAX_RUNS) {
+        size += runs[m].n;
+        m += 1;
+    }
+    m
+}
 /// The value of a deleted key (odd: never a block offset).
 pub const TOMBSTONE: u64 = 1;
 const BLOOM_BITS_PER_KEY: usize = 10;
@@ -259,43 +276,38 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
         let heap = &*heap;
         let memtable = self.split.time(Phase::Index, || self.mem.entries(heap))?;
         let nodes = self.mem.nodes(heap)?;
-        let merge = self.runs.len() >= MAX_RUNS;
+        let merged = merge_count(memtable.len(), &self.runs);
         let mut dropped = Vec::new();
         let entries = self.split.time(Phase::Index, || {
-            if !merge {
-                let keep_tombstones = !self.runs.is_empty();
-                memtable
-                    .iter()
-                    .copied()
-                    .filter(|&(_, v)| keep_tombstones || v != TOMBSTONE)
-                    .collect::<Vec<_>>()
-            } else {
-                // Newest first: the memtable, then the runs; the first version of a key
-                // wins, older ones are dropped (their tuples freed after commit).
-                let mut all: Vec<(u64, usize, u64)> =
-                    memtable.iter().map(|&(k, v)| (k, 0, v)).collect();
-                for (age, run) in self.runs.iter().enumerate() {
-                    all.extend(run.entries(heap).into_iter().map(|(k, v)| (k, age + 1, v)));
-                }
-                all.sort_unstable_by_key(|&(k, age, _)| (k, age));
-                let mut out = Vec::with_capacity(all.len());
-                let mut last = None;
-                for (k, _, v) in all {
-                    if last == Some(k) {
-                        if v != TOMBSTONE {
-                            dropped.push(v);
-                        }
-                        continue;
-                    }
-                    last = Some(k);
-                    if v != TOMBSTONE {
-                        out.push((k, v));
-                    }
-                }
-                out
+            // Newest first: the memtable, then the merged runs; the first version of a key
+            // wins, older ones are dropped (their tuples freed after commit). Tombstones
+            // stay unless no older run is left for them to mask.
+            let keep_tombstones = merged < self.runs.len();
+            let mut all: Vec<(u64, usize, u64)> =
+                memtable.iter().map(|&(k, v)| (k, 0, v)).collect();
+            for (age, run) in self.runs[..merged].iter().enumerate() {
+                all.extend(run.entries(heap).into_iter().map(|(k, v)| (k, age + 1, v)));
             }
+            if merged > 0 {
+                all.sort_unstable_by_key(|&(k, age, _)| (k, age));
+            }
+            let mut out = Vec::with_capacity(all.len());
+            let mut last = None;
+            for (k, _, v) in all {
+                if last == Some(k) {
+                    if v != TOMBSTONE {
+                        dropped.push(v);
+                    }
+                    continue;
+                }
+                last = Some(k);
+                if keep_tombstones || v != TOMBSTONE {
+                    out.push((k, v));
+                }
+            }
+            out
         });
-        let r = self.write_flush(&entries, merge);
+        let r = self.write_flush(&entries, merged);
         let new_runs = match r {
             Ok(runs) => runs,
             Err(e) => {
@@ -333,7 +345,7 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
     }
 
     /// Writes the new run (if any) and stages the root words; returns the new run list.
-    fn write_flush(&mut self, entries: &[(u64, u64)], merge: bool) -> Result<Vec<Run>, String> {
+    fn write_flush(&mut self, entries: &[(u64, u64)], merged: usize) -> Result<Vec<Run>, String> {
         let heap = Arc::clone(&self.heap);
         let heap = &*heap;
         let mut runs = Vec::new();
@@ -371,16 +383,13 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
                 bloom_words: bw,
             });
         }
-        if !merge {
-            for r in &self.runs {
-                self.log.defer_free(FreeKind::Keep, r.off)?;
-            }
-            runs.extend(self.runs.iter().copied());
-        } else {
-            for r in &self.runs {
-                self.log.defer_free(FreeKind::Run, r.off)?;
-            }
+        for r in &self.runs[..merged] {
+            self.log.defer_free(FreeKind::Run, r.off)?;
         }
+        for r in &self.runs[merged..] {
+            self.log.defer_free(FreeKind::Keep, r.off)?;
+        }
+        runs.extend(self.runs[merged..].iter().copied());
         let mem_root = self.mem.root(heap);
         if mem_root != 0 {
             self.log.defer_free(FreeKind::Tree, mem_root)?;
@@ -594,7 +603,9 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
         }
         self.log.frees_done(heap, &mut self.split, false);
         if self.mem_len >= MEMTABLE {
-            self.flush()?;
+            // The operations are committed whatever happens here: a flush that fails (out
+            // of space) rolls itself back and is tried again at the next commit.
+            let _ = self.flush();
         }
         Ok(())
     }
@@ -630,7 +641,13 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::engines::tests::{SimHeap, engine_contract};
+    use crate::storage::engines::tests::{SimHeap, engine_contract, out_of_space_rolls_back};
+
+    #[test]
+    fn lsm_rolls_back_an_insert_or_flush_that_runs_out_of_space() {
+        // LSM deletes write tombstones; space comes back at merges.
+        out_of_space_rolls_back::<Lsm<SimHeap, 16>>(false);
+    }
 
     #[test]
     fn lsm_matches_a_btreemap_through_flushes_merges_errors_and_reopen() {
@@ -647,14 +664,16 @@ mod tests {
         let heap =
             Arc::new(SimHeap::create_on(alloclab_pmem::SimMedium::new(8 << 20), 64).unwrap());
         let mut e: Lsm<SimHeap, 4> = Lsm::create(Arc::clone(&heap), PHeap::root(&*heap)).unwrap();
-        let mut max_runs = 0;
+        let mut largest = 0;
         for k in 0..40u64 {
             e.insert(k, &[k as u8; 20]).unwrap();
             e.commit().unwrap();
-            max_runs = max_runs.max(e.runs.len());
+            assert!(e.runs.len() <= MAX_RUNS);
+            largest = largest.max(e.runs.iter().map(|r| r.n).max().unwrap_or(0));
         }
-        assert_eq!(max_runs, MAX_RUNS);
-        assert!(e.runs.len() < MAX_RUNS, "a merge happened");
+        // Ten flushes of four: runs of 32 and 8 entries, as a binary counter of ten.
+        assert_eq!(e.runs.iter().map(|r| r.n).collect::<Vec<_>>(), [8, 32]);
+        assert_eq!(largest, 32, "merges happened");
         for k in 0..40u64 {
             assert!(e.delete(k).unwrap());
             e.commit().unwrap();

@@ -56,7 +56,8 @@ pub(crate) unsafe fn read_word<H: PHeap>(heap: &H, off: u64, i: usize) -> u64 {
     unsafe { heap.at(off).cast::<u64>().add(i).read() }
 }
 
-/// Writes word `i` of the block at `off`.
+/// Writes word `i` of the block at `off`, volatile: the compiler keeps the program order
+/// of these stores, which the log relies on within a cache line (see [`log`]).
 ///
 /// # Safety
 ///
@@ -64,7 +65,7 @@ pub(crate) unsafe fn read_word<H: PHeap>(heap: &H, off: u64, i: usize) -> u64 {
 #[inline]
 pub(crate) unsafe fn write_word<H: PHeap>(heap: &H, off: u64, i: usize, value: u64) {
     // SAFETY: the caller's contract.
-    unsafe { heap.at(off).cast::<u64>().add(i).write(value) }
+    unsafe { heap.at(off).cast::<u64>().add(i).write_volatile(value) }
 }
 
 /// The value length of the tuple at `off`.
@@ -226,6 +227,57 @@ pub(crate) mod tests {
             assert!(engine.read(*k, &mut out).unwrap(), "key {k:#x} missing");
             assert_eq!(&out, v, "key {k:#x}");
         }
+    }
+
+    /// Out of space: the failing operation rolls back, nothing committed is lost, nothing
+    /// leaks, deletes still work (and, where `delete_frees`, make room for inserts again),
+    /// and the durable image recovers.
+    pub(crate) fn out_of_space_rolls_back<E: Engine<SimHeap>>(delete_frees: bool) {
+        let heap = Arc::new(SimHeap::create_on(SimMedium::new(1 << 20), 64).unwrap());
+        let mut engine = E::create(Arc::clone(&heap), PHeap::root(&*heap)).unwrap();
+        let mut model = BTreeMap::new();
+        let mut failed = None;
+        for k in 0..10_000u64 {
+            let value = vec![(k % 251) as u8; 1000];
+            match engine.insert(k, &value).and_then(|_| engine.commit()) {
+                Ok(()) => {
+                    model.insert(k, value);
+                }
+                Err(e) => {
+                    failed = Some((k, e));
+                    break;
+                }
+            }
+        }
+        let (k, e) = failed.expect("a 1 MiB heap fills up");
+        assert!(e.contains("alloclab-pmem"), "{e}");
+        let mut out = Vec::new();
+        assert!(!engine.read(k, &mut out).unwrap() || model.contains_key(&k));
+        check_all(&mut engine, &model);
+        let blocks = engine.blocks().unwrap().unwrap();
+        assert_eq!(
+            heap.stats().live_blocks,
+            blocks.len() as u64,
+            "the failure leaked"
+        );
+        // Deletes go on.
+        for k in 0..20u64 {
+            assert!(engine.delete(k).unwrap());
+            engine.commit().unwrap();
+            model.remove(&k);
+        }
+        if delete_frees {
+            // A value of the size that filled the heap: its class has the freed blocks.
+            assert!(engine.insert(100_000, &[9; 1000]).unwrap());
+            engine.commit().unwrap();
+            model.insert(100_000, vec![9; 1000]);
+        }
+        check_all(&mut engine, &model);
+        drop(engine);
+        let image = heap.medium().durable_image();
+        let heap2 = Arc::new(SimHeap::open_on(SimMedium::from_image(image)).unwrap());
+        let mut engine = E::recover(Arc::clone(&heap2), PHeap::root(&*heap2)).unwrap();
+        check_all(&mut engine, &model);
     }
 
     /// The engine contract on a simulated heap: random operations against a `BTreeMap`,
