@@ -396,6 +396,42 @@ unsafe fn write_tuple(p: *mut u8, len: usize, fill: impl FnOnce(*mut u8)) {
     }
 }
 
+/// What an operation will do at the key it searches, for the blocks it needs.
+#[derive(Clone, Copy)]
+enum Intent {
+    Read,
+    /// Insert if the key is absent.
+    Insert,
+    /// Update or delete if the key is present.
+    Change,
+}
+
+/// Nodes of `path` not yet in the dirty directory (the copies a change needs).
+fn clean_steps(path: &[Step], dirty: &OffsetSet) -> usize {
+    path.iter().filter(|s| !dirty.contains(&s.node)).count()
+}
+
+/// Node blocks an insert along `path` needs: copies of its clean nodes, one per full node
+/// from the leaf up, one more for a new root (or a first leaf).
+fn blocks_for_insert<H: PHeap>(heap: &H, path: &[Step], dirty: &OffsetSet) -> usize {
+    if path.is_empty() {
+        return 1;
+    }
+    let mut splits = 0;
+    for (i, s) in path.iter().enumerate().rev() {
+        // SAFETY: a node of the tree, just visited by `descend`.
+        let node = unsafe { Node::from_raw(heap.at(s.node)) };
+        if node.count() < FANOUT {
+            break;
+        }
+        splits += 1;
+        if i == 0 {
+            splits += 1;
+        }
+    }
+    splits + clean_steps(path, dirty)
+}
+
 /// What [`Cow::walk`] found: the entries in key order and every block the tree reaches.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Walk {
@@ -579,17 +615,9 @@ impl<H: PHeap> Cow<H> {
         })
     }
 
-    /// Nodes of `path` not yet in the dirty directory.
-    fn clean_steps(&self) -> usize {
-        self.path
-            .iter()
-            .filter(|s| !self.dirty_nodes.contains(&s.node))
-            .count()
-    }
-
     /// Copies the clean nodes of `path` into fresh blocks, top-down, relinking each copy in
     /// its (already dirty) parent or as the root, and retires the originals. Uses
-    /// `clean_steps()` blocks of `fresh`.
+    /// one block of `fresh` per clean node.
     fn copy_path(&mut self) {
         let heap = &*self.heap;
         let (path, fresh, dirty, retired) = (
@@ -688,44 +716,25 @@ impl<H: PHeap> Cow<H> {
         });
     }
 
-    /// Node blocks an insert along `path` needs: copies of its clean nodes, one per full
-    /// node from the leaf up, one more for a new root (or a first leaf).
-    fn blocks_for_insert(&mut self) -> usize {
-        if self.path.is_empty() {
-            return 1;
-        }
+    /// Fills `path` for `key`: the offset of its tuple if the tree holds it, and the node
+    /// blocks the operation `intent` needs there.
+    fn search(&mut self, key: u64, intent: Intent) -> Result<(Option<u64>, usize), String> {
         let heap = &*self.heap;
-        let (path, dirty) = (&self.path, &self.dirty_nodes);
+        let (root, path, dirty) = (self.root, &mut self.path, &self.dirty_nodes);
         self.split.time(Phase::Index, || {
-            let mut splits = 0;
-            for (i, s) in path.iter().enumerate().rev() {
+            let tuple = if descend(heap, root, key, path)? {
+                let leaf = *path.last().expect("a found key has a path");
                 // SAFETY: a node of the tree, just visited by `descend`.
-                let node = unsafe { Node::from_raw(heap.at(s.node)) };
-                if node.count() < FANOUT {
-                    break;
-                }
-                splits += 1;
-                if i == 0 {
-                    splits += 1;
-                }
-            }
-            splits + path.iter().filter(|s| !dirty.contains(&s.node)).count()
-        })
-    }
-
-    /// Fills `path` for `key`; the offset of its tuple if the tree holds it.
-    fn search(&mut self, key: u64) -> Result<Option<u64>, String> {
-        let heap = &*self.heap;
-        let (root, path) = (self.root, &mut self.path);
-        self.split.time(Phase::Index, || {
-            if !descend(heap, root, key, path)? {
-                return Ok(None);
-            }
-            let leaf = *path.last().expect("a found key has a path");
-            // SAFETY: a node of the tree, just visited by `descend`.
-            Ok(Some(
-                unsafe { Node::from_raw(heap.at(leaf.node)) }.ptr(leaf.idx),
-            ))
+                Some(unsafe { Node::from_raw(heap.at(leaf.node)) }.ptr(leaf.idx))
+            } else {
+                None
+            };
+            let nodes = match (intent, tuple) {
+                (Intent::Insert, None) => blocks_for_insert(heap, path, dirty),
+                (Intent::Change, Some(_)) => clean_steps(path, dirty),
+                _ => 0,
+            };
+            Ok((tuple, nodes))
         })
     }
 }
@@ -786,7 +795,7 @@ impl<H: PHeap> Engine<H> for Cow<H> {
     }
 
     fn read(&mut self, key: u64, out: &mut Vec<u8>) -> Result<bool, String> {
-        let Some(t) = self.search(key)? else {
+        let (Some(t), _) = self.search(key, Intent::Read)? else {
             return Ok(false);
         };
         let p = self.heap.at(t);
@@ -806,10 +815,9 @@ impl<H: PHeap> Engine<H> for Cow<H> {
                 value.len()
             ));
         }
-        if self.search(key)?.is_some() {
+        let (None, nodes) = self.search(key, Intent::Insert)? else {
             return Ok(false);
-        }
-        let nodes = self.blocks_for_insert();
+        };
         let tuple = self.alloc_blocks(nodes, Some(tuple_bytes(value.len())))?;
         let p = self.heap.at(tuple);
         self.split.time(Phase::Mod, || {
@@ -828,7 +836,7 @@ impl<H: PHeap> Engine<H> for Cow<H> {
     }
 
     fn update(&mut self, key: u64, at: usize, bytes: &[u8]) -> Result<bool, String> {
-        let Some(old) = self.search(key)? else {
+        let (Some(old), nodes) = self.search(key, Intent::Change)? else {
             return Ok(false);
         };
         let src = self.heap.at(old);
@@ -851,7 +859,6 @@ impl<H: PHeap> Engine<H> for Cow<H> {
             });
             return Ok(true);
         }
-        let nodes = self.clean_steps();
         let new = self.alloc_blocks(nodes, Some(tuple_bytes(len)))?;
         let dst = self.heap.at(new);
         self.split.time(Phase::Mod, || {
@@ -877,10 +884,9 @@ impl<H: PHeap> Engine<H> for Cow<H> {
     }
 
     fn delete(&mut self, key: u64) -> Result<bool, String> {
-        let Some(tuple) = self.search(key)? else {
+        let (Some(tuple), nodes) = self.search(key, Intent::Change)? else {
             return Ok(false);
         };
-        let nodes = self.clean_steps();
         self.alloc_blocks(nodes, None)?;
         self.copy_path();
         if self.dirty_tuples.remove(&tuple) {
