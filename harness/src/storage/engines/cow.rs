@@ -6,7 +6,7 @@
 //! ```text
 //!  partition root (ROOT_BYTES = 64)         node (NODE_BYTES = 512, one heap block)
 //!  ┌────────────┬──────────┬──────┐        ┌────────┬────────────────┬────────────────┬───┐
-//!  │ MAGIC      │ master   │ 0 …  │        │ header │ keys[0..31]    │ ptrs[0..31]    │ 0 │
+//!  │ MAGIC      │ master   │ 0 …  │        │ header │ ptrs[0..31]    │ keys[0..31]    │ 0 │
 //!  │ word 0     │ word 1   │ 2..8 │        │ word 0 │ words 1..=31   │ words 32..=62  │63 │
 //!  └────────────┴────┬─────┴──────┘        └────────┴────────────────┴────────────────┴───┘
 //!                    │ offset of the current directory's root node (0: empty partition)
@@ -31,12 +31,15 @@
 //! a block offset only for keys above `u64::MAX - pool size` (never YCSB's); such a key
 //! keeps one block allocated until it is deleted: a leak, never a corruption. Values are
 //! the caller's bytes: a value whose aligned words equal block offsets leaks the same way.
-//! Unused words of nodes and the pad of tuples are zero. A tuple asks for whole cache
-//! lines, so with alloclab-pmem (whose size classes are multiples of 64 bytes) the block
-//! is exactly what the engine writes whenever the padded size is a class (YCSB's 1,000-byte
-//! tuple: 1,008 → 1,024 bytes, a class); otherwise the block's tail past the padded size
-//! keeps whatever the heap left there, the one place a stale offset can hide (a leak after
-//! a later recovery, never a corruption).
+//! Unused words of nodes and the pad of tuples are zero, and nodes are written whole.
+//! The one place a stale offset can hide is the tail of a tuple's block past its padded
+//! size, which keeps whatever the heap left there. A tuple asks for whole cache lines, so
+//! with alloclab-pmem (size classes of multiples of 64 bytes) there is no tail when the
+//! padded size is a class (YCSB's 1,000-byte tuple: 1,008 → 1,024 bytes). A tuple that
+//! shares the nodes' 512-byte class (padded to 448 bytes) has a tail of one cache line: a
+//! node's last line holds keys and zeros only, never an offset, which is why a node puts
+//! its pointers before its keys. Other tails hold old tuple bytes, or, once a recovery has
+//! handed a slab to another class, anything: a bounded leak, never a corruption.
 //!
 //! # Operations: the dirty directory
 //!
@@ -104,10 +107,11 @@ const COPY_PHASE: Phase = Phase::Cc;
 
 const NODE_WORDS: usize = NODE_BYTES / 8;
 /// Word index of `keys[0]`.
-const KEYS_AT: usize = 1;
-/// Word index of `ptrs[0]`.
-const PTRS_AT: usize = KEYS_AT + FANOUT;
-const _: () = assert!(PTRS_AT + FANOUT < NODE_WORDS);
+const KEYS_AT: usize = PTRS_AT + FANOUT;
+/// Word index of `ptrs[0]`: the offsets come first, so that a node's last cache line
+/// holds keys and zeros only (see the module documentation on stale words).
+const PTRS_AT: usize = 1;
+const _: () = assert!(KEYS_AT + FANOUT < NODE_WORDS && KEYS_AT + FANOUT > NODE_WORDS - 8);
 
 /// Word 0 of a partition root: "CoW-v1", odd.
 const MAGIC: u64 = 0x0031_762D_576F_4301;
@@ -534,7 +538,7 @@ impl<H: PHeap> Cow<H> {
         walk.blocks.push(off);
         walk.nodes += 1;
         let n = node.count();
-        for w in (KEYS_AT + n..PTRS_AT).chain(PTRS_AT + n..NODE_WORDS) {
+        for w in (PTRS_AT + n..KEYS_AT).chain(KEYS_AT + n..NODE_WORDS) {
             if node.word(w) != 0 {
                 return bad("unused word not zero");
             }
