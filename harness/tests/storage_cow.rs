@@ -4,8 +4,9 @@
 //!   (node splits up to three levels, deletes that empty leaves and shrink the root), with
 //!   the whole tree checked against the model and the heap's live blocks against the blocks
 //!   the tree reaches (old versions freed after each commit), then a clean reopen;
-//! * bad input: updates past a value's end fail and change nothing; `create` and
-//!   `recover` refuse roots that are not what they expect;
+//! * bad input: updates past a value's end, and inserts the heap has no room for, fail and
+//!   change nothing; `create` and `recover` refuse roots that are not what they expect; an
+//!   abandoned batch frees its blocks; two partitions of one heap live on two threads;
 //! * cost: operations never fence, a commit fences twice, a batch copies each node once;
 //! * crash: crash images at every fence of seeded traces (several per fence), each reopened
 //!   and recovered: the tree equals the model at the last commit that returned, or, at the
@@ -568,6 +569,8 @@ struct CrashTally {
     continued: usize,
     /// The tallest tree recovered.
     tallest: usize,
+    /// Images that recovered an empty tree.
+    empty: usize,
 }
 
 /// Runs `batches` batches of operations after loading `preload` keys, with `mix(batch)`
@@ -616,6 +619,7 @@ fn crash_trace(
                 .unwrap_or_else(|e| panic!("{context}: {e}"));
             tally.images += 1;
             tally.tallest = tally.tallest.max(walk.height);
+            tally.empty += usize::from(walk.entries.is_empty());
             let mut state = if same(&walk.entries, &before) {
                 if capture.fence == master_fence {
                     tally.old_commits += 1;
@@ -691,4 +695,19 @@ fn crash_images_of_ycsb_sized_tuples_show_whole_commits_and_leak_nothing() {
     // own), updated a column at a time.
     let tally = crash_trace(4, 300, 1_000, 200, 60, |_| (30, 50, 20));
     assert!(tally.images >= 400, "{tally:?}");
+}
+
+#[test]
+fn crash_images_of_a_tree_that_empties_and_refills_show_whole_commits_and_leak_nothing() {
+    // Sixty keys: a lone leaf that splits in two and merges back by emptying, and commits
+    // that empty the whole tree (no node to flush, the master record set to null).
+    let tally = crash_trace(5, 60, 120, 0, 80, |b| {
+        if b % 4 < 2 { (80, 10, 10) } else { (5, 5, 90) }
+    });
+    assert!(tally.images >= 400, "{tally:?}");
+    assert!(
+        tally.empty > 0,
+        "no image recovered an empty tree: {tally:?}"
+    );
+    assert!(tally.tallest >= 2, "{tally:?}");
 }
