@@ -133,7 +133,8 @@ const MAX_LEVEL: u8 = 100;
 pub const MAX_VALUE_BYTES: usize = (1 << 31) - 1;
 
 /// Bytes of a tuple block holding `len` value bytes: the header and the value, padded to a
-/// whole cache line (the pad shares the value's last line, so flushing it costs nothing).
+/// whole cache line (in a cache-line-aligned block, as alloclab-pmem's and PMDK's are, the
+/// pad shares the value's last line, so flushing it costs nothing).
 fn tuple_bytes(len: usize) -> usize {
     (8 + len).next_multiple_of(64)
 }
@@ -149,7 +150,7 @@ impl Hasher for OffsetHasher {
 
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
-            self.write_u64(self.0 ^ u64::from(b));
+            self.write_u64(u64::from(b));
         }
     }
 
