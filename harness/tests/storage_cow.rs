@@ -4,8 +4,9 @@
 //!   (node splits up to three levels, deletes that empty leaves and shrink the root), with
 //!   the whole tree checked against the model and the heap's live blocks against the blocks
 //!   the tree reaches (old versions freed after each commit), then a clean reopen;
-//! * bad input: updates past a value's end fail and change nothing; `create` and
-//!   `recover` refuse roots that are not what they expect;
+//! * bad input: updates past a value's end, and inserts the heap has no room for, fail and
+//!   change nothing; `create` and `recover` refuse roots that are not what they expect; an
+//!   abandoned batch frees its blocks; two partitions of one heap live on two threads;
 //! * cost: operations never fence, a commit fences twice, a batch copies each node once;
 //! * crash: crash images at every fence of seeded traces (several per fence), each reopened
 //!   and recovered: the tree equals the model at the last commit that returned, or, at the
@@ -568,6 +569,8 @@ struct CrashTally {
     continued: usize,
     /// The tallest tree recovered.
     tallest: usize,
+    /// Images that recovered an empty tree.
+    empty: usize,
 }
 
 /// Runs `batches` batches of operations after loading `preload` keys, with `mix(batch)`
@@ -576,13 +579,14 @@ struct CrashTally {
 fn crash_trace(
     seed: u64,
     key_space: u64,
+    max_len: usize,
     preload: usize,
     batches: usize,
     mix: impl Fn(usize) -> (u64, u64, u64),
 ) -> CrashTally {
     let heap = Arc::new(PersistentHeap::create_on(SimMedium::new(POOL_BYTES), 64).unwrap());
     let mut cow = Cow::create(Arc::clone(&heap), root_of(&heap)).unwrap();
-    let mut g = Gen::new(seed, key_space, 120);
+    let mut g = Gen::new(seed, key_space, max_len);
     let mut model = Model::new();
     while model.len() < preload {
         let op = g.op(&model, 100, 0, 0);
@@ -615,6 +619,7 @@ fn crash_trace(
                 .unwrap_or_else(|e| panic!("{context}: {e}"));
             tally.images += 1;
             tally.tallest = tally.tallest.max(walk.height);
+            tally.empty += usize::from(walk.entries.is_empty());
             let mut state = if same(&walk.entries, &before) {
                 if capture.fence == master_fence {
                     tally.old_commits += 1;
@@ -641,7 +646,7 @@ fn crash_trace(
             assert_eq!(report.live_bytes, bytes, "{context}");
             if tally.images.is_multiple_of(8) {
                 tally.continued += 1;
-                let mut g = Gen::new(seed ^ tally.images as u64, key_space, 120);
+                let mut g = Gen::new(seed ^ tally.images as u64, key_space, max_len);
                 for _ in 0..BATCH {
                     let op = g.op(&state, 40, 30, 30);
                     apply(&mut recovered, &mut state, op);
@@ -663,7 +668,7 @@ fn crash_trace(
 #[test]
 fn crash_images_of_a_growing_tree_show_whole_commits_and_leak_nothing() {
     // From a few keys to a three-level tree: leaf, internal and root splits in flight.
-    let tally = crash_trace(1, 1_500, 20, 110, |_| (70, 15, 5));
+    let tally = crash_trace(1, 1_500, 120, 20, 110, |_| (70, 15, 5));
     assert!(tally.images >= 800, "{tally:?}");
     assert!(tally.tallest >= 3, "{tally:?}");
 }
@@ -671,15 +676,38 @@ fn crash_images_of_a_growing_tree_show_whole_commits_and_leak_nothing() {
 #[test]
 fn crash_images_of_a_churning_tree_show_whole_commits_and_leak_nothing() {
     // Updates of committed and new tuples, inserts and deletes in balance.
-    let tally = crash_trace(2, 1_200, 700, 110, |_| (30, 40, 30));
+    let tally = crash_trace(2, 1_200, 120, 700, 110, |_| (30, 40, 30));
     assert!(tally.images >= 800, "{tally:?}");
 }
 
 #[test]
 fn crash_images_of_a_shrinking_tree_show_whole_commits_and_leak_nothing() {
     // Deletes that empty leaves and internal nodes and collapse the root, then regrowth.
-    let tally = crash_trace(3, 900, 800, 110, |b| {
+    let tally = crash_trace(3, 900, 120, 800, 110, |b| {
         if b < 80 { (5, 15, 80) } else { (80, 10, 10) }
     });
     assert!(tally.images >= 800, "{tally:?}");
+}
+
+#[test]
+fn crash_images_of_ycsb_sized_tuples_show_whole_commits_and_leak_nothing() {
+    // Values up to 1,000 bytes (tuples of 16 cache lines, each persisted or not on its
+    // own), updated a column at a time.
+    let tally = crash_trace(4, 300, 1_000, 200, 60, |_| (30, 50, 20));
+    assert!(tally.images >= 400, "{tally:?}");
+}
+
+#[test]
+fn crash_images_of_a_tree_that_empties_and_refills_show_whole_commits_and_leak_nothing() {
+    // Sixty keys: a lone leaf that splits in two and merges back by emptying, and commits
+    // that empty the whole tree (no node to flush, the master record set to null).
+    let tally = crash_trace(5, 60, 120, 0, 80, |b| {
+        if b % 4 < 2 { (80, 10, 10) } else { (5, 5, 90) }
+    });
+    assert!(tally.images >= 400, "{tally:?}");
+    assert!(
+        tally.empty > 0,
+        "no image recovered an empty tree: {tally:?}"
+    );
+    assert!(tally.tallest >= 2, "{tally:?}");
 }

@@ -6,7 +6,7 @@
 //! ```text
 //!  partition root (ROOT_BYTES = 64)         node (NODE_BYTES = 512, one heap block)
 //!  ┌────────────┬──────────┬──────┐        ┌────────┬────────────────┬────────────────┬───┐
-//!  │ MAGIC      │ master   │ 0 …  │        │ header │ keys[0..31]    │ ptrs[0..31]    │ 0 │
+//!  │ MAGIC      │ master   │ 0 …  │        │ header │ ptrs[0..31]    │ keys[0..31]    │ 0 │
 //!  │ word 0     │ word 1   │ 2..8 │        │ word 0 │ words 1..=31   │ words 32..=62  │63 │
 //!  └────────────┴────┬─────┴──────┘        └────────┴────────────────┴────────────────┴───┘
 //!                    │ offset of the current directory's root node (0: empty partition)
@@ -31,12 +31,15 @@
 //! a block offset only for keys above `u64::MAX - pool size` (never YCSB's); such a key
 //! keeps one block allocated until it is deleted: a leak, never a corruption. Values are
 //! the caller's bytes: a value whose aligned words equal block offsets leaks the same way.
-//! Unused words of nodes and the pad of tuples are zero. A tuple asks for whole cache
-//! lines, so with alloclab-pmem (whose size classes are multiples of 64 bytes) the block
-//! is exactly what the engine writes whenever the padded size is a class (YCSB's 1,000-byte
-//! tuple: 1,008 → 1,024 bytes, a class); otherwise the block's tail past the padded size
-//! keeps whatever the heap left there, the one place a stale offset can hide (a leak after
-//! a later recovery, never a corruption).
+//! Unused words of nodes and the pad of tuples are zero, and nodes are written whole.
+//! The one place a stale offset can hide is the tail of a tuple's block past its padded
+//! size, which keeps whatever the heap left there. A tuple asks for whole cache lines, so
+//! with alloclab-pmem (size classes of multiples of 64 bytes) there is no tail when the
+//! padded size is a class (YCSB's 1,000-byte tuple: 1,008 → 1,024 bytes). A tuple that
+//! shares the nodes' 512-byte class (padded to 448 bytes) has a tail of one cache line: a
+//! node's last line holds keys and zeros only, never an offset, which is why a node puts
+//! its pointers before its keys. Other tails hold old tuple bytes, or, once a recovery has
+//! handed a slab to another class, anything: a bounded leak, never a corruption.
 //!
 //! # Operations: the dirty directory
 //!
@@ -104,10 +107,11 @@ const COPY_PHASE: Phase = Phase::Cc;
 
 const NODE_WORDS: usize = NODE_BYTES / 8;
 /// Word index of `keys[0]`.
-const KEYS_AT: usize = 1;
-/// Word index of `ptrs[0]`.
-const PTRS_AT: usize = KEYS_AT + FANOUT;
-const _: () = assert!(PTRS_AT + FANOUT < NODE_WORDS);
+const KEYS_AT: usize = PTRS_AT + FANOUT;
+/// Word index of `ptrs[0]`: the offsets come first, so that a node's last cache line
+/// holds keys and zeros only (see the module documentation on stale words).
+const PTRS_AT: usize = 1;
+const _: () = assert!(KEYS_AT + FANOUT < NODE_WORDS && KEYS_AT + FANOUT > NODE_WORDS - 8);
 
 /// Word 0 of a partition root: "CoW-v1", odd.
 const MAGIC: u64 = 0x0031_762D_576F_4301;
@@ -129,7 +133,8 @@ const MAX_LEVEL: u8 = 100;
 pub const MAX_VALUE_BYTES: usize = (1 << 31) - 1;
 
 /// Bytes of a tuple block holding `len` value bytes: the header and the value, padded to a
-/// whole cache line (the pad shares the value's last line, so flushing it costs nothing).
+/// whole cache line (in a cache-line-aligned block, as alloclab-pmem's and PMDK's are, the
+/// pad shares the value's last line, so flushing it costs nothing).
 fn tuple_bytes(len: usize) -> usize {
     (8 + len).next_multiple_of(64)
 }
@@ -145,7 +150,7 @@ impl Hasher for OffsetHasher {
 
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
-            self.write_u64(self.0 ^ u64::from(b));
+            self.write_u64(u64::from(b));
         }
     }
 
@@ -396,6 +401,42 @@ unsafe fn write_tuple(p: *mut u8, len: usize, fill: impl FnOnce(*mut u8)) {
     }
 }
 
+/// What an operation will do at the key it searches, for the blocks it needs.
+#[derive(Clone, Copy)]
+enum Intent {
+    Read,
+    /// Insert if the key is absent.
+    Insert,
+    /// Update or delete if the key is present.
+    Change,
+}
+
+/// Nodes of `path` not yet in the dirty directory (the copies a change needs).
+fn clean_steps(path: &[Step], dirty: &OffsetSet) -> usize {
+    path.iter().filter(|s| !dirty.contains(&s.node)).count()
+}
+
+/// Node blocks an insert along `path` needs: copies of its clean nodes, one per full node
+/// from the leaf up, one more for a new root (or a first leaf).
+fn blocks_for_insert<H: PHeap>(heap: &H, path: &[Step], dirty: &OffsetSet) -> usize {
+    if path.is_empty() {
+        return 1;
+    }
+    let mut splits = 0;
+    for (i, s) in path.iter().enumerate().rev() {
+        // SAFETY: a node of the tree, just visited by `descend`.
+        let node = unsafe { Node::from_raw(heap.at(s.node)) };
+        if node.count() < FANOUT {
+            break;
+        }
+        splits += 1;
+        if i == 0 {
+            splits += 1;
+        }
+    }
+    splits + clean_steps(path, dirty)
+}
+
 /// What [`Cow::walk`] found: the entries in key order and every block the tree reaches.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Walk {
@@ -498,7 +539,7 @@ impl<H: PHeap> Cow<H> {
         walk.blocks.push(off);
         walk.nodes += 1;
         let n = node.count();
-        for w in (KEYS_AT + n..PTRS_AT).chain(PTRS_AT + n..NODE_WORDS) {
+        for w in (PTRS_AT + n..KEYS_AT).chain(KEYS_AT + n..NODE_WORDS) {
             if node.word(w) != 0 {
                 return bad("unused word not zero");
             }
@@ -579,17 +620,9 @@ impl<H: PHeap> Cow<H> {
         })
     }
 
-    /// Nodes of `path` not yet in the dirty directory.
-    fn clean_steps(&self) -> usize {
-        self.path
-            .iter()
-            .filter(|s| !self.dirty_nodes.contains(&s.node))
-            .count()
-    }
-
     /// Copies the clean nodes of `path` into fresh blocks, top-down, relinking each copy in
     /// its (already dirty) parent or as the root, and retires the originals. Uses
-    /// `clean_steps()` blocks of `fresh`.
+    /// one block of `fresh` per clean node.
     fn copy_path(&mut self) {
         let heap = &*self.heap;
         let (path, fresh, dirty, retired) = (
@@ -688,44 +721,25 @@ impl<H: PHeap> Cow<H> {
         });
     }
 
-    /// Node blocks an insert along `path` needs: copies of its clean nodes, one per full
-    /// node from the leaf up, one more for a new root (or a first leaf).
-    fn blocks_for_insert(&mut self) -> usize {
-        if self.path.is_empty() {
-            return 1;
-        }
+    /// Fills `path` for `key`: the offset of its tuple if the tree holds it, and the node
+    /// blocks the operation `intent` needs there.
+    fn search(&mut self, key: u64, intent: Intent) -> Result<(Option<u64>, usize), String> {
         let heap = &*self.heap;
-        let (path, dirty) = (&self.path, &self.dirty_nodes);
+        let (root, path, dirty) = (self.root, &mut self.path, &self.dirty_nodes);
         self.split.time(Phase::Index, || {
-            let mut splits = 0;
-            for (i, s) in path.iter().enumerate().rev() {
+            let tuple = if descend(heap, root, key, path)? {
+                let leaf = *path.last().expect("a found key has a path");
                 // SAFETY: a node of the tree, just visited by `descend`.
-                let node = unsafe { Node::from_raw(heap.at(s.node)) };
-                if node.count() < FANOUT {
-                    break;
-                }
-                splits += 1;
-                if i == 0 {
-                    splits += 1;
-                }
-            }
-            splits + path.iter().filter(|s| !dirty.contains(&s.node)).count()
-        })
-    }
-
-    /// Fills `path` for `key`; the offset of its tuple if the tree holds it.
-    fn search(&mut self, key: u64) -> Result<Option<u64>, String> {
-        let heap = &*self.heap;
-        let (root, path) = (self.root, &mut self.path);
-        self.split.time(Phase::Index, || {
-            if !descend(heap, root, key, path)? {
-                return Ok(None);
-            }
-            let leaf = *path.last().expect("a found key has a path");
-            // SAFETY: a node of the tree, just visited by `descend`.
-            Ok(Some(
-                unsafe { Node::from_raw(heap.at(leaf.node)) }.ptr(leaf.idx),
-            ))
+                Some(unsafe { Node::from_raw(heap.at(leaf.node)) }.ptr(leaf.idx))
+            } else {
+                None
+            };
+            let nodes = match (intent, tuple) {
+                (Intent::Insert, None) => blocks_for_insert(heap, path, dirty),
+                (Intent::Change, Some(_)) => clean_steps(path, dirty),
+                _ => 0,
+            };
+            Ok((tuple, nodes))
         })
     }
 }
@@ -786,7 +800,7 @@ impl<H: PHeap> Engine<H> for Cow<H> {
     }
 
     fn read(&mut self, key: u64, out: &mut Vec<u8>) -> Result<bool, String> {
-        let Some(t) = self.search(key)? else {
+        let (Some(t), _) = self.search(key, Intent::Read)? else {
             return Ok(false);
         };
         let p = self.heap.at(t);
@@ -806,10 +820,9 @@ impl<H: PHeap> Engine<H> for Cow<H> {
                 value.len()
             ));
         }
-        if self.search(key)?.is_some() {
+        let (None, nodes) = self.search(key, Intent::Insert)? else {
             return Ok(false);
-        }
-        let nodes = self.blocks_for_insert();
+        };
         let tuple = self.alloc_blocks(nodes, Some(tuple_bytes(value.len())))?;
         let p = self.heap.at(tuple);
         self.split.time(Phase::Mod, || {
@@ -828,7 +841,7 @@ impl<H: PHeap> Engine<H> for Cow<H> {
     }
 
     fn update(&mut self, key: u64, at: usize, bytes: &[u8]) -> Result<bool, String> {
-        let Some(old) = self.search(key)? else {
+        let (Some(old), nodes) = self.search(key, Intent::Change)? else {
             return Ok(false);
         };
         let src = self.heap.at(old);
@@ -851,7 +864,6 @@ impl<H: PHeap> Engine<H> for Cow<H> {
             });
             return Ok(true);
         }
-        let nodes = self.clean_steps();
         let new = self.alloc_blocks(nodes, Some(tuple_bytes(len)))?;
         let dst = self.heap.at(new);
         self.split.time(Phase::Mod, || {
@@ -877,10 +889,9 @@ impl<H: PHeap> Engine<H> for Cow<H> {
     }
 
     fn delete(&mut self, key: u64) -> Result<bool, String> {
-        let Some(tuple) = self.search(key)? else {
+        let (Some(tuple), nodes) = self.search(key, Intent::Change)? else {
             return Ok(false);
         };
-        let nodes = self.clean_steps();
         self.alloc_blocks(nodes, None)?;
         self.copy_path();
         if self.dirty_tuples.remove(&tuple) {
