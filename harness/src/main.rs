@@ -320,7 +320,13 @@ fn results_file(plan: &Plan, suites: Vec<String>, outcome: runner::Outcome) -> R
             command: args.join(" "),
             parameters: Parameters {
                 scale: plan.scale.as_str().to_owned(),
-                runs: plan.runs,
+                // The most runs any job had (the storage suite runs once by default).
+                runs: plan
+                    .jobs()
+                    .iter()
+                    .map(|j| plan.runs_for(j.workload))
+                    .max()
+                    .unwrap_or(plan.runs),
                 threads: plan.all_thread_counts(),
                 seed: plan.seed,
                 suites,
