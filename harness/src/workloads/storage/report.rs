@@ -41,7 +41,8 @@ pub const SPEEDUP_TARGET: f64 = 1.5;
 pub const SPEEDUP_MIXES: &[Mix] = &[Mix::C, Mix::D, Mix::F, Mix::G, Mix::H];
 /// Where check (iii) is made: the engines' crash tests (the simulator crashes them at every
 /// fence and checks every committed operation survives).
-pub const CRASH_TEST_COMMAND: &str = "cargo test --release -p alloclab-harness storage::engines";
+pub const CRASH_TEST_COMMAND: &str =
+    "cargo test --release -p alloclab-harness --test storage_crash --test storage_cow crash";
 
 /// A (mix, key choice) section of the report.
 type Section = (Mix, KeyChoice);
