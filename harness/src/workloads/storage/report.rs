@@ -42,7 +42,7 @@ pub const SPEEDUP_MIXES: &[Mix] = &[Mix::C, Mix::D, Mix::F, Mix::G, Mix::H];
 /// Where check (iii) is made: the engines' crash tests (the simulator crashes them at every
 /// fence and checks every committed operation survives).
 pub const CRASH_TEST_COMMAND: &str =
-    "cargo test --release -p alloclab-harness --test storage_crash --test storage_cow crash";
+    "cargo test --release -p alloclab-harness --test storage_crash --test storage_cow";
 
 /// A (mix, key choice) section of the report.
 type Section = (Mix, KeyChoice);
