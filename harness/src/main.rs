@@ -51,16 +51,17 @@ enum Cmd {
 #[derive(Args)]
 struct Common {
     /// Worker threads for every workload; a comma-separated list measures each [default:
-    /// each suite's own: cpu at the number of cores, realtime at 1x, 2x and 4x that, pmem at
-    /// 1 and 2; the hls simulation and the gpu suite always run at 1].
+    /// each suite's own: cpu at the number of cores, realtime at 1x, 2x and 4x that, pmem
+    /// and storage at 1 and 2; the hls simulation and the gpu suite always run at 1].
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=1024))]
     threads: Vec<u32>,
     /// Amount of work per run: tiny (smoke test), small, medium (4x) or large (16x).
     #[arg(long, default_value = "small")]
     scale: Scale,
-    /// Runs per measurement, each in a fresh process.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
-    runs: u32,
+    /// Runs per measurement, each in a fresh process [default: 5; the storage suite 1, its
+    /// checks are stated for one run].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: Option<u32>,
     /// Seed of every workload's random choices (all allocators see the same requests).
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -215,6 +216,17 @@ fn resolve_allocators(names: &[String]) -> Result<Vec<&'static AllocatorInfo>, S
     Ok(out)
 }
 
+/// Runs per measurement when `--runs` is not given.
+const DEFAULT_RUNS: u32 = 5;
+
+/// Suites that run a different number of times when `--runs` is not given.
+fn runs_per_suite(common: &Common) -> Vec<(&'static str, u32)> {
+    match common.runs {
+        Some(_) => Vec::new(),
+        None => vec![("storage", workloads::storage::DEFAULT_RUNS)],
+    }
+}
+
 /// The thread counts given on the command line; `None` lets each workload use its suite's
 /// default for this machine.
 fn thread_counts(common: &Common) -> Option<Vec<usize>> {
@@ -259,12 +271,15 @@ fn progress_bar(total: u64) -> ProgressBar {
 
 fn measure_plan(plan: &Plan) -> Result<runner::Outcome, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
-    let jobs = plan.jobs();
-    let bar = progress_bar(jobs.len() as u64 * u64::from(plan.runs));
+    let bar = progress_bar(plan.total_runs());
     let records = runner::execute(plan, &exe, |job, run| {
         bar.set_message(format!(
             "{}/{} {} t={} run {run}/{}",
-            job.workload.suite, job.workload.name, job.allocator.name, job.threads, plan.runs
+            job.workload.suite,
+            job.workload.name,
+            job.allocator.name,
+            job.threads,
+            plan.runs_for(job.workload)
         ));
         bar.inc(1);
     });
@@ -315,7 +330,13 @@ fn results_file(plan: &Plan, suites: Vec<String>, outcome: runner::Outcome) -> R
             command: args.join(" "),
             parameters: Parameters {
                 scale: plan.scale.as_str().to_owned(),
-                runs: plan.runs,
+                // The most runs any job had (the storage suite runs once by default).
+                runs: plan
+                    .jobs()
+                    .iter()
+                    .map(|j| plan.runs_for(j.workload))
+                    .max()
+                    .unwrap_or(plan.runs),
                 threads: plan.all_thread_counts(),
                 seed: plan.seed,
                 suites,
@@ -339,6 +360,9 @@ fn run(args: RunArgs) -> Result<(), String> {
             suggestion(&args.workload, &known)
         )
     })?;
+    if let Some(reason) = workloads::storage::unavailable(workload.name) {
+        return Err(format!("workload '{}' cannot run: {reason}", workload.name));
+    }
     let allocators = resolve_allocators(&args.alloc)?;
     if let Some(unfit) = allocators.iter().find(|a| !a.fits(workload.requires)) {
         return Err(format!(
@@ -354,7 +378,8 @@ fn run(args: RunArgs) -> Result<(), String> {
         allocators,
         threads: thread_counts(&args.common),
         scale: args.common.scale,
-        runs: args.common.runs,
+        runs: args.common.runs.unwrap_or(DEFAULT_RUNS),
+        runs_per_suite: runs_per_suite(&args.common),
         seed: args.common.seed,
     };
     let records = measure_plan(&plan)?;
@@ -381,10 +406,28 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
         }
         chosen
     };
+    let mut skipped_engines: Vec<String> = Vec::new();
     let chosen_workloads: Vec<&'static WorkloadInfo> = workloads::all()
         .iter()
         .filter(|w| suites.contains(&w.suite))
+        .filter(|w| match workloads::storage::unavailable(w.name) {
+            // A storage engine not built in this branch: its workloads are left out.
+            Some(reason) => {
+                if !skipped_engines.contains(&reason) {
+                    eprintln!("note: skipping storage workloads: {reason}");
+                    skipped_engines.push(reason);
+                }
+                false
+            }
+            None => true,
+        })
         .collect();
+    if chosen_workloads.is_empty() {
+        return Err(format!(
+            "no workload of the suites chosen ({}) can run in this build",
+            suites.join(", ")
+        ));
+    }
     let allocators = if args.alloc.is_empty() {
         // Allocators that cannot run here (a missing library) are left out with a note; named
         // with --alloc, they run and their failure is reported like any other.
@@ -422,7 +465,8 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
         allocators,
         threads: thread_counts(&args.common),
         scale: args.common.scale,
-        runs: args.common.runs,
+        runs: args.common.runs.unwrap_or(DEFAULT_RUNS),
+        runs_per_suite: runs_per_suite(&args.common),
         seed: args.common.seed,
     };
     let records = measure_plan(&plan)?;
@@ -499,6 +543,9 @@ fn terminal_table(results: &ResultsFile) -> String {
         )
     };
     for &(suite, workload) in &workloads_seen {
+        if suite == report::STORAGE_SUITE {
+            continue;
+        }
         let rows: Vec<_> = results
             .records
             .iter()
@@ -578,10 +625,18 @@ fn terminal_table(results: &ResultsFile) -> String {
             }
         }
     }
+    if workloads_seen
+        .iter()
+        .any(|(s, _)| *s == report::STORAGE_SUITE)
+    {
+        out.push_str(&workloads::storage::report::terminal_text(results));
+    }
     // Workloads that time each call report the clock's cost instead of a small overhead.
     let single_operations: Vec<(&str, &str)> = workloads_seen
         .iter()
         .copied()
+        // The storage summary states the clock's cost once for its many workloads.
+        .filter(|(s, _)| *s != report::STORAGE_SUITE)
         .filter(|(s, w)| {
             results
                 .records
@@ -594,6 +649,7 @@ fn terminal_table(results: &ResultsFile) -> String {
         .iter()
         .filter(|r| r.metric == report::TIMER_OVERHEAD_METRIC)
         .filter(|r| !single_operations.contains(&(r.suite.as_str(), r.workload.as_str())))
+        .filter(|r| r.suite != report::STORAGE_SUITE)
         .map(|r| r.max)
         .filter(|v| v.is_finite())
         .max_by(f64::total_cmp);

@@ -166,6 +166,12 @@ pub const SWEEP_PARAMETERS: &[(&str, &str)] = &[
     ("gpu-threads", "requesting threads"),
 ];
 
+/// The suite whose records get their own layout (must-reach checks, a table and a chart
+/// per mix, a time-split chart, a recovery table; see
+/// [`workloads::storage::report`](crate::workloads::storage::report)) instead of a table
+/// and a chart per workload.
+pub const STORAGE_SUITE: &str = "storage";
+
 /// Placeholder for a value that does not exist.
 const NONE: &str = "—";
 
@@ -619,7 +625,7 @@ pub fn fmt_value(v: f64) -> String {
 }
 
 /// An axis tick: [`fmt_value`] without trailing zeros after the decimal point.
-fn fmt_tick(v: f64) -> String {
+pub(crate) fn fmt_tick(v: f64) -> String {
     let s = fmt_value(v);
     if s.contains('.') && !s.contains('e') {
         s.trim_end_matches('0').trim_end_matches('.').to_owned()
@@ -650,7 +656,7 @@ fn fmt_cell(r: &Record, bold: bool) -> String {
 }
 
 /// Text safe inside a Markdown table cell.
-fn escape_cell(s: &str) -> String {
+pub(crate) fn escape_cell(s: &str) -> String {
     one_line(&s.replace('|', "\\|"))
 }
 
@@ -672,7 +678,7 @@ fn code_span(s: &str) -> String {
 }
 
 /// One Markdown table row.
-fn table_row(out: &mut String, cells: &[String]) {
+pub(crate) fn table_row(out: &mut String, cells: &[String]) {
     out.push('|');
     for c in cells {
         out.push(' ');
@@ -684,7 +690,7 @@ fn table_row(out: &mut String, cells: &[String]) {
 
 /// The header and alignment rows of a table; the first `left` columns are left-aligned,
 /// the others right-aligned.
-fn table_header(out: &mut String, headers: &[String], left: usize) {
+pub(crate) fn table_header(out: &mut String, headers: &[String], left: usize) {
     table_row(out, headers);
     let align: Vec<String> = (0..headers.len())
         .map(|i| if i < left { "---" } else { "--:" }.to_owned())
@@ -807,6 +813,10 @@ pub fn render_markdown(results: &ResultsFile) -> String {
         let _ = writeln!(out, "\n## Suite `{suite}`");
         for note in results.notes.iter().filter(|n| n.suite == suite) {
             let _ = writeln!(out, "\n{}", note.text);
+        }
+        if suite == STORAGE_SUITE {
+            crate::workloads::storage::report::markdown(&mut out, results);
+            continue;
         }
         for workload in view.workloads(suite) {
             let _ = writeln!(out, "\n### {suite}/{workload}");
@@ -1396,6 +1406,10 @@ pub fn render_readme_section(results: &ResultsFile) -> String {
     out.push('\n');
     for &suite in &view.suites {
         let baseline = view.baseline(suite).unwrap_or(NONE);
+        if suite == STORAGE_SUITE {
+            crate::workloads::storage::report::readme(&mut out, results);
+            continue;
+        }
         if TRANSPOSED_SUITES.contains(&suite) {
             let _ = writeln!(
                 out,
@@ -1540,8 +1554,8 @@ fn render_chart_svg(
 }
 
 /// The x axis of a bar chart: group `i` spans `i..i + 1`, labelled at its centre.
-struct GroupAxis {
-    groups: usize,
+pub(crate) struct GroupAxis {
+    pub(crate) groups: usize,
 }
 
 impl Ranged for GroupAxis {
@@ -1963,6 +1977,12 @@ pub fn write_report(dir: &Path, results: &ResultsFile) -> Result<ReportFiles, Re
     let view = View::new(results);
     let mut charts = Vec::new();
     for &suite in &view.suites {
+        if suite == STORAGE_SUITE {
+            charts.extend(crate::workloads::storage::report::write_charts(
+                dir, results,
+            )?);
+            continue;
+        }
         for workload in view.workloads(suite) {
             let path = dir.join(chart_file_name(suite, workload));
             write_chart_svg(results, suite, workload, &path)?;
@@ -2066,7 +2086,7 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// Writes `contents` to `path` atomically: into `.<name>.tmp-<pid>-<n>` in the same
 /// directory, flushed to disk, then renamed over `path`. On failure the temporary file is
 /// removed and `path` is untouched. An existing target's permissions are kept.
-fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), ReportError> {
+pub(crate) fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), ReportError> {
     let error = |source: io::Error| ReportError::Io {
         action: "write",
         path: path.to_path_buf(),

@@ -15,9 +15,9 @@
 //! Thread counts: an explicit `--threads` list applies to every host-heap workload; without
 //! one, each workload runs at its suite's default for this machine (the `cpu` suite at the
 //! number of logical cores, the `realtime` suite at 1×, 2× and 4× that, the `security` suite
-//! at 1, the `pmem` suite at 1 and 2). The `hls` suite is a single-threaded simulation and
-//! always runs at 1; so does the `gpu` suite, whose thread counts are device threads swept
-//! inside each workload.
+//! at 1, the `pmem` and `storage` suites at 1 and 2). The `hls` suite is a single-threaded
+//! simulation and always runs at 1; so does the `gpu` suite, whose thread counts are device
+//! threads swept inside each workload.
 //!
 //! A `pmem` worker sets libpmem's environment before anything loads it
 //! ([`crate::workloads::pmem::prepare_process`], called by the binary's worker entry while it
@@ -76,6 +76,9 @@ pub struct Plan {
     pub scale: Scale,
     /// Runs per job.
     pub runs: u32,
+    /// Runs per job of the suites named here, instead of `runs` (the `storage` suite runs
+    /// once unless the user asks for more: see `workloads::storage::DEFAULT_RUNS`).
+    pub runs_per_suite: Vec<(&'static str, u32)>,
     /// Seed of every workload's generator.
     pub seed: u64,
 }
@@ -89,6 +92,22 @@ impl Plan {
             Some(given) if workload.requires.runs_on_host_threads() => given.clone(),
             _ => workload.default_thread_counts(machine::logical_cores()),
         }
+    }
+
+    /// How many times each job of `workload` runs.
+    pub fn runs_for(&self, workload: &WorkloadInfo) -> u32 {
+        self.runs_per_suite
+            .iter()
+            .find(|(suite, _)| *suite == workload.suite)
+            .map_or(self.runs, |&(_, runs)| runs)
+    }
+
+    /// Worker runs in the whole plan.
+    pub fn total_runs(&self) -> u64 {
+        self.jobs()
+            .iter()
+            .map(|j| u64::from(self.runs_for(j.workload)))
+            .sum()
     }
 
     /// Every thread count of the plan, over all its workloads, ascending.
@@ -203,8 +222,16 @@ pub fn execute(
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); jobs.len()];
     let mut failures: Vec<Failure> = Vec::new();
     let mut failed = vec![false; jobs.len()];
-    for run in 1..=plan.runs {
+    let most_runs = jobs
+        .iter()
+        .map(|j| plan.runs_for(j.workload))
+        .max()
+        .unwrap_or(plan.runs);
+    for run in 1..=most_runs {
         for (i, (job, collected)) in jobs.iter().zip(&mut samples).enumerate() {
+            if run > plan.runs_for(job.workload) {
+                continue;
+            }
             if failed[i] {
                 on_run(job, run);
                 continue;
@@ -371,6 +398,9 @@ pub fn worker_main(request: &WorkerRequest) -> Result<Vec<Sample>, String> {
         Capability::OnChipModel => {
             crate::workloads::hls::run(workload.name, allocator.name, &request.params)
         }
+        Capability::PersistentHeap if workload.suite == "storage" => {
+            crate::workloads::storage::run(workload.name, allocator.name, &request.params)
+        }
         Capability::PersistentHeap => {
             crate::workloads::pmem::run(workload.name, allocator.name, &request.params)
         }
@@ -451,6 +481,7 @@ mod tests {
             threads,
             scale: Scale::Tiny,
             runs: 1,
+            runs_per_suite: Vec::new(),
             seed: 1,
         }
     }
@@ -492,6 +523,7 @@ mod tests {
             threads: Some(vec![4, 8]),
             scale: Scale::Tiny,
             runs: 1,
+            runs_per_suite: Vec::new(),
             seed: 1,
         };
         let jobs = plan.jobs();

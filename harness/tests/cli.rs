@@ -525,3 +525,139 @@ fn pmem_run_on_pmdk_reports_latency_and_recovery_where_pmdk_is_installed() {
     assert!(has("dram", "ops_per_s") && !has("dram", "recovery_ms"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn storage_run_reports_throughput_split_flushes_and_recovery_per_heap() {
+    let dir = scratch("storage-run");
+    let json = dir.join("out.json");
+    let out = alloclab(&[
+        "run",
+        "lsm-c",
+        "--alloc",
+        "alloclab-pmem,dram",
+        "--scale",
+        "tiny",
+        "--threads",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "run failed: {}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("storage: scale tiny, 1 run(s)"), "{text}");
+    let results: ResultsFile =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let metric = |alloc: &str, m: &str| {
+        results
+            .records
+            .iter()
+            .find(|r| r.allocator == alloc && r.metric == m)
+            .map(|r| (r.median, r.runs))
+    };
+    for m in ["ops_per_s", "op_p99.99", "share_mm", "engine_fences_per_op"] {
+        for alloc in ["alloclab-pmem", "dram"] {
+            let (v, runs) = metric(alloc, m).unwrap_or_else(|| panic!("no {m} for {alloc}"));
+            assert!(v >= 0.0);
+            assert_eq!(runs, 1, "the storage suite runs once by default");
+        }
+    }
+    assert!(metric("alloclab-pmem", "recovery_heap_ms").is_some());
+    assert!(metric("alloclab-pmem", "flushes_per_op").is_some());
+    assert!(
+        metric("dram", "recovery_heap_ms").is_none(),
+        "nothing to recover"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn storage_bad_arguments_are_one_line_errors() {
+    assert_one_line_error(
+        &alloclab(&["run", "inp-z", "--alloc", "dram"]),
+        "did you mean 'inp-a'?",
+    );
+    assert_one_line_error(
+        &alloclab(&["run", "inp-c-uniform", "--alloc", "dram"]),
+        "unknown workload 'inp-c-uniform'",
+    );
+    assert_one_line_error(
+        &alloclab(&["run", "cow-d", "--alloc", "system"]),
+        "allocator 'system' does not fit workload 'cow-d' (it needs a persistent heap)",
+    );
+    assert_one_line_error(
+        &alloclab(&["suite", "--only", "storage", "--alloc", "mimalloc"]),
+        "fits no workload of the suites chosen (storage)",
+    );
+    assert_one_line_error(
+        &alloclab(&["run", "cow-d", "--alloc", "dram", "--runs", "0"]),
+        "--runs",
+    );
+}
+
+#[test]
+fn storage_suite_reports_the_checks_and_skips_a_missing_pmdk_with_the_reason() {
+    let dir = scratch("storage-no-pmdk");
+    let report = dir.join("report");
+    let missing = "libpmemobj-missing-for-test.so.1";
+    let out = Command::new(env!("CARGO_BIN_EXE_alloclab"))
+        .args([
+            "suite",
+            "--only",
+            "storage",
+            "--scale",
+            "tiny",
+            "--threads",
+            "1",
+        ])
+        .arg("--out")
+        .arg(&report)
+        .env("ALLOCLAB_PMDK_LIBRARY", missing)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "suite failed: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("skipping allocator 'pmdk': {missing} not found")),
+        "{}",
+        stderr(&out)
+    );
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    for needle in [
+        "### storage: must reach",
+        "(ii) throughput alloclab-pmem >= 1.5x PMDK",
+        "skipped, PMDK was not measured",
+        "### storage: mix d (R10/I90), zipfian keys",
+        "### storage: mix a (R100), uniform keys",
+        "### storage: recovery",
+        "storage-split.svg",
+    ] {
+        assert!(md.contains(needle), "report.md lacks {needle:?}");
+    }
+    assert!(
+        !md.contains("### storage/"),
+        "no generic per-workload tables"
+    );
+    for chart in [
+        "storage-split.svg",
+        "storage-throughput-h.svg",
+        "storage-throughput-f-uniform.svg",
+    ] {
+        let svg = std::fs::read_to_string(report.join(chart)).unwrap();
+        assert!(svg.starts_with("<svg"), "{chart}");
+    }
+    let results: ResultsFile =
+        serde_json::from_str(&std::fs::read_to_string(report.join("results.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        results.header.parameters.allocators,
+        ["alloclab-pmem", "dram"]
+    );
+    assert_eq!(
+        results
+            .records
+            .iter()
+            .filter(|r| r.metric == "ops_per_s")
+            .count(),
+        33 * 2
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

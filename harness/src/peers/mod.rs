@@ -25,8 +25,10 @@ pub enum Capability {
     /// A simulated on-chip memory (`alloclab-hls`): runs in-process, measured in cycles,
     /// not in time.
     OnChipModel,
-    /// A persistent heap driven through [`SlotHeap`](crate::pmem::SlotHeap): a pool file whose
-    /// root holds slots that blocks are allocated into and freed from, crash-atomically.
+    /// A persistent heap: driven through [`SlotHeap`](crate::pmem::SlotHeap) by the `pmem`
+    /// suite (a pool file whose root holds slots that blocks are allocated into and freed
+    /// from, crash-atomically) and through [`PHeap`](crate::storage::PHeap) by the storage
+    /// engines of the `storage` suite.
     PersistentHeap,
     /// A GPU page design (`alloclab-gpu`) over a pool with a given free fraction: its CPU
     /// model, and its CUDA kernel when a device is present.

@@ -31,7 +31,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub use alloclab::AlloclabPmemHeap;
 pub use alloclab_pmem::PersistStats;
 pub use dram::DramHeap;
-pub use pmdk::{LIBPMEMOBJ_SONAME, Libpmemobj, PMEMoid, PmdkHeap};
+pub use pmdk::{LIBPMEMOBJ_SONAME, Libpmemobj, PMEMoid, PmdkHeap, PobjAction};
+pub(crate) use pmdk::{Pool, c_path};
 
 /// A persistent heap as the `pmem` workloads see it: a pool whose root holds `slots`
 /// persistent pointers (see the [module documentation](self)).

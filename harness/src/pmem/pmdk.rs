@@ -64,7 +64,8 @@ pub struct RootHeader {
     pub slots: u64,
 }
 
-type Pool = c_void;
+/// `PMEMobjpool`, opaque.
+pub(crate) type Pool = c_void;
 type CreateFn =
     unsafe extern "C" fn(*const c_char, *const c_char, usize, libc::mode_t) -> *mut Pool;
 type OpenFn = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut Pool;
@@ -85,6 +86,24 @@ type AllocFn = unsafe extern "C" fn(
 type FreeFn = unsafe extern "C" fn(*mut PMEMoid);
 type PersistFn = unsafe extern "C" fn(*mut Pool, *const c_void, usize);
 type ErrormsgFn = unsafe extern "C" fn() -> *const c_char;
+type FlushFn = unsafe extern "C" fn(*mut Pool, *const c_void, usize);
+type DrainFn = unsafe extern "C" fn(*mut Pool);
+type ReserveFn = unsafe extern "C" fn(*mut Pool, *mut PobjAction, usize, u64) -> PMEMoid;
+type SetValueFn = unsafe extern "C" fn(*mut Pool, *mut PobjAction, *mut u64, u64);
+type DeferFreeFn = unsafe extern "C" fn(*mut Pool, PMEMoid, *mut PobjAction);
+type PublishFn = unsafe extern "C" fn(*mut Pool, *mut PobjAction, usize) -> c_int;
+type CancelFn = unsafe extern "C" fn(*mut Pool, *mut PobjAction, usize);
+
+/// PMDK's `struct pobj_action` (`libpmemobj/action_base.h`, ABI 1): an opaque 128-byte
+/// record of a reserved allocation, a deferred free or a deferred 8-byte store, kept in
+/// DRAM until `pmemobj_publish` applies a batch of them in one redo log.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PobjAction {
+    kind: u32,
+    data: [u32; 3],
+    data2: [u64; 14],
+}
 
 /// How `pmemobj_direct` is done: the exported function, or (in versions where it is only a
 /// static inline in the headers) the pool's address plus the offset.
@@ -94,18 +113,28 @@ enum Direct {
     PoolPlusOffset(PoolByOidFn),
 }
 
-/// The functions of libpmemobj used here, resolved from `libpmemobj.so.1`.
+/// The functions of libpmemobj used here (by the `pmem` suite's slot heap and the `storage`
+/// suite's [`PmdkStorage`](crate::storage::PmdkStorage)), resolved from `libpmemobj.so.1`.
+/// Each field is the C function of the same name with a `pmemobj_` prefix; calling one is
+/// `unsafe` with that function's contract.
 #[derive(Debug)]
 pub struct Libpmemobj {
-    create: CreateFn,
-    open: OpenFn,
-    close: CloseFn,
-    root: RootFn,
-    root_size: RootSizeFn,
+    pub(crate) create: CreateFn,
+    pub(crate) open: OpenFn,
+    pub(crate) close: CloseFn,
+    pub(crate) root: RootFn,
+    pub(crate) root_size: RootSizeFn,
     direct: Direct,
-    alloc: AllocFn,
-    free: FreeFn,
-    persist: PersistFn,
+    pub(crate) alloc: AllocFn,
+    pub(crate) free: FreeFn,
+    pub(crate) persist: PersistFn,
+    pub(crate) flush: FlushFn,
+    pub(crate) drain: DrainFn,
+    pub(crate) reserve: ReserveFn,
+    pub(crate) set_value: SetValueFn,
+    pub(crate) defer_free: DeferFreeFn,
+    pub(crate) publish: PublishFn,
+    pub(crate) cancel: CancelFn,
     errormsg: ErrormsgFn,
 }
 
@@ -181,6 +210,21 @@ impl Libpmemobj {
                 persist: std::mem::transmute::<*mut c_void, PersistFn>(required(
                     c"pmemobj_persist",
                 )?),
+                flush: std::mem::transmute::<*mut c_void, FlushFn>(required(c"pmemobj_flush")?),
+                drain: std::mem::transmute::<*mut c_void, DrainFn>(required(c"pmemobj_drain")?),
+                reserve: std::mem::transmute::<*mut c_void, ReserveFn>(required(
+                    c"pmemobj_reserve",
+                )?),
+                set_value: std::mem::transmute::<*mut c_void, SetValueFn>(required(
+                    c"pmemobj_set_value",
+                )?),
+                defer_free: std::mem::transmute::<*mut c_void, DeferFreeFn>(required(
+                    c"pmemobj_defer_free",
+                )?),
+                publish: std::mem::transmute::<*mut c_void, PublishFn>(required(
+                    c"pmemobj_publish",
+                )?),
+                cancel: std::mem::transmute::<*mut c_void, CancelFn>(required(c"pmemobj_cancel")?),
                 errormsg: std::mem::transmute::<*mut c_void, ErrormsgFn>(required(
                     c"pmemobj_errormsg",
                 )?),
@@ -244,7 +288,7 @@ unsafe impl Send for PmdkHeap {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for PmdkHeap {}
 
-fn c_path(path: &Path) -> Result<CString, String> {
+pub(crate) fn c_path(path: &Path) -> Result<CString, String> {
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| format!("{}: path contains a NUL byte", path.display()))
 }

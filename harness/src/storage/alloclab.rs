@@ -9,6 +9,7 @@
 use std::alloc::Layout;
 use std::path::Path;
 
+use alloclab_pmem::heap::{MAX_SMALL, SIZE_CLASSES, SLAB_BYTES};
 use alloclab_pmem::{Medium, PPtr, PersistentHeap};
 
 use super::{PHeap, PersistStats, PoolFile};
@@ -64,6 +65,17 @@ impl<M: Medium + 'static> PHeap for PersistentHeap<M> {
         // SAFETY: as in `alloc_into`; the caller's contract is `free_from`'s.
         unsafe { PersistentHeap::free_from(self, dest.cast::<PPtr<u8>>()) }
             .map_err(|e| format!("alloclab-pmem: {e}"))
+    }
+
+    fn usable_size(&self, size: usize) -> usize {
+        if size <= MAX_SMALL {
+            SIZE_CLASSES
+                .into_iter()
+                .find(|&c| c >= size)
+                .unwrap_or(MAX_SMALL)
+        } else {
+            size.next_multiple_of(SLAB_BYTES)
+        }
     }
 
     fn flush(&self, p: *const u8, len: usize) {

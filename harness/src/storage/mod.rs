@@ -31,12 +31,82 @@
 //! pool (see the engines' docs), so that crash tests can count leaks exactly.
 
 pub mod alloclab;
+mod blocks;
+pub mod crash;
+mod dram;
 pub mod engines;
+mod pmdk;
 
 use std::path::Path;
 use std::sync::Arc;
 
 pub use alloclab_pmem::PersistStats;
+pub use blocks::{BlockTable, Known};
+pub use dram::DramStorage;
+pub use pmdk::{PmdkStorage, STORAGE_LAYOUT};
+
+/// alloclab-pmem as the `storage` suite opens it: a pool file on the best medium here
+/// (libpmem, else native CLWB/CLFLUSHOPT).
+pub type AlloclabPmemStorage = alloclab_pmem::PersistentHeap<Box<dyn alloclab_pmem::Medium>>;
+
+/// Something to do with a storage heap, whatever its type: the way to run a generic
+/// workload on a heap chosen by name at run time, monomorphised for each.
+pub trait StorageHeapTask {
+    /// What the task returns.
+    type Output;
+    /// Runs the task with the heap type `H`.
+    fn run<H: PoolFile>(self) -> Self::Output;
+}
+
+/// Runs `task` with the storage heap registered as `name` (the `pmem` suite's names:
+/// `pmdk`, `alloclab-pmem`, `dram`): `None` if no persistent heap has that name.
+pub fn with_storage_heap<T: StorageHeapTask>(name: &str, task: T) -> Option<T::Output> {
+    // Keep the match in step with peers::ALLOCATORS (a test checks it).
+    Some(match name {
+        "pmdk" => task.run::<PmdkStorage>(),
+        "alloclab-pmem" => task.run::<AlloclabPmemStorage>(),
+        "dram" => task.run::<DramStorage>(),
+        _ => return None,
+    })
+}
+
+/// The engines of the `storage` suite, in report order.
+pub const ENGINES: &[&str] = &["inp", "lsm", "cow"];
+
+/// Something to do with an engine on the heap type `H`, whatever the engine's type.
+pub trait EngineTask<H: PHeap> {
+    /// What the task returns.
+    type Output;
+    /// Runs the task with the engine type `E`.
+    fn run<E: Engine<H>>(self) -> Self::Output;
+}
+
+/// Runs `task` with the engine registered as `name` (one of [`ENGINES`]) on the heap type
+/// `H`: `None` if no engine has that name, `Some(Err(reason))` if it is not built in this
+/// branch.
+pub fn with_engine<H: PHeap, T: EngineTask<H>>(
+    name: &str,
+    task: T,
+) -> Option<Result<T::Output, String>> {
+    // Keep the match in step with ENGINES (a test checks it).
+    Some(Ok(match name {
+        "inp" => task.run::<engines::inp::Inp<H>>(),
+        "lsm" => task.run::<engines::lsm::Lsm<H>>(),
+        "cow" => task.run::<engines::cow::Cow<H>>(),
+        _ => return None,
+    }))
+}
+
+/// Whether the engine `name` can run: `None` if no engine has that name, `Some(Err(reason))`
+/// if it is not built in this branch.
+pub fn engine_availability(name: &str) -> Option<Result<(), String>> {
+    struct Probe;
+    impl EngineTask<DramStorage> for Probe {
+        type Output = ();
+        fn run<E: Engine<DramStorage>>(self) {}
+    }
+    with_engine::<DramStorage, _>(name, Probe)
+}
 
 /// A persistent heap as the storage engines see it (see the [module documentation](self)).
 ///
@@ -116,6 +186,15 @@ pub trait PHeap: Send + Sync + 'static {
     fn persist(&self, p: *const u8, len: usize) {
         self.flush(p, len);
         self.fence();
+    }
+
+    /// The bytes a block asked for with `size` really spans (its size class), so that an
+    /// engine can initialise all of it: a reused block's unrequested tail may hold stale
+    /// words equal to block offsets, which a heap that recovers by conservative reachability
+    /// (alloclab-pmem) would take for links (a leak). Engines ask for this many bytes. The
+    /// default is `size` (heaps whose recovery never reads block contents).
+    fn usable_size(&self, size: usize) -> usize {
+        size
     }
 
     /// Flushes and fences so far, all threads together (for flushes, fences and bytes per
@@ -242,6 +321,25 @@ impl Split {
         self.bytes_flushed += other.bytes_flushed;
     }
 
+    /// What was added to this split since `earlier`, a snapshot of it (a split only grows).
+    pub fn since(&self, earlier: &Split) -> Split {
+        Split {
+            cycles: std::array::from_fn(|i| self.cycles[i].saturating_sub(earlier.cycles[i])),
+            flushes: self.flushes.saturating_sub(earlier.flushes),
+            fences: self.fences.saturating_sub(earlier.fences),
+            bytes_flushed: self.bytes_flushed.saturating_sub(earlier.bytes_flushed),
+        }
+    }
+
+    /// A split of the given cycles per phase (in [`Phase::ALL`] order) and no flushes, for
+    /// tests and reports.
+    pub fn from_cycles(cycles: [u64; 4]) -> Split {
+        Split {
+            cycles,
+            ..Split::default()
+        }
+    }
+
     /// Flushes `len` bytes at `p` through `heap`, counted, under [`Phase::Cc`].
     pub fn flush<H: PHeap + ?Sized>(&mut self, heap: &H, p: *const u8, len: usize) {
         self.flushes += 1;
@@ -354,4 +452,44 @@ pub trait Engine<H: PHeap>: Sized + Send {
 
     /// Where this instance's time went so far.
     fn split(&self) -> &Split;
+
+    /// The offsets of every heap block this partition reaches (its index, log, tuples, …),
+    /// each once, for the crash tests' leak count ([`crash`]); `None` (the default) where the
+    /// engine does not say, and leaks are then not counted.
+    ///
+    /// # Errors
+    ///
+    /// The engine's structures are corrupt.
+    fn blocks(&self) -> Result<Option<Vec<u64>>, String> {
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::peers::{ALLOCATORS, Capability};
+
+    #[test]
+    fn every_engine_and_every_persistent_heap_dispatches_by_name() {
+        for engine in ENGINES {
+            assert_eq!(engine_availability(engine), Some(Ok(())), "{engine}");
+        }
+        assert_eq!(engine_availability("btree"), None);
+        struct Name;
+        impl StorageHeapTask for Name {
+            type Output = &'static str;
+            fn run<H: PoolFile>(self) -> &'static str {
+                H::NAME
+            }
+        }
+        for a in ALLOCATORS {
+            let name = with_storage_heap(a.name, Name);
+            if a.fits(Capability::PersistentHeap) {
+                assert_eq!(name, Some(a.name));
+            } else {
+                assert_eq!(name, None, "{}", a.name);
+            }
+        }
+    }
 }

@@ -13,10 +13,12 @@
 //! | `hls`      | `mixed-kernels`, see [`hls`] (simulated)   | 1 (always)             |
 //! | `pmem`     | `pmem-flush`, `pmem-eadr`, see [`pmem`]    | 1 and 2                |
 //! | `gpu`      | `gpu-free-fraction`, `gpu-sizes`, `gpu-threads`, see [`gpu`] (CPU model; CUDA when present) | 1 (device threads are swept inside) |
+//! | `storage`  | `<engine>-<mix>[-uniform]`, see [`storage`] | 1 and 2               |
 //!
 //! A worker process finds the code of a host-heap workload by name through
-//! [`HostWorkload::from_name`], runs an on-chip workload through [`hls::run`] and a
-//! persistent-heap workload through [`pmem::run`] and a GPU workload through [`gpu::run`].
+//! [`HostWorkload::from_name`], runs an on-chip workload through [`hls::run`], a
+//! persistent-heap workload through [`pmem::run`] or [`storage::run`] and a GPU workload
+//! through [`gpu::run`].
 
 pub mod cpu;
 pub mod gpu;
@@ -24,6 +26,7 @@ pub mod hls;
 pub mod pmem;
 pub mod realtime;
 pub mod security;
+pub mod storage;
 
 use core::fmt;
 use core::str::FromStr;
@@ -166,7 +169,9 @@ pub fn oversubscribed(cores: usize) -> Vec<usize> {
 }
 
 /// Every suite, in the order `alloclab suite` runs them.
-pub const SUITES: &[&str] = &["cpu", "realtime", "security", "hls", "pmem", "gpu"];
+pub const SUITES: &[&str] = &[
+    "cpu", "realtime", "security", "hls", "pmem", "storage", "gpu",
+];
 
 /// The workloads of every suite, in [`SUITES`] order.
 static ALL: LazyLock<Vec<WorkloadInfo>> = LazyLock::new(|| {
@@ -177,6 +182,7 @@ static ALL: LazyLock<Vec<WorkloadInfo>> = LazyLock::new(|| {
         hls::WORKLOADS,
         pmem::WORKLOADS,
         gpu::WORKLOADS,
+        storage::WORKLOADS,
     ]
     .into_iter()
     .flatten()
@@ -286,10 +292,11 @@ mod tests {
                     assert_eq!(code.name(), w.name);
                 }
                 Capability::OnChipModel => assert!(hls::is_hls_workload(w.name), "{}", w.name),
-                Capability::PersistentHeap => {
-                    assert!(pmem::is_pmem_workload(w.name), "{}", w.name);
-                    assert_eq!(w.suite, "pmem");
-                }
+                Capability::PersistentHeap => match w.suite {
+                    "pmem" => assert!(pmem::is_pmem_workload(w.name), "{}", w.name),
+                    "storage" => assert!(storage::is_storage_workload(w.name), "{}", w.name),
+                    other => panic!("{} of suite {other} needs a persistent heap", w.name),
+                },
                 Capability::GpuPagePool | Capability::GpuMalloc | Capability::GpuThreads => {
                     assert!(gpu::is_gpu_workload(w.name), "{}", w.name);
                     assert_eq!(w.suite, "gpu");
@@ -318,7 +325,7 @@ mod tests {
                     "realtime" => vec![cores, 2 * cores, 4 * cores],
                     "security" => vec![1],
                     "hls" => vec![1],
-                    "pmem" => vec![1, 2],
+                    "pmem" | "storage" => vec![1, 2],
                     "gpu" => vec![1],
                     other => panic!("unexpected suite {other}"),
                 };

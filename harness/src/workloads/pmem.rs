@@ -163,8 +163,8 @@ fn is_loaded(soname: &std::ffi::CStr) -> bool {
     true
 }
 
-/// Sets the libpmem environment of the `pmem` workload `workload` (nothing for other
-/// workloads), before anything loads libpmem, which reads it once when it loads.
+/// Sets the libpmem environment of the `pmem` workload `workload` (and of every `storage`
+/// workload: [`Persistence::Flush`]; nothing for other workloads), before anything loads libpmem, which reads it once when it loads.
 ///
 /// # Safety
 ///
@@ -176,7 +176,10 @@ fn is_loaded(soname: &std::ffi::CStr) -> bool {
 ///
 /// libpmem or libpmemobj is already loaded in this process, so the setting would not take.
 pub unsafe fn prepare_process(workload: &str) -> Result<(), String> {
-    let Some(persistence) = Persistence::of_workload(workload) else {
+    // The `storage` suite flushes for real, as `pmem-flush` does.
+    let persistence = Persistence::of_workload(workload)
+        .or_else(|| super::storage::is_storage_workload(workload).then_some(Persistence::Flush));
+    let Some(persistence) = persistence else {
         return Ok(());
     };
     for soname in [c"libpmem.so.1", c"libpmemobj.so.1"] {

@@ -1,0 +1,290 @@
+//! InP, the in-place update engine (N-Store's InP on persistent memory): tuples are heap
+//! blocks, the index is a persistent [`BTree`] from keys to tuple offsets, and every
+//! in-place change goes through an undo log ([`TxLog`], which also keeps redo images so that
+//! a commit costs one fence) truncated at commit.
+//!
+//! # Partition root (64 bytes)
+//!
+//! ```text
+//!  word 0  MAGIC (odd)
+//!  word 1  the B+tree's root node offset (0: empty)
+//!  word 2  the log block's offset
+//! ```
+//!
+//! # Operations and fences
+//!
+//! * **insert**: search (index); allocate the tuple (`alloc`, no fence: the index link is
+//!   the allocation), write and flush it; stage the leaf slot's key and value and the
+//!   leaf's count (a split writes fresh nodes whole instead and swaps one pointer; see
+//!   [`BTree`]); [`TxLog::apply`]: **1 fence**.
+//! * **update**: search; log the old and new words of the tuple's changed range; apply:
+//!   **1 fence**; the new bytes are stored in place.
+//! * **delete**: search; stage the cleared slot and the count (or unlink an emptied leaf);
+//!   the tuple and any emptied node are freed only after commit (deferred: the log's free
+//!   lines name them raw, which keeps them alive until then); apply: **1 fence**.
+//! * **commit**: one 8-byte store of the log's sequence + flush + **1 fence**, then the
+//!   deferred frees (`dealloc`, no fence).
+//!
+//! So two fences per committed write (`COMMIT_EVERY = 1`); reads take none. A failed
+//! operation (out of space, a full log) rolls its transaction back; an update past the
+//! value's end is refused before anything is written.
+//!
+//! # Recovery
+//!
+//! [`TxLog::open`] undoes an uncommitted transaction (relinking what it unlinked, giving
+//! back what it allocated) or completes the last commit; the frees of a commit that may not
+//! all have happened are done again (the heap refuses those that had).
+
+use std::sync::Arc;
+
+use super::btree::BTree;
+use super::log::{FreeKind, TxLog};
+use super::{
+    TUPLE_HEADER, check_range, read_tuple, read_word, tuple_block_bytes, tuple_len, write_tuple,
+    write_word,
+};
+use crate::storage::{Engine, PHeap, Phase, Split};
+
+const MAGIC: u64 = 0x494E_5030_454E_4701;
+const W_MAGIC: usize = 0;
+const W_TREE: usize = 1;
+const W_LOG: usize = 2;
+
+/// The in-place update engine (see the module documentation).
+pub struct Inp<H: PHeap> {
+    heap: Arc<H>,
+    tree: BTree,
+    log: TxLog,
+    split: Split,
+}
+
+impl<H: PHeap> Inp<H> {
+    fn open_parts(heap: Arc<H>, root: *mut u8, log: TxLog, split: Split) -> Self {
+        let root = heap.offset_of(root);
+        Self {
+            tree: BTree::new(root + 8 * W_TREE as u64),
+            heap,
+            log,
+            split,
+        }
+    }
+
+    /// The tuple of `key`, if any.
+    fn find(&mut self, key: u64) -> Result<Option<u64>, String> {
+        self.tree.get(&*self.heap, &mut self.split, key)
+    }
+
+    /// Applies the staged changes, or rolls the transaction back on `Err`.
+    fn finish<T>(&mut self, r: Result<T, String>) -> Result<T, String> {
+        match r {
+            Ok(v) => {
+                self.log.apply(&*self.heap, &mut self.split);
+                Ok(v)
+            }
+            Err(e) => {
+                self.log.rollback(&*self.heap, &mut self.split);
+                Err(e)
+            }
+        }
+    }
+
+    fn insert_staged(&mut self, key: u64, value: &[u8]) -> Result<(), String> {
+        let heap = &*self.heap;
+        let (off, block) = self
+            .log
+            .alloc(heap, &mut self.split, TUPLE_HEADER + value.len())?;
+        debug_assert!(block >= tuple_block_bytes(heap, value.len()));
+        // SAFETY: a fresh block of `block` bytes, this transaction's.
+        unsafe { write_tuple(heap, &mut self.split, off, block, &[value]) };
+        self.tree
+            .put(heap, &mut self.split, &mut self.log, key, off)?;
+        Ok(())
+    }
+}
+
+impl<H: PHeap> Engine<H> for Inp<H> {
+    const NAME: &'static str = "inp";
+    const ROOT_BYTES: usize = 64;
+    const COMMIT_EVERY: usize = 1;
+
+    fn create(heap: Arc<H>, root: *mut u8) -> Result<Self, String> {
+        let mut split = Split::default();
+        let (log, log_off) = TxLog::create(&*heap, &mut split)?;
+        let root_off = heap.offset_of(root);
+        // SAFETY: the partition's zeroed root words, this thread's.
+        unsafe {
+            write_word(&*heap, root_off, W_TREE, 0);
+            write_word(&*heap, root_off, W_LOG, log_off);
+            write_word(&*heap, root_off, W_MAGIC, MAGIC);
+        }
+        split.persist(&*heap, root, 24);
+        Ok(Self::open_parts(heap, root, log, split))
+    }
+
+    fn recover(heap: Arc<H>, root: *mut u8) -> Result<Self, String> {
+        let mut split = Split::default();
+        let root_off = heap.offset_of(root);
+        // SAFETY: the partition's root words.
+        let (magic, log_off) = unsafe {
+            (
+                read_word(&*heap, root_off, W_MAGIC),
+                read_word(&*heap, root_off, W_LOG),
+            )
+        };
+        if magic != MAGIC {
+            return Err("inp: the root does not hold an InP partition".into());
+        }
+        let (mut log, recovered) = TxLog::open(&*heap, &mut split, log_off)?;
+        for (kind, off) in recovered.pending_frees {
+            if kind == FreeKind::Keep {
+                continue;
+            }
+            if kind != FreeKind::Block {
+                return Err(format!("inp: log lists a {kind:?} free, corrupt"));
+            }
+            // SAFETY: the committed transaction unlinked it; refused if already freed.
+            let _ = split.time(Phase::Mm, || unsafe { heap.dealloc(off) });
+        }
+        log.finish_recovery(&*heap, &mut split);
+        Ok(Self::open_parts(heap, root, log, split))
+    }
+
+    fn read(&mut self, key: u64, out: &mut Vec<u8>) -> Result<bool, String> {
+        match self.find(key)? {
+            None => Ok(false),
+            Some(off) => {
+                // SAFETY: a tuple the index links.
+                unsafe { read_tuple(&*self.heap, &mut self.split, off, out)? };
+                Ok(true)
+            }
+        }
+    }
+
+    fn insert(&mut self, key: u64, value: &[u8]) -> Result<bool, String> {
+        if self.find(key)?.is_some() {
+            return Ok(false);
+        }
+        let r = self.insert_staged(key, value);
+        self.finish(r).map(|()| true)
+    }
+
+    fn update(&mut self, key: u64, at: usize, bytes: &[u8]) -> Result<bool, String> {
+        let Some(off) = self.find(key)? else {
+            return Ok(false);
+        };
+        let heap = &*self.heap;
+        // SAFETY: a tuple the index links.
+        let len = unsafe { tuple_len(heap, off) };
+        check_range(at, bytes.len(), len)?;
+        if bytes.is_empty() {
+            return Ok(true);
+        }
+        // The whole words the range covers, with the new bytes patched in.
+        let (first, end) = (
+            (TUPLE_HEADER + at) / 8,
+            (TUPLE_HEADER + at + bytes.len()).div_ceil(8),
+        );
+        let words = self.split.time(Phase::Mod, || {
+            let mut buf = vec![0u64; end - first];
+            // SAFETY: words `first..end` of the tuple block (its length rounds up to them)
+            // and the byte range inside the buffer.
+            unsafe {
+                let src = heap.at(off).cast::<u64>().add(first);
+                std::ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), end - first);
+                let dst = buf
+                    .as_mut_ptr()
+                    .cast::<u8>()
+                    .add(TUPLE_HEADER + at - 8 * first);
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len());
+            }
+            buf
+        });
+        let r = self.log.stage(
+            heap,
+            &mut self.split,
+            off + 8 * first as u64,
+            &words,
+            Phase::Mod,
+        );
+        self.finish(r).map(|()| true)
+    }
+
+    fn delete(&mut self, key: u64) -> Result<bool, String> {
+        let heap = &*self.heap;
+        let r = match self.tree.remove(heap, &mut self.split, &mut self.log, key) {
+            Ok(Some(tuple)) => self.log.defer_free(FreeKind::Block, tuple).map(|()| true),
+            Ok(None) => Ok(false),
+            Err(e) => Err(e),
+        };
+        self.finish(r)
+    }
+
+    fn commit(&mut self) -> Result<(), String> {
+        let heap = &*self.heap;
+        let frees = self.log.commit(heap, &mut self.split);
+        for (_, off) in frees.iter().filter(|(k, _)| *k == FreeKind::Block) {
+            self.split.time(Phase::Mm, || {
+                // SAFETY: unlinked by the transaction that just committed, durably.
+                unsafe { heap.dealloc(*off) }
+            })?;
+        }
+        self.log.frees_done(heap, &mut self.split, false);
+        Ok(())
+    }
+
+    fn split(&self) -> &Split {
+        &self.split
+    }
+
+    fn blocks(&self) -> Result<Option<Vec<u64>>, String> {
+        let heap = &*self.heap;
+        let mut out = vec![self.log.offset()];
+        out.extend(self.tree.nodes(heap)?);
+        out.extend(self.tree.entries(heap)?.into_iter().map(|(_, v)| v));
+        Ok(Some(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::engines::tests::{SimHeap, engine_contract, out_of_space_rolls_back};
+
+    #[test]
+    fn inp_rolls_back_an_insert_that_runs_out_of_space() {
+        out_of_space_rolls_back::<Inp<SimHeap>>(true);
+    }
+
+    #[test]
+    fn inp_matches_a_btreemap_through_splits_deletes_errors_and_reopen() {
+        engine_contract::<Inp<SimHeap>>(12_000, 2_000);
+    }
+
+    #[test]
+    fn inp_takes_two_fences_per_committed_write() {
+        use std::sync::Arc;
+        let heap =
+            Arc::new(SimHeap::create_on(alloclab_pmem::SimMedium::new(8 << 20), 64).unwrap());
+        let mut e = Inp::create(Arc::clone(&heap), PHeap::root(&*heap)).unwrap();
+        for k in 0..200u64 {
+            e.insert(k, &[1; 100]).unwrap();
+            e.commit().unwrap();
+        }
+        let fences = |e: &Inp<SimHeap>| e.split().fences;
+        let before = fences(&e);
+        e.insert(1000, &[3; 1000]).unwrap();
+        e.commit().unwrap();
+        e.update(1000, 200, &[5; 200]).unwrap();
+        e.commit().unwrap();
+        e.delete(7).unwrap();
+        e.commit().unwrap();
+        let mut out = Vec::new();
+        e.read(1000, &mut out).unwrap();
+        e.commit().unwrap();
+        assert_eq!(
+            fences(&e) - before,
+            6,
+            "insert, update, delete: two fences each; a read none"
+        );
+    }
+}

@@ -1,0 +1,479 @@
+//! PMDK's libpmemobj as a [`PHeap`]: [`PmdkStorage`], over the `pmem` suite's run-time
+//! loaded [`Libpmemobj`].
+//!
+//! | `PHeap` call | libpmemobj | crash-atomic? |
+//! |---|---|---|
+//! | [`alloc`](PHeap::alloc) | `pmemobj_reserve` + `pmemobj_publish` (what `pmemobj_alloc` into a DRAM `PMEMoid` does) | the allocation is; the caller's link is its own (a crash before it leaks the block, as in N-Store) |
+//! | [`dealloc`](PHeap::dealloc) | `pmemobj_free` of a DRAM `PMEMoid` | yes |
+//! | [`alloc_into`](PHeap::alloc_into) | `pmemobj_reserve` + `pmemobj_set_value(dest, off)` + `pmemobj_publish` of both | yes: one redo log |
+//! | [`free_from`](PHeap::free_from) | `pmemobj_defer_free` + `pmemobj_set_value(dest, 0)` + `pmemobj_publish` of both | yes: one redo log |
+//! | [`flush`](PHeap::flush) / [`fence`](PHeap::fence) | `pmemobj_flush` / `pmemobj_drain` | — |
+//! | root | `pmemobj_root` | — |
+//!
+//! **Why reserve/publish for the `*_into` calls.** The engines store 8-byte offsets, but
+//! `pmemobj_alloc` with a destination inside the pool writes a whole 16-byte `PMEMoid`
+//! there (it logs `pool_uuid_lo` and `off` together), which would clobber the 8 bytes before
+//! the engine's word. Allocating into a DRAM `PMEMoid` and then storing, flushing and
+//! fencing the offset would be cheaper but not crash-atomic: a crash between the two leaks
+//! the block for good (PMDK never collects unreachable objects). PMDK's action API does what
+//! the contract asks instead: `pmemobj_set_value` adds the 8-byte store of the offset (or of
+//! 0) to the same redo log that `pmemobj_publish` applies to the heap's bitmap, so after a
+//! crash the word and the block agree. The pool UUID is implied (every offset is of this
+//! pool). That is the same amount of logging `pmemobj_alloc` does for an in-pool `PMEMoid`
+//! (one redo log with the metadata change and the destination), so the comparison is fair.
+//!
+//! **Cache-line-aligned blocks.** PMDK's objects follow a 16-byte header, so they are only
+//! 16-byte aligned; alloclab-pmem's blocks, and what the engines expect of a block offset,
+//! are 64-byte aligned. Each block is therefore the first 64-byte boundary at least 8 bytes
+//! into a PMDK object 64 bytes larger than the size asked rounded up to whole cache lines
+//! (the block's [`usable_size`](PHeap::usable_size)), and the object's offset is kept in the 8
+//! bytes before the block (written and flushed before the publish, which drains before it
+//! commits), where `dealloc` and `free_from` find it. PMDK pays for this with 64 bytes per
+//! block and one cache-line flush per allocation, no extra fence.
+//!
+//! PMDK flushes through libpmem, with cache-line instructions only when the pool counts as
+//! persistent memory (on `/dev/shm`: `PMEM_IS_PMEM_FORCE=1`, which the `storage` worker
+//! sets before libpmemobj loads). It does not count its flushes:
+//! [`persist_counts`](PHeap::persist_counts) is `None` (the engines' own are still counted
+//! in their [`Split`](super::Split)s).
+//!
+//! PMDK's release build does not detect a double free, so a [`BlockTable`] in DRAM
+//! remembers the blocks handed out and freed in this session and refuses a second free.
+//! Blocks from before a reopen are not in it: their first free is checked only for being
+//! inside the pool and aligned as PMDK's objects are (and is then remembered).
+
+use std::ffi::CStr;
+use std::path::Path;
+use std::ptr::NonNull;
+
+use super::blocks::{BlockTable, Known};
+use super::{PHeap, PersistStats, PoolFile};
+use crate::pmem::{Libpmemobj, PMEMoid, PobjAction, Pool, c_path};
+
+/// The pool layout name passed to `pmemobj_create` and checked by `pmemobj_open`: a pool of
+/// the `pmem` suite (layout `alloclab-slots`) is refused.
+pub const STORAGE_LAYOUT: &CStr = c"alloclab-storage";
+/// The type number of every block.
+const TYPE_NUM: u64 = 2;
+/// PMDK's objects are 16-byte aligned (compact headers).
+const OBJECT_ALIGN: u64 = 16;
+/// The heap's blocks are cache-line aligned, as alloclab-pmem's (the engines check that
+/// links are multiples of 64).
+const BLOCK_ALIGN: u64 = 64;
+/// The root is cache-line aligned: PMDK's root object is asked for this much more and the
+/// heap's root starts at the first 64-byte boundary inside it.
+const ROOT_ALIGN: usize = 64;
+
+/// A `pmemobj` pool as a [`PHeap`] (see the [module documentation](self)). Closed on drop.
+pub struct PmdkStorage {
+    lib: &'static Libpmemobj,
+    pool: NonNull<Pool>,
+    pool_bytes: u64,
+    uuid_lo: u64,
+    root: NonNull<u8>,
+    root_size: usize,
+    blocks: BlockTable,
+}
+
+// SAFETY: libpmemobj's allocation, free, action, flush and drain functions are thread-safe;
+// the pool handle, UUID and root are only read after construction; the block table is
+// behind mutexes.
+unsafe impl Send for PmdkStorage {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for PmdkStorage {}
+
+impl std::fmt::Debug for PmdkStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PmdkStorage")
+            .field("pool_bytes", &self.pool_bytes)
+            .field("root_size", &self.root_size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PmdkStorage {
+    /// The heap over an open pool; `new_root` is the root size to create (at `create`) or
+    /// `None` to take the existing root (at `open`). Closes the pool on error.
+    fn over(
+        lib: &'static Libpmemobj,
+        pool: NonNull<Pool>,
+        path: &Path,
+        new_root: Option<usize>,
+    ) -> Result<Self, String> {
+        let fail = |message: String| {
+            // SAFETY: opened or created by the caller, used by nobody else yet.
+            unsafe { (lib.close)(pool.as_ptr()) };
+            Err(message)
+        };
+        let pool_bytes = match std::fs::metadata(path) {
+            Ok(m) => m.len(),
+            Err(e) => return fail(format!("pmdk: {}: {e}", path.display())),
+        };
+        let size = match new_root {
+            Some(root_size) => root_size.max(1) + ROOT_ALIGN,
+            // SAFETY: an open pool.
+            None => unsafe { (lib.root_size)(pool.as_ptr()) },
+        };
+        if size <= ROOT_ALIGN {
+            return fail(format!(
+                "pmdk: {}: a root of {size} bytes is not a storage pool's",
+                path.display()
+            ));
+        }
+        // SAFETY: an open pool; an existing root of at least `size` bytes is returned as it
+        // is, a new one is allocated zeroed (and persisted) by PMDK.
+        let oid = unsafe { (lib.root)(pool.as_ptr(), size) };
+        // SAFETY: `oid` is null or an object of this open pool.
+        let object = unsafe { lib.direct(oid) };
+        if object.is_null() {
+            return fail(format!(
+                "pmdk: {}: pmemobj_root({size}): {}",
+                path.display(),
+                lib.errormsg()
+            ));
+        }
+        let skip = object.align_offset(ROOT_ALIGN);
+        // SAFETY: `skip < ROOT_ALIGN < size`: inside the root object.
+        let root = unsafe { NonNull::new_unchecked(object.add(skip)) };
+        Ok(Self {
+            lib,
+            pool,
+            pool_bytes,
+            uuid_lo: oid.pool_uuid_lo,
+            root,
+            root_size: size - ROOT_ALIGN,
+            blocks: BlockTable::new(),
+        })
+    }
+
+    fn base(&self) -> *mut u8 {
+        self.pool.as_ptr().cast()
+    }
+
+    fn oid(&self, off: u64) -> PMEMoid {
+        PMEMoid {
+            pool_uuid_lo: self.uuid_lo,
+            off,
+        }
+    }
+
+    /// Checks that `dest` is an aligned word inside the pool.
+    fn check_dest(&self, dest: *mut u64) -> Result<(), String> {
+        let off = self.offset_of(dest.cast());
+        if !dest.is_aligned() || off == 0 || off.saturating_add(8) > self.pool_bytes {
+            return Err(format!(
+                "pmdk: destination {dest:p} is not an aligned word of the pool"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks that `off` may be a block of the pool, marks it freed in the table and
+    /// returns PMDK's object offset behind it (read from its back-pointer).
+    fn take_block(&self, off: u64) -> Result<(Known, u64), String> {
+        let refuse = || format!("pmdk: {off:#x} is not the start of a block");
+        if off < BLOCK_ALIGN || !off.is_multiple_of(BLOCK_ALIGN) || off >= self.pool_bytes {
+            return Err(refuse());
+        }
+        // SAFETY: `off - 8` is an aligned word inside the pool (checked above).
+        let object = unsafe { self.at(off - 8).cast::<u64>().read() };
+        if object >= off || off - object > BLOCK_ALIGN || !object.is_multiple_of(OBJECT_ALIGN) {
+            return Err(refuse());
+        }
+        let known = self
+            .blocks
+            .take_adopting(off)
+            .map_err(|e| format!("pmdk: {e}"))?;
+        Ok((known, object))
+    }
+
+    fn restore_block(&self, off: u64, known: Known) {
+        match known {
+            Known::Live(size) => self.blocks.restore(off, size),
+            Known::Unknown => self.blocks.forget(off),
+        }
+    }
+
+    /// Reserves a block of `size` bytes (rounded up to whole cache lines): PMDK's object of
+    /// that plus `BLOCK_ALIGN` bytes, the
+    /// block at the first 64-byte boundary at least 8 bytes into it, and the object's offset
+    /// in the 8 bytes before the block, flushed (the publish that follows drains it before
+    /// its redo log commits). Returns the block's offset.
+    fn reserve(&self, action: &mut PobjAction, size: usize) -> Result<u64, String> {
+        if size == 0 {
+            return Err("pmdk: cannot allocate 0 bytes".to_owned());
+        }
+        let padded = self
+            .usable_size(size)
+            .checked_add(BLOCK_ALIGN as usize)
+            .ok_or_else(|| format!("pmdk: {size} bytes is too large"))?;
+        // SAFETY: an open pool; the action lives in DRAM until published or cancelled.
+        let oid = unsafe { (self.lib.reserve)(self.pool.as_ptr(), action, padded, TYPE_NUM) };
+        if oid.is_null() {
+            return Err(format!(
+                "pmdk: pmemobj_reserve({padded}): {}",
+                self.lib.errormsg()
+            ));
+        }
+        let block = (oid.off + 8).next_multiple_of(BLOCK_ALIGN);
+        let back = self.at(block - 8);
+        // SAFETY: `block - 8 .. block + size` lies inside the reserved object of at least
+        // `size + 64` bytes (`block - oid.off` is 8 to 64), which is ours alone.
+        unsafe {
+            back.cast::<u64>().write(oid.off);
+            (self.lib.flush)(self.pool.as_ptr(), back.cast(), 8);
+        }
+        Ok(block)
+    }
+
+    /// Publishes `actions` (all prepared on this pool); cancels them on failure.
+    fn publish(&self, actions: &mut [PobjAction], what: &str) -> Result<(), String> {
+        let pool = self.pool.as_ptr();
+        // SAFETY: prepared actions of this open pool, published once.
+        if unsafe { (self.lib.publish)(pool, actions.as_mut_ptr(), actions.len()) } == 0 {
+            return Ok(());
+        }
+        let message = format!("pmdk: pmemobj_publish ({what}): {}", self.lib.errormsg());
+        // SAFETY: the actions were prepared and not applied: cancelling returns a reserved
+        // block and drops a deferred free.
+        unsafe { (self.lib.cancel)(pool, actions.as_mut_ptr(), actions.len()) };
+        Err(message)
+    }
+}
+
+impl PHeap for PmdkStorage {
+    fn root(&self) -> *mut u8 {
+        self.root.as_ptr()
+    }
+
+    fn root_size(&self) -> usize {
+        self.root_size
+    }
+
+    fn at(&self, off: u64) -> *mut u8 {
+        if off == 0 {
+            return std::ptr::null_mut();
+        }
+        self.base().wrapping_add(off as usize)
+    }
+
+    fn offset_of(&self, p: *const u8) -> u64 {
+        (p as usize).wrapping_sub(self.base() as usize) as u64
+    }
+
+    fn alloc(&self, size: usize) -> Result<u64, String> {
+        let mut action = [PobjAction::default()];
+        let block = self.reserve(&mut action[0], size)?;
+        self.publish(&mut action, "alloc")?;
+        self.blocks.insert(block, size as u64);
+        Ok(block)
+    }
+
+    unsafe fn dealloc(&self, off: u64) -> Result<(), String> {
+        let (_, object) = self.take_block(off)?;
+        let mut oid = self.oid(object);
+        // SAFETY: `object` is the live PMDK object behind the block (the caller's contract;
+        // a block freed in this session was refused above); the DRAM copy is nulled.
+        unsafe { (self.lib.free)(&mut oid) };
+        Ok(())
+    }
+
+    unsafe fn alloc_into(&self, dest: *mut u64, size: usize) -> Result<u64, String> {
+        self.check_dest(dest)?;
+        let mut actions = [PobjAction::default(); 2];
+        let block = self.reserve(&mut actions[0], size)?;
+        // SAFETY: `dest` is an aligned word of the pool (checked), ours alone (the caller's
+        // contract); PMDK stores the block's offset there when the actions are published.
+        unsafe { (self.lib.set_value)(self.pool.as_ptr(), &mut actions[1], dest, block) };
+        self.publish(&mut actions, "alloc_into")?;
+        self.blocks.insert(block, size as u64);
+        Ok(block)
+    }
+
+    unsafe fn free_from(&self, dest: *mut u64) -> Result<(), String> {
+        self.check_dest(dest)?;
+        // SAFETY: an aligned word of the pool, ours alone (the caller's contract).
+        let off = unsafe { dest.read() };
+        if off == 0 {
+            return Err("pmdk: free_from a null word".to_owned());
+        }
+        let (known, object) = self.take_block(off)?;
+        let mut actions = [PobjAction::default(); 2];
+        let pool = self.pool.as_ptr();
+        // SAFETY: `object` is the live PMDK object behind the block (the caller's contract,
+        // and not freed in this session: checked); `dest` as above.
+        unsafe {
+            (self.lib.defer_free)(pool, self.oid(object), &mut actions[0]);
+            (self.lib.set_value)(pool, &mut actions[1], dest, 0);
+        }
+        if let Err(e) = self.publish(&mut actions, "free_from") {
+            self.restore_block(off, known);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Blocks are whole cache lines: `size` rounded up to 64 bytes (what is reserved).
+    fn usable_size(&self, size: usize) -> usize {
+        size.next_multiple_of(BLOCK_ALIGN as usize)
+    }
+
+    fn flush(&self, p: *const u8, len: usize) {
+        // SAFETY: an open pool; `p..p + len` is inside it (the trait's contract).
+        unsafe { (self.lib.flush)(self.pool.as_ptr(), p.cast(), len) };
+    }
+
+    fn fence(&self) {
+        // SAFETY: an open pool.
+        unsafe { (self.lib.drain)(self.pool.as_ptr()) };
+    }
+
+    fn persist_counts(&self) -> Option<PersistStats> {
+        None
+    }
+}
+
+impl PoolFile for PmdkStorage {
+    const NAME: &'static str = "pmdk";
+
+    fn available() -> Result<(), String> {
+        Libpmemobj::load().map(|_| ())
+    }
+
+    fn create(path: &Path, pool_bytes: usize, root_size: usize) -> Result<Self, String> {
+        let lib = Libpmemobj::load()?;
+        let c_path = c_path(path)?;
+        // SAFETY: NUL-terminated path and layout; PMDK creates the file (refusing an existing
+        // one) and returns a pool handle or null.
+        let pool =
+            unsafe { (lib.create)(c_path.as_ptr(), STORAGE_LAYOUT.as_ptr(), pool_bytes, 0o600) };
+        let pool = NonNull::new(pool).ok_or_else(|| {
+            format!(
+                "pmdk: pmemobj_create {} ({pool_bytes} bytes): {}",
+                path.display(),
+                lib.errormsg()
+            )
+        })?;
+        Self::over(lib, pool, path, Some(root_size))
+    }
+
+    fn open(path: &Path) -> Result<Self, String> {
+        let lib = Libpmemobj::load()?;
+        let c_path = c_path(path)?;
+        // SAFETY: NUL-terminated path and layout; PMDK replays its logs and returns a handle
+        // or null.
+        let pool = unsafe { (lib.open)(c_path.as_ptr(), STORAGE_LAYOUT.as_ptr()) };
+        let pool = NonNull::new(pool)
+            .ok_or_else(|| format!("pmdk: pmemobj_open {}: {}", path.display(), lib.errormsg()))?;
+        Self::over(lib, pool, path, None)
+    }
+}
+
+impl Drop for PmdkStorage {
+    fn drop(&mut self) {
+        // SAFETY: the pool was opened or created by this heap and is closed only here;
+        // `&mut self` means no call is in flight.
+        unsafe { (self.lib.close)(self.pool.as_ptr()) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pool path in /dev/shm (or the temporary directory), removed on drop.
+    struct Scratch(std::path::PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn scratch(name: &str) -> Scratch {
+        let dir = if Path::new("/dev/shm").is_dir() {
+            std::path::PathBuf::from("/dev/shm")
+        } else {
+            std::env::temp_dir()
+        };
+        let path = dir.join(format!(
+            "alloclab-pmdk-storage-test-{}-{name}.pool",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        Scratch(path)
+    }
+
+    #[test]
+    fn pmdk_blocks_round_trip_double_frees_are_refused_and_the_root_survives_a_reopen() {
+        if let Err(reason) = PmdkStorage::available() {
+            eprintln!("SKIPPED pmdk storage round trip: {reason}");
+            return;
+        }
+        let scratch = scratch("roundtrip");
+        let path = &scratch.0;
+        let heap = PmdkStorage::create(path, 16 << 20, 256).unwrap();
+        assert_eq!(heap.root_size(), 256);
+        assert_eq!(heap.root() as usize % 64, 0);
+        // SAFETY: the root's 256 bytes, zeroed by PMDK.
+        let root = unsafe { std::slice::from_raw_parts(heap.root(), 256) };
+        assert!(root.iter().all(|&b| b == 0));
+        let dest = heap.root().cast::<u64>();
+        let next = heap.root().wrapping_add(8).cast::<u64>();
+        // SAFETY: words of the root, this thread's alone; blocks written within their size.
+        let (kept, plain) = unsafe {
+            next.write(0xDEAD_BEEF);
+            heap.persist(next.cast(), 8);
+            let kept = heap.alloc_into(dest, 1000).unwrap();
+            assert_eq!(dest.read(), kept);
+            assert_eq!(next.read(), 0xDEAD_BEEF, "only the 8-byte word is written");
+            heap.at(kept).write_bytes(0xA5, 1000);
+            heap.persist(heap.at(kept), 1000);
+            let plain = heap.alloc(200).unwrap();
+            assert_eq!(heap.offset_of(heap.at(plain)), plain);
+            heap.dealloc(plain).unwrap();
+            assert!(heap.dealloc(plain).unwrap_err().contains("double free"));
+            assert!(heap.dealloc(3).unwrap_err().contains("not the start"));
+            (kept, plain)
+        };
+        assert_ne!(kept, plain);
+        drop(heap);
+
+        let heap = PmdkStorage::open(path).unwrap();
+        assert_eq!(heap.root_size(), 256);
+        let dest = heap.root().cast::<u64>();
+        // SAFETY: as above, on the reopened pool.
+        unsafe {
+            assert_eq!(dest.read(), kept, "the root survives the reopen");
+            assert_eq!(heap.root().add(8).cast::<u64>().read(), 0xDEAD_BEEF);
+            let bytes = std::slice::from_raw_parts(heap.at(kept), 1000);
+            assert!(bytes.iter().all(|&b| b == 0xA5));
+            heap.free_from(dest).unwrap();
+            assert_eq!(dest.read(), 0);
+            assert!(heap.free_from(dest).unwrap_err().contains("null"));
+            dest.write(kept);
+            assert!(heap.free_from(dest).unwrap_err().contains("double free"));
+            dest.write(0);
+        }
+        assert_eq!(heap.persist_counts(), None);
+        drop(heap);
+        assert!(
+            PmdkStorage::create(path, 16 << 20, 64)
+                .unwrap_err()
+                .contains("pmemobj_create")
+        );
+    }
+
+    #[test]
+    fn a_pool_of_the_pmem_suite_is_refused() {
+        use crate::pmem::{PmdkHeap, SlotHeap};
+        if let Err(reason) = PmdkStorage::available() {
+            eprintln!("SKIPPED a_pool_of_the_pmem_suite_is_refused: {reason}");
+            return;
+        }
+        let scratch = scratch("slots");
+        drop(PmdkHeap::create(&scratch.0, 16 << 20, 4).unwrap());
+        let err = PmdkStorage::open(&scratch.0).unwrap_err();
+        assert!(err.contains("pmemobj_open"), "{err}");
+    }
+}

@@ -1,0 +1,834 @@
+//! The `storage` suite's part of `report.md`, its charts and its terminal summary, made
+//! from the records of a [`ResultsFile`]: the generic per-workload tables would spread one
+//! comparison over 33 workloads, so this suite gets its own layout.
+//!
+//! * **Must reach** — the issue's three checks as ✓/✗ lines ([`must_reach`]).
+//! * **Per mix** — a table (one row per engine, thread count and heap: throughput, its
+//!   ratio to PMDK, tail latency, time split, flushes and fences per operation) and a chart,
+//!   `storage-throughput-<mix>.svg` (bars of ops/s per heap, grouped by engine and threads).
+//! * **Time split** — `storage-split.svg`, one stacked bar per mix and heap (index, crash
+//!   consistency, memory management, modification), one panel per engine, at the smallest
+//!   thread count.
+//! * **Recovery** — heap and engine recovery times per engine, heap and mix.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+
+use super::Spec;
+use super::ycsb::{KeyChoice, Mix};
+use crate::report::{
+    GroupAxis, ReportError, escape_cell, fmt_tick, fmt_value, table_header, table_row, write_atomic,
+};
+use crate::results::{Record, ResultsFile};
+use crate::storage::ENGINES;
+
+/// The suite's name in results.
+pub const SUITE: &str = "storage";
+/// The heaps, in column order; ratios are against the first.
+pub const HEAPS: &[&str] = &["pmdk", "alloclab-pmem", "dram"];
+/// The heap the targets are stated for, and the one they compare with.
+const OURS: &str = "alloclab-pmem";
+const PMDK: &str = "pmdk";
+/// Check (i): the memory-management share limit, %, and its mixes.
+pub const MM_SHARE_LIMIT: f64 = 15.0;
+/// The write-heavy mixes of check (i).
+pub const MM_MIXES: &[Mix] = &[Mix::D, Mix::G, Mix::H];
+/// Check (ii): the throughput ratio alloclab-pmem / PMDK, and its mixes.
+pub const SPEEDUP_TARGET: f64 = 1.5;
+/// The mixes of check (ii).
+pub const SPEEDUP_MIXES: &[Mix] = &[Mix::C, Mix::D, Mix::F, Mix::G, Mix::H];
+/// Where check (iii) is made: the engines' crash tests (the simulator crashes them at every
+/// fence and checks every committed operation survives).
+pub const CRASH_TEST_COMMAND: &str =
+    "cargo test --release -p alloclab-harness --test storage_crash --test storage_cow";
+
+/// A (mix, key choice) section of the report.
+type Section = (Mix, KeyChoice);
+
+/// The suite's records, looked up by (spec, heap, threads, metric).
+struct Storage<'a> {
+    records: Vec<(Spec, &'a Record)>,
+}
+
+impl<'a> Storage<'a> {
+    fn new(results: &'a ResultsFile) -> Self {
+        Self {
+            records: results
+                .records
+                .iter()
+                .filter(|r| r.suite == SUITE)
+                .filter_map(|r| Spec::parse(&r.workload).map(|s| (s, r)))
+                .collect(),
+        }
+    }
+
+    fn get(
+        &self,
+        engine: &str,
+        section: Section,
+        heap: &str,
+        threads: usize,
+        metric: &str,
+    ) -> Option<&'a Record> {
+        self.records
+            .iter()
+            .find(|(s, r)| {
+                s.engine == engine
+                    && (s.mix, s.keys) == section
+                    && r.allocator == heap
+                    && r.threads == threads
+                    && r.metric == metric
+            })
+            .map(|(_, r)| *r)
+    }
+
+    fn median(
+        &self,
+        engine: &str,
+        section: Section,
+        heap: &str,
+        threads: usize,
+        metric: &str,
+    ) -> Option<f64> {
+        self.get(engine, section, heap, threads, metric)
+            .map(|r| r.median)
+            .filter(|v| v.is_finite())
+    }
+
+    fn engines(&self) -> Vec<&'static str> {
+        ENGINES
+            .iter()
+            .copied()
+            .filter(|e| self.records.iter().any(|(s, _)| s.engine == *e))
+            .collect()
+    }
+
+    fn heaps(&self) -> Vec<&'static str> {
+        HEAPS
+            .iter()
+            .copied()
+            .filter(|h| self.records.iter().any(|(_, r)| r.allocator == *h))
+            .collect()
+    }
+
+    /// The most runs any record of the suite summarises.
+    fn runs(&self) -> u32 {
+        self.records.iter().map(|(_, r)| r.runs).max().unwrap_or(0)
+    }
+
+    fn threads(&self) -> Vec<usize> {
+        let mut t: Vec<usize> = self.records.iter().map(|(_, r)| r.threads).collect();
+        t.sort_unstable();
+        t.dedup();
+        t
+    }
+
+    fn sections(&self) -> Vec<Section> {
+        let mut out = Vec::new();
+        for keys in [KeyChoice::Zipfian, KeyChoice::Uniform] {
+            for mix in Mix::ALL {
+                if self
+                    .records
+                    .iter()
+                    .any(|(s, _)| (s.mix, s.keys) == (mix, keys))
+                {
+                    out.push((mix, keys));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Whether the results hold any record of the suite.
+pub fn has_storage(results: &ResultsFile) -> bool {
+    results.records.iter().any(|r| r.suite == SUITE)
+}
+
+fn section_title((mix, keys): Section) -> String {
+    format!(
+        "mix {} ({}), {} keys",
+        mix.name(),
+        mix.describe(),
+        keys.name()
+    )
+}
+
+fn section_slug((mix, keys): Section) -> String {
+    match keys {
+        KeyChoice::Zipfian => mix.name().to_owned(),
+        KeyChoice::Uniform => format!("{}-uniform", mix.name()),
+    }
+}
+
+/// The chart file of one mix's throughput.
+pub fn throughput_chart_name(section: Section) -> String {
+    format!("storage-throughput-{}.svg", section_slug(section))
+}
+
+/// The stacked time-split chart's file.
+pub const SPLIT_CHART: &str = "storage-split.svg";
+
+/// How a check came out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Met on every figure it covers.
+    Pass,
+    /// Missed (or figures missing).
+    Fail,
+    /// Not decided by this run.
+    NotHere,
+}
+
+impl Verdict {
+    fn mark(self) -> &'static str {
+        match self {
+            Verdict::Pass => "✓",
+            Verdict::Fail => "✗",
+            Verdict::NotHere => "·",
+        }
+    }
+}
+
+/// One must-reach check: its verdict and a line saying what was compared.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Check {
+    /// The verdict.
+    pub verdict: Verdict,
+    /// `(i) …: worst …`.
+    pub line: String,
+}
+
+/// The issue's three must-reach checks over this run's medians.
+pub fn must_reach(results: &ResultsFile) -> Vec<Check> {
+    let view = Storage::new(results);
+    let engines = view.engines();
+    let missing_engines: Vec<&str> = ENGINES
+        .iter()
+        .copied()
+        .filter(|e| !engines.contains(e))
+        .collect();
+    let threads = view.threads();
+    let mut checks = Vec::new();
+
+    // (i) memory-management share with alloclab-pmem.
+    let mut worst: Option<(f64, String)> = None;
+    let mut missing = Vec::new();
+    for &engine in &engines {
+        for &mix in MM_MIXES {
+            for &t in &threads {
+                let section = (mix, KeyChoice::Zipfian);
+                match view.median(engine, section, OURS, t, "share_mm") {
+                    Some(v) => {
+                        if worst.as_ref().is_none_or(|(w, _)| v > *w) {
+                            worst = Some((v, format!("{engine}-{} at {t} thread(s)", mix.name())));
+                        }
+                    }
+                    None => missing.push(format!("{engine}-{}/{t}", mix.name())),
+                }
+            }
+        }
+    }
+    let mixes = MM_MIXES
+        .iter()
+        .map(|m| m.name())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (verdict, detail) = match &worst {
+        None => (Verdict::Fail, "not measured".to_owned()),
+        Some((w, at)) => {
+            let ok = *w <= MM_SHARE_LIMIT && missing.is_empty() && missing_engines.is_empty();
+            (
+                if ok { Verdict::Pass } else { Verdict::Fail },
+                format!("highest {w:.1}% ({at})"),
+            )
+        }
+    };
+    checks.push(Check {
+        verdict,
+        line: format!(
+            "(i) with alloclab-pmem the memory-management share is <= {MM_SHARE_LIMIT}% on mixes {mixes} in every engine: {detail}{}",
+            gaps(&missing, &missing_engines)
+        ),
+    });
+
+    // (ii) alloclab-pmem vs PMDK throughput.
+    let mixes = SPEEDUP_MIXES
+        .iter()
+        .map(|m| m.name())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let pmdk_ran = view.records.iter().any(|(_, r)| r.allocator == PMDK);
+    if !pmdk_ran {
+        checks.push(Check {
+            verdict: Verdict::NotHere,
+            line: format!(
+                "(ii) throughput alloclab-pmem >= {SPEEDUP_TARGET}x PMDK on mixes {mixes} in every engine: skipped, PMDK was not measured in this run (libpmemobj.so.1 missing, or not asked for)"
+            ),
+        });
+    } else {
+        let mut worst: Option<(f64, String)> = None;
+        let mut missing = Vec::new();
+        for &engine in &engines {
+            for &mix in SPEEDUP_MIXES {
+                for &t in &threads {
+                    let section = (mix, KeyChoice::Zipfian);
+                    let ours = view.median(engine, section, OURS, t, "ops_per_s");
+                    let theirs = view.median(engine, section, PMDK, t, "ops_per_s");
+                    match ours.zip(theirs).filter(|(_, b)| *b > 0.0) {
+                        Some((a, b)) => {
+                            let r = a / b;
+                            if worst.as_ref().is_none_or(|(w, _)| r < *w) {
+                                worst =
+                                    Some((r, format!("{engine}-{} at {t} thread(s)", mix.name())));
+                            }
+                        }
+                        None => missing.push(format!("{engine}-{}/{t}", mix.name())),
+                    }
+                }
+            }
+        }
+        let (verdict, detail) = match &worst {
+            None => (Verdict::Fail, "not measured".to_owned()),
+            Some((w, at)) => {
+                let ok = *w >= SPEEDUP_TARGET && missing.is_empty() && missing_engines.is_empty();
+                (
+                    if ok { Verdict::Pass } else { Verdict::Fail },
+                    format!("lowest {w:.2}x ({at})"),
+                )
+            }
+        };
+        checks.push(Check {
+            verdict,
+            line: format!(
+                "(ii) throughput alloclab-pmem >= {SPEEDUP_TARGET}x PMDK on mixes {mixes} in every engine: {detail}{}",
+                gaps(&missing, &missing_engines)
+            ),
+        });
+    }
+
+    // (iii) crash tests: not this run's to decide.
+    let durable_jobs = {
+        let mut jobs: Vec<(&str, &str, usize)> = view
+            .records
+            .iter()
+            .filter(|(_, r)| r.metric == "recovery_engine_ms")
+            .map(|(_, r)| (r.workload.as_str(), r.allocator.as_str(), r.threads))
+            .collect();
+        jobs.sort_unstable();
+        jobs.dedup();
+        jobs.len()
+    };
+    checks.push(Check {
+        verdict: Verdict::NotHere,
+        line: format!(
+            "(iii) zero lost committed operations over the engine crash tests: decided by the crash tests (`{CRASH_TEST_COMMAND}`), not by this run; here, {durable_jobs} measurement(s) reopened their pool and found every committed item (a loss fails the measurement, see failures)"
+        ),
+    });
+    checks
+}
+
+fn gaps(missing: &[String], missing_engines: &[&str]) -> String {
+    let mut out = String::new();
+    if !missing_engines.is_empty() {
+        let _ = write!(
+            out,
+            "; engines not measured: {}",
+            missing_engines.join(", ")
+        );
+    }
+    if !missing.is_empty() {
+        let shown: Vec<&str> = missing.iter().take(6).map(String::as_str).collect();
+        let _ = write!(
+            out,
+            "; no figure for {}{}",
+            shown.join(", "),
+            if missing.len() > shown.len() {
+                ", …"
+            } else {
+                ""
+            }
+        );
+    }
+    out
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or("—".to_owned(), |v| format!("{v:.0}"))
+}
+
+fn num(v: Option<f64>) -> String {
+    v.map_or("—".to_owned(), fmt_value)
+}
+
+/// The `storage` section of `report.md`.
+pub fn markdown(out: &mut String, results: &ResultsFile) {
+    let view = Storage::new(results);
+    let heaps = view.heaps();
+    let threads = view.threads();
+    let scale = &results.header.parameters.scale;
+    let loaded = scale
+        .parse::<crate::workloads::Scale>()
+        .map_or(super::LOADED, |s| s.scaled(super::LOADED));
+    let _ = writeln!(
+        out,
+        "\nYCSB on the engines {} over the heaps {}: per measurement, {loaded} items (an \
+         8-byte key and five 200-byte columns; 1–256 B for `var`) are loaded, then {loaded} \
+         operations run, shared out among the threads (each its own partition over the one \
+         heap); Zipfian keys (YCSB's scrambled generator, θ = 0.99) unless marked uniform. \
+         Pools in `/dev/shm` with `PMEM_IS_PMEM_FORCE=1` (real cache-line flushes and fences, \
+         no media latency). Figures are medians over {runs} run(s); “× pmdk” divides by PMDK's \
+         median for the same engine, mix and threads. Latency includes one clock read. The \
+         split is the engines' own timing of index / crash consistency / memory management / \
+         modification, as % of their sum. Flushes and fences per operation: the engine's own \
+         (`eng`), and for heaps that count them, every cache line the medium flushed \
+         (`lines`, the engine's and the allocator's).",
+        view.engines().join(", "),
+        heaps.join(", "),
+        runs = view.runs(),
+    );
+
+    out.push_str("\n### storage: must reach\n\n");
+    for check in must_reach(results) {
+        let _ = writeln!(out, "- {} {}", check.verdict.mark(), check.line);
+    }
+    if !heaps.contains(&PMDK) {
+        out.push_str(
+            "\nPMDK did not run here (libpmemobj.so.1 not found, or not asked for): its columns \
+             and ratios are left out.\n",
+        );
+    }
+
+    for section in view.sections() {
+        let _ = writeln!(out, "\n### storage: {}\n", section_title(section));
+        let headers: Vec<String> = [
+            "engine",
+            "threads",
+            "heap",
+            "ops/s",
+            "× pmdk",
+            "p99 ns",
+            "p99.9 ns",
+            "p99.99 ns",
+            "split idx/cc/mm/mod %",
+            "eng flushes/op",
+            "eng fences/op",
+            "eng B/op",
+            "lines/op",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        table_header(out, &headers, 3);
+        for &engine in &view.engines() {
+            for &t in &threads {
+                for &heap in &heaps {
+                    let m = |metric: &str| view.median(engine, section, heap, t, metric);
+                    let Some(ops) = m("ops_per_s") else { continue };
+                    let ratio = view
+                        .median(engine, section, PMDK, t, "ops_per_s")
+                        .filter(|b| *b > 0.0)
+                        .map_or("—".to_owned(), |b| format!("{:.2}", ops / b));
+                    let split = format!(
+                        "{}/{}/{}/{}",
+                        pct(m("share_index")),
+                        pct(m("share_cc")),
+                        pct(m("share_mm")),
+                        pct(m("share_mod"))
+                    );
+                    let cells = vec![
+                        engine.to_owned(),
+                        t.to_string(),
+                        escape_cell(heap),
+                        fmt_value(ops),
+                        ratio,
+                        num(m("op_p99")),
+                        num(m("op_p99.9")),
+                        num(m("op_p99.99")),
+                        split,
+                        num(m("engine_flushes_per_op")),
+                        num(m("engine_fences_per_op")),
+                        num(m("engine_bytes_flushed_per_op")),
+                        num(m("flushes_per_op")),
+                    ];
+                    table_row(out, &cells);
+                }
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\n![storage throughput, {}]({})",
+            section_title(section),
+            throughput_chart_name(section)
+        );
+    }
+
+    out.push_str("\n### storage: time split\n\n");
+    let _ = writeln!(
+        out,
+        "Share of the engines' timed work per phase at {} thread(s), one stacked bar per mix \
+         and heap, one panel per engine.\n\n![storage time split]({SPLIT_CHART})",
+        threads.first().copied().unwrap_or(1)
+    );
+
+    out.push_str("\n### storage: recovery\n\n");
+    out.push_str(
+        "Heap recovery (`PoolFile::open` of the pool the run left) + engine recovery (every \
+         partition's `recover`, one after another), in ms, at the smallest thread count; the \
+         DRAM heap has nothing to recover.\n\n",
+    );
+    let t = threads.first().copied().unwrap_or(1);
+    let sections = view.sections();
+    let mut headers = vec!["engine".to_owned(), "heap".to_owned()];
+    headers.extend(sections.iter().map(|s| section_slug(*s)));
+    table_header(out, &headers, 2);
+    for &engine in &view.engines() {
+        for &heap in &heaps {
+            let cells: Vec<String> = sections
+                .iter()
+                .map(|&s| {
+                    let h = view.median(engine, s, heap, t, "recovery_heap_ms");
+                    let e = view.median(engine, s, heap, t, "recovery_engine_ms");
+                    match (h, e) {
+                        (Some(h), Some(e)) => format!("{} + {}", fmt_value(h), fmt_value(e)),
+                        _ => "—".to_owned(),
+                    }
+                })
+                .collect();
+            if cells.iter().all(|c| c == "—") {
+                continue;
+            }
+            let mut row = vec![engine.to_owned(), escape_cell(heap)];
+            row.extend(cells);
+            table_row(out, &row);
+        }
+    }
+}
+
+/// A compact terminal summary: throughput per mix (rows engine × threads, a column per
+/// heap and the ratio alloclab-pmem / PMDK), then the must-reach lines.
+pub fn terminal_text(results: &ResultsFile) -> String {
+    let view = Storage::new(results);
+    let heaps = view.heaps();
+    let mut out = String::new();
+    let params = &results.header.parameters;
+    let _ = writeln!(
+        out,
+        "\nstorage: scale {}, {} run(s); ops/s (median), alloclab-pmem ÷ pmdk, mm% with alloclab-pmem",
+        params.scale,
+        view.runs()
+    );
+    let _ = write!(out, "{:<16} {:<5} {:>3}", "mix", "eng", "thr");
+    for h in &heaps {
+        let _ = write!(out, " {h:>14}");
+    }
+    let _ = writeln!(out, " {:>8} {:>6}", "ratio", "mm%");
+    for section in view.sections() {
+        for &engine in &view.engines() {
+            for &t in &view.threads() {
+                let _ = write!(out, "{:<16} {engine:<5} {t:>3}", section_slug(section));
+                for &h in &heaps {
+                    let _ = write!(
+                        out,
+                        " {:>14}",
+                        num(view.median(engine, section, h, t, "ops_per_s"))
+                    );
+                }
+                let ratio = view
+                    .median(engine, section, OURS, t, "ops_per_s")
+                    .zip(view.median(engine, section, PMDK, t, "ops_per_s"))
+                    .filter(|(_, b)| *b > 0.0)
+                    .map_or("—".to_owned(), |(a, b)| format!("{:.2}", a / b));
+                let mm = view
+                    .median(engine, section, OURS, t, "share_mm")
+                    .map_or("—".to_owned(), |v| format!("{v:.1}"));
+                let _ = writeln!(out, " {ratio:>8} {mm:>6}");
+            }
+        }
+    }
+    for check in must_reach(results) {
+        let _ = writeln!(out, "{} {}", check.verdict.mark(), check.line);
+    }
+    let clock: Vec<f64> = view
+        .records
+        .iter()
+        .filter(|(_, r)| r.metric == crate::report::CLOCK_READ_METRIC)
+        .flat_map(|(_, r)| [r.min, r.max])
+        .filter(|v| v.is_finite())
+        .collect();
+    if !clock.is_empty() {
+        let lo = clock.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = clock.iter().copied().fold(0.0, f64::max);
+        let _ = writeln!(
+            out,
+            "storage times each operation: every latency includes about one clock read \
+             ({lo:.1}-{hi:.1} ns in its workers), not subtracted"
+        );
+    }
+    out
+}
+
+/// The README's part for the suite: the must-reach lines and the throughput ratios.
+pub fn readme(out: &mut String, results: &ResultsFile) {
+    let view = Storage::new(results);
+    let _ = writeln!(
+        out,
+        "\n#### Suite `storage`: must reach, and alloclab-pmem ÷ PMDK throughput per mix\n"
+    );
+    for check in must_reach(results) {
+        let _ = writeln!(out, "- {} {}", check.verdict.mark(), check.line);
+    }
+    out.push('\n');
+    let sections = view.sections();
+    let mut headers = vec!["engine".to_owned(), "threads".to_owned()];
+    headers.extend(sections.iter().map(|s| section_slug(*s)));
+    table_header(out, &headers, 2);
+    for &engine in &view.engines() {
+        for &t in &view.threads() {
+            let mut row = vec![engine.to_owned(), t.to_string()];
+            for &s in &sections {
+                row.push(
+                    view.median(engine, s, OURS, t, "ops_per_s")
+                        .zip(view.median(engine, s, PMDK, t, "ops_per_s"))
+                        .filter(|(_, b)| *b > 0.0)
+                        .map_or("—".to_owned(), |(a, b)| format!("{:.2}", a / b)),
+                );
+            }
+            table_row(out, &row);
+        }
+    }
+}
+
+/// Writes the suite's charts into `dir`: one throughput chart per mix and the time split.
+///
+/// # Errors
+///
+/// A chart could not be drawn or written.
+pub fn write_charts(dir: &Path, results: &ResultsFile) -> Result<Vec<PathBuf>, ReportError> {
+    let view = Storage::new(results);
+    let mut paths = Vec::new();
+    for section in view.sections() {
+        let path = dir.join(throughput_chart_name(section));
+        let svg = throughput_svg(&view, section).map_err(|e| ReportError::Chart {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        write_atomic(&path, svg.as_bytes())?;
+        paths.push(path);
+    }
+    if !view.records.is_empty() {
+        let path = dir.join(SPLIT_CHART);
+        let svg = split_svg(&view).map_err(|e| ReportError::Chart {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        write_atomic(&path, svg.as_bytes())?;
+        paths.push(path);
+    }
+    Ok(paths)
+}
+
+type Drawn = Result<String, Box<dyn std::error::Error>>;
+
+/// Bars of ops/s: one group per (engine, threads), one bar per heap.
+fn throughput_svg(view: &Storage<'_>, section: Section) -> Drawn {
+    let engines = view.engines();
+    let threads = view.threads();
+    let heaps = view.heaps();
+    let groups: Vec<(&str, usize)> = engines
+        .iter()
+        .flat_map(|e| threads.iter().map(move |t| (*e, *t)))
+        .collect();
+    let bars: Vec<(usize, usize, &Record)> = groups
+        .iter()
+        .enumerate()
+        .flat_map(|(gi, (e, t))| {
+            heaps.iter().enumerate().filter_map(move |(hi, h)| {
+                view.get(e, section, h, *t, "ops_per_s")
+                    .filter(|r| r.median.is_finite())
+                    .map(|r| (gi, hi, r))
+            })
+        })
+        .collect();
+    let top = bars
+        .iter()
+        .map(|(_, _, r)| r.max.max(r.median))
+        .filter(|v| v.is_finite())
+        .fold(1.0f64, f64::max)
+        * 1.25;
+    let width = (200 + 120 * groups.len() as u32).max(640);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (width, 420)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(10)
+            .caption(
+                format!(
+                    "storage: {} — ops/s (higher is better)",
+                    section_title(section)
+                ),
+                ("sans-serif", 20),
+            )
+            .x_label_area_size(40)
+            .y_label_area_size(80)
+            .build_cartesian_2d(
+                GroupAxis {
+                    groups: groups.len().max(1),
+                },
+                0.0..top,
+            )?;
+        let x_label = |x: &f64| -> String {
+            let i = x.floor();
+            groups
+                .get(i as usize)
+                .filter(|_| i >= 0.0)
+                .map_or(String::new(), |(e, t)| format!("{e}, {t} thr"))
+        };
+        let y_label = |y: &f64| fmt_tick(*y);
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(groups.len().max(1))
+            .x_label_formatter(&x_label)
+            .y_label_formatter(&y_label)
+            .x_desc("engine, threads")
+            .y_desc("ops/s")
+            .draw()?;
+        let n = heaps.len().max(1) as f64;
+        let w = 0.8 / n;
+        for (hi, heap) in heaps.iter().enumerate() {
+            let color = Palette99::pick(hi);
+            let mine: Vec<&(usize, usize, &Record)> = bars.iter().filter(|b| b.1 == hi).collect();
+            chart
+                .draw_series(mine.iter().map(|(gi, hi, r)| {
+                    let x0 = *gi as f64 + 0.1 + *hi as f64 * w;
+                    Rectangle::new([(x0, 0.0), (x0 + w, r.median)], color.filled())
+                }))?
+                .label(*heap)
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
+                });
+            chart.draw_series(
+                mine.iter()
+                    .filter(|(_, _, r)| r.min.is_finite() && r.max.is_finite())
+                    .map(|(gi, hi, r)| {
+                        let x = *gi as f64 + 0.1 + (*hi as f64 + 0.5) * w;
+                        ErrorBar::new_vertical(x, r.min, r.median, r.max, BLACK.stroke_width(1), 6)
+                    }),
+            )?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+        root.present()?;
+    }
+    Ok(svg)
+}
+
+/// Stacked shares of the four phases: one panel per engine, one bar per (mix, heap).
+fn split_svg(view: &Storage<'_>) -> Drawn {
+    const PHASES: [(&str, &str); 4] = [
+        ("share_index", "index"),
+        ("share_cc", "crash consistency"),
+        ("share_mm", "memory management"),
+        ("share_mod", "modification"),
+    ];
+    let engines = view.engines();
+    let heaps = view.heaps();
+    let sections = view.sections();
+    let t = view.threads().first().copied().unwrap_or(1);
+    let width = (200 + 36 * (sections.len() * heaps.len()) as u32).max(800);
+    let height = 40 + 320 * engines.len().max(1) as u32;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let body = root.titled(
+            &format!("storage: time split at {t} thread(s), % of the engines' timed work"),
+            ("sans-serif", 20),
+        )?;
+        let panels = body.split_evenly((engines.len().max(1), 1));
+        for (engine, panel) in engines.iter().zip(&panels) {
+            let mut chart = ChartBuilder::on(panel)
+                .margin(10)
+                .caption(
+                    format!("{engine}: bars per mix, heaps {}", heaps.join(" | ")),
+                    ("sans-serif", 16),
+                )
+                .x_label_area_size(40)
+                .y_label_area_size(60)
+                .build_cartesian_2d(
+                    GroupAxis {
+                        groups: sections.len().max(1),
+                    },
+                    0.0..130.0,
+                )?;
+            let x_label = |x: &f64| -> String {
+                let i = x.floor();
+                sections
+                    .get(i as usize)
+                    .filter(|_| i >= 0.0)
+                    .map_or(String::new(), |s| section_slug(*s))
+            };
+            let y_label = |y: &f64| {
+                if *y <= 100.0 {
+                    fmt_tick(*y)
+                } else {
+                    String::new()
+                }
+            };
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .x_labels(sections.len().max(1))
+                .x_label_formatter(&x_label)
+                .y_label_formatter(&y_label)
+                .x_desc("mix")
+                .y_desc("%")
+                .draw()?;
+            let n = heaps.len().max(1) as f64;
+            let w = 0.8 / n;
+            for (pi, (_, label)) in PHASES.iter().enumerate() {
+                let color = Palette99::pick(pi);
+                let mut rects = Vec::new();
+                for (si, &section) in sections.iter().enumerate() {
+                    for (hi, heap) in heaps.iter().enumerate() {
+                        let shares: Vec<f64> = PHASES
+                            .iter()
+                            .map(|(m, _)| view.median(engine, section, heap, t, m).unwrap_or(0.0))
+                            .collect();
+                        if shares.iter().all(|v| *v == 0.0) {
+                            continue;
+                        }
+                        let below: f64 = shares[..pi].iter().sum();
+                        let x0 = si as f64 + 0.1 + hi as f64 * w;
+                        rects.push(Rectangle::new(
+                            [(x0, below), (x0 + w * 0.9, below + shares[pi])],
+                            color.filled(),
+                        ));
+                    }
+                }
+                chart
+                    .draw_series(rects)?
+                    .label(*label)
+                    .legend(move |(x, y)| {
+                        Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
+                    });
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()?;
+        }
+        root.present()?;
+    }
+    Ok(svg)
+}
