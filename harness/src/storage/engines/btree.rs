@@ -38,8 +38,9 @@
 //!   parent left empty is freed the same way up the path; a root left with one child is
 //!   replaced by it (the root word).
 //!
-//! Fresh nodes are written whole and flushed before [`TxLog::apply`]'s fence, and the log's
-//! alloc lines keep them marked until the next transaction. So a tree operation is
+//! Fresh nodes are written whole and flushed before [`TxLog::apply`]'s fence; the one an
+//! in-place store links (the top of the fresh subtree) is kept marked through the last
+//! commit's redo by the log's links, and the others through it. So a tree operation is
 //! failure-atomic with the engine's transaction: two fences per transaction in all, splits
 //! included.
 //!
