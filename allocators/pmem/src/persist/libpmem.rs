@@ -373,10 +373,11 @@ unsafe impl Medium for PmemFileMedium {
     }
 
     fn fence(&self) {
-        self.stats.record_fence();
         if self.is_pmem {
             self.lib.drain();
         }
+        // After the drain: the counters' locked adds then wait on no flush.
+        self.stats.record_fence();
     }
 
     fn stats(&self) -> PersistStats {

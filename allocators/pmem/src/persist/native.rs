@@ -370,12 +370,13 @@ unsafe impl Medium for FileMedium {
     }
 
     fn fence(&self) {
-        self.stats.record_fence();
         match self.flush {
             // `msync(MS_SYNC)` returned only once the pages were written.
             NativeFlush::Msync => {}
             _ => store_fence(),
         }
+        // After the fence: the counters' locked adds then wait on no flush.
+        self.stats.record_fence();
     }
 
     fn stats(&self) -> PersistStats {

@@ -1,0 +1,57 @@
+//! What one persist (a 64-byte store, flush, fence) costs through each storage heap's
+//! `PHeap::flush`/`fence`, on a pool in /dev/shm with `PMEM_IS_PMEM_FORCE=1` as the
+//! `storage` suite runs it: a check that the heaps flush for real and alike.
+//!
+//! `cargo run --release -p alloclab-harness --example persist_cost [iterations]`
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use alloclab_harness::storage::{DramStorage, PmdkStorage, PoolFile};
+use alloclab_pmem::{Medium, PersistentHeap};
+
+fn measure<H: PoolFile>(iterations: usize) {
+    if let Err(why) = H::available() {
+        println!("{:>14}: skipped ({why})", H::NAME);
+        return;
+    }
+    let path = PathBuf::from(format!(
+        "/dev/shm/alloclab-persist-cost-{}-{}",
+        H::NAME,
+        std::process::id()
+    ));
+    let heap = H::create(&path, 64 << 20, 4096).expect("create the pool");
+    let lines = 4096 / 64;
+    let root = heap.root();
+    for (label, flushes_per_fence) in [("store+flush+fence", 1), ("4 stores+flushes, 1 fence", 4)] {
+        let start = Instant::now();
+        for i in 0..iterations {
+            for k in 0..flushes_per_fence {
+                let line = (i * flushes_per_fence + k) % lines;
+                // SAFETY: a word of the root, which this example alone uses.
+                let p = unsafe { root.add(line * 64) };
+                // SAFETY: as above.
+                unsafe { p.cast::<u64>().write_volatile(i as u64) };
+                heap.flush(p, 8);
+            }
+            heap.fence();
+        }
+        let ns = start.elapsed().as_nanos() as f64 / iterations as f64;
+        println!("{:>14}: {label:<26} {ns:>8.1} ns", H::NAME);
+    }
+    drop(heap);
+    let _ = std::fs::remove_file(&path);
+}
+
+fn main() {
+    // As the storage workers do, before anything loads libpmem or libpmemobj.
+    // SAFETY: no other thread runs yet.
+    unsafe { std::env::set_var("PMEM_IS_PMEM_FORCE", "1") };
+    let iterations = std::env::args()
+        .nth(1)
+        .map(|s| s.parse().expect("iterations: a number"))
+        .unwrap_or(200_000);
+    measure::<PersistentHeap<Box<dyn Medium>>>(iterations);
+    measure::<PmdkStorage>(iterations);
+    measure::<DramStorage>(iterations);
+}
