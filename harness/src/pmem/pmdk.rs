@@ -521,28 +521,10 @@ mod tests {
         }
     }
 
-    /// A pool path in /dev/shm (or the temporary directory), removed on drop, even when the
-    /// test fails.
-    struct Scratch(std::path::PathBuf);
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-
-    fn scratch(name: &str) -> Scratch {
-        let dir = if Path::new("/dev/shm").is_dir() {
-            std::path::PathBuf::from("/dev/shm")
-        } else {
-            std::env::temp_dir()
-        };
-        let path = dir.join(format!(
-            "alloclab-pmdk-test-{}-{name}.pool",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_file(&path);
-        Scratch(path)
+    /// A pool path in the pool directory (/dev/shm), removed on drop, even when the test
+    /// fails.
+    fn scratch(name: &str) -> crate::workloads::ScratchPool {
+        crate::workloads::ScratchPool::new(&crate::workloads::pmem::pool_dir(), "pmdk-test", name)
     }
 
     #[test]

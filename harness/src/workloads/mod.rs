@@ -277,6 +277,31 @@ impl HostWorkload {
     }
 }
 
+/// A pool file under a scratch directory (`/dev/shm` for the persistent-heap suites), named
+/// after the suite, the worker's pid and a counter, and removed when dropped.
+pub(crate) struct ScratchPool(pub(crate) std::path::PathBuf);
+
+impl ScratchPool {
+    /// A fresh path for `suite`'s pool `what` in `dir` (nothing is created).
+    pub(crate) fn new(dir: &std::path::Path, suite: &str, what: &str) -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = dir.join(format!(
+            "alloclab-{suite}-{}-{n}-{what}.pool",
+            std::process::id()
+        ));
+        // A pool left behind by a killed worker of the same pid and counter.
+        let _ = std::fs::remove_file(&path);
+        Self(path)
+    }
+}
+
+impl Drop for ScratchPool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

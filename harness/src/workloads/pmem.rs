@@ -56,14 +56,13 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
 use super::cpu::common::{self, Table};
 use super::realtime::{latency_histogram, shortest_ns};
-use super::{Params, Scale, WorkloadInfo};
+use super::{Params, Scale, ScratchPool, WorkloadInfo};
 use crate::measure;
 use crate::peers::Capability;
 use crate::pmem::{PersistStats, SlotHeap, SlotHeapTask, with_slot_heap};
@@ -259,29 +258,6 @@ impl SlotHeapTask for Measure {
     type Output = Result<Report, String>;
     fn run<H: SlotHeap>(self) -> Result<Report, String> {
         measure::<H>(&self.params, &self.dir)
-    }
-}
-
-/// A pool file that is removed when dropped.
-struct PoolFile(PathBuf);
-
-impl PoolFile {
-    fn new(dir: &Path, what: &str) -> Self {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = dir.join(format!(
-            "alloclab-pmem-{}-{n}-{what}.pool",
-            std::process::id()
-        ));
-        // A pool left behind by a killed worker of the same pid and counter.
-        let _ = std::fs::remove_file(&path);
-        Self(path)
-    }
-}
-
-impl Drop for PoolFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
     }
 }
 
@@ -551,7 +527,7 @@ pub fn measure<H: SlotHeap>(params: &Params, dir: &Path) -> Result<Report, Strin
     H::available()?;
     let threads = params.threads.max(1);
     let slots = threads * SLOTS_PER_THREAD;
-    let file = PoolFile::new(dir, "steady");
+    let file = ScratchPool::new(dir, "pmem", "steady");
     let heap = H::create(&file.0, POOL_BYTES, slots)?;
 
     // Fill every thread's slots, untimed.
@@ -628,7 +604,7 @@ pub fn recovery_pool_bytes(objects: usize) -> usize {
 /// Creates a pool of `objects` live objects, closes it, and times its `open` and the first
 /// allocation after; checks that every object survived.
 fn recovery<H: SlotHeap>(objects: usize, dir: &Path) -> Result<Recovery, String> {
-    let file = PoolFile::new(dir, "recovery");
+    let file = ScratchPool::new(dir, "pmem", "recovery");
     let heap = H::create(&file.0, recovery_pool_bytes(objects), objects + 1)?;
     for slot in 0..objects {
         heap.alloc_into(slot, RECOVERY_OBJECT_SIZE)?;
@@ -662,6 +638,7 @@ fn recovery<H: SlotHeap>(objects: usize, dir: &Path) -> Result<Recovery, String>
 mod tests {
     use super::*;
     use crate::pmem::{DramHeap, PmdkHeap};
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     fn tiny(threads: usize) -> Params {
         Params {

@@ -54,8 +54,7 @@ mod testing;
 pub mod ycsb;
 
 use std::panic::{self, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -64,7 +63,7 @@ use hdrhistogram::Histogram;
 use self::ycsb::{COLUMN_BYTES, KeyChoice, Mix, Op, PartitionPlan, TUPLE_BYTES};
 use super::pmem::{Persistence, pool_dir};
 use super::realtime::{latency_histogram, shortest_ns};
-use super::{Params, Scale, WorkloadInfo};
+use super::{Params, Scale, ScratchPool, WorkloadInfo};
 use crate::measure;
 use crate::peers::Capability;
 use crate::report::{CLOCK_READ_METRIC, TIMER_OVERHEAD_METRIC};
@@ -244,29 +243,6 @@ pub fn measure_by_name(
         },
     )
     .ok_or_else(|| format!("allocator '{allocator}' is not a persistent heap"))?
-}
-
-/// A pool file that is removed when dropped.
-struct ScratchPool(PathBuf);
-
-impl ScratchPool {
-    fn new(dir: &Path, what: &str) -> Self {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = dir.join(format!(
-            "alloclab-storage-{}-{n}-{what}.pool",
-            std::process::id()
-        ));
-        // A pool left behind by a killed worker of the same pid and counter.
-        let _ = std::fs::remove_file(&path);
-        Self(path)
-    }
-}
-
-impl Drop for ScratchPool {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 /// What one run measured.
@@ -577,7 +553,7 @@ pub fn measure<H: PoolFile, E: Engine<H>>(
         })
         .collect::<Result<Vec<_>, String>>()?;
 
-    let file = ScratchPool::new(dir, E::NAME);
+    let file = ScratchPool::new(dir, "storage", E::NAME);
     let heap = Arc::new(H::create(
         &file.0,
         pool_bytes(loaded, ops),
