@@ -40,15 +40,14 @@ use std::sync::Arc;
 use super::btree::BTree;
 use super::log::{FreeKind, TxLog};
 use super::{
-    TUPLE_HEADER, check_range, read_tuple, read_word, tuple_block_bytes, tuple_len, write_tuple,
-    write_word,
+    TUPLE_HEADER, check_range, read_tuple, tuple_block_bytes, tuple_len, write_tuple, write_word,
 };
 use crate::storage::{Engine, PHeap, Phase, Split};
 
 const MAGIC: u64 = 0x494E_5030_454E_4701;
-const W_MAGIC: usize = 0;
+const W_MAGIC: usize = super::log::PARTITION_MAGIC_WORD;
 const W_TREE: usize = 1;
-const W_LOG: usize = 2;
+const W_LOG: usize = super::log::PARTITION_LOG_WORD;
 
 /// The in-place update engine (see the module documentation).
 pub struct Inp<H: PHeap> {
@@ -124,17 +123,8 @@ impl<H: PHeap> Engine<H> for Inp<H> {
     fn recover(heap: Arc<H>, root: *mut u8) -> Result<Self, String> {
         let mut split = Split::default();
         let root_off = heap.offset_of(root);
-        // SAFETY: the partition's root words.
-        let (magic, log_off) = unsafe {
-            (
-                read_word(&*heap, root_off, W_MAGIC),
-                read_word(&*heap, root_off, W_LOG),
-            )
-        };
-        if magic != MAGIC {
-            return Err("inp: the root does not hold an InP partition".into());
-        }
-        let (mut log, recovered) = TxLog::open(&*heap, &mut split, log_off)?;
+        let (mut log, recovered) =
+            TxLog::open_partition(&*heap, &mut split, root_off, MAGIC, "inp")?;
         for (kind, off) in recovered.pending_frees {
             if kind == FreeKind::Keep {
                 continue;

@@ -83,6 +83,11 @@ use crate::storage::{PHeap, Phase, Split};
 
 /// Bytes of a log block.
 pub const LOG_BYTES: usize = 16 * 1024;
+/// The word of an engine's partition root that holds the engine's magic number.
+pub(crate) const PARTITION_MAGIC_WORD: usize = 0;
+/// The word of an engine's partition root that holds the offset of its log.
+pub(crate) const PARTITION_LOG_WORD: usize = 2;
+
 const LOG_WORDS: usize = LOG_BYTES / 8;
 const MAGIC: u64 = 0x4C4F_4731_5458_4C01 | 1;
 /// Cache lines of deferred frees.
@@ -232,6 +237,35 @@ impl TxLog {
     /// The offset of the log block.
     pub fn offset(&self) -> u64 {
         self.off
+    }
+
+    /// Opens the log of the partition whose root is at `root_off` — the root's word
+    /// [`PARTITION_MAGIC_WORD`] must be `magic` and word [`PARTITION_LOG_WORD`] the log — as
+    /// [`open`](Self::open) does.
+    ///
+    /// # Errors
+    ///
+    /// The root is not this engine's partition, or its log is not a log block.
+    pub fn open_partition<H: PHeap>(
+        heap: &H,
+        split: &mut Split,
+        root_off: u64,
+        magic: u64,
+        engine: &str,
+    ) -> Result<(Self, Recovered), String> {
+        // SAFETY: the partition's root words (the root is at least three words).
+        let (found, log_off) = unsafe {
+            (
+                read_word(heap, root_off, PARTITION_MAGIC_WORD),
+                read_word(heap, root_off, PARTITION_LOG_WORD),
+            )
+        };
+        if found != magic {
+            return Err(format!(
+                "{engine}: the root does not hold a partition of {engine}"
+            ));
+        }
+        Self::open(heap, split, log_off)
     }
 
     /// Opens the log at `off` after a crash or a clean shutdown and rolls its open

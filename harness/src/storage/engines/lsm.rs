@@ -56,9 +56,9 @@ use super::{
 use crate::storage::{Engine, PHeap, Phase, Split};
 
 const MAGIC: u64 = 0x4C53_4D30_454E_4701;
-const W_MAGIC: usize = 0;
+const W_MAGIC: usize = super::log::PARTITION_MAGIC_WORD;
 const W_MEM: usize = 1;
-const W_LOG: usize = 2;
+const W_LOG: usize = super::log::PARTITION_LOG_WORD;
 const W_RUNS: usize = 3;
 /// Runs at most (the partition root's words 3..=7).
 pub const MAX_RUNS: usize = 5;
@@ -504,17 +504,8 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
     fn recover(heap: Arc<H>, root: *mut u8) -> Result<Self, String> {
         let mut split = Split::default();
         let root_off = heap.offset_of(root);
-        // SAFETY: the partition's root words.
-        let (magic, log_off) = unsafe {
-            (
-                read_word(&*heap, root_off, W_MAGIC),
-                read_word(&*heap, root_off, W_LOG),
-            )
-        };
-        if magic != MAGIC {
-            return Err("lsm: the root does not hold an LSM partition".into());
-        }
-        let (mut log, recovered) = TxLog::open(&*heap, &mut split, log_off)?;
+        let (mut log, recovered) =
+            TxLog::open_partition(&*heap, &mut split, root_off, MAGIC, "lsm")?;
         Self::redo_frees(&*heap, &mut split, root_off, &recovered.pending_frees)?;
         log.finish_recovery(&*heap, &mut split);
         Self::assemble(heap, root, log, split)
