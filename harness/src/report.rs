@@ -135,6 +135,11 @@ pub const MAX_METRICS_PER_TABLE: usize = 4;
 /// probabilities, bits and verdicts, which read across allocators better than down, and
 /// whose ratios mean little (a ratio to 0 bits). No geometric mean is taken for them.
 pub const TRANSPOSED_SUITES: &[&str] = &["security"];
+/// Suites whose README summary is each workload's table of values (with the ratios beside
+/// them), not a geometric mean of ratios: `gpu`, whose baseline (the queue) lacks some
+/// headline metrics and whose figures (probes, % error against a closed form) mean most as
+/// values.
+pub const VALUE_SUITES: &[&str] = &["gpu"];
 /// The metrics of a [`TRANSPOSED_SUITES`] suite that the README's results section shows.
 pub const TRANSPOSED_README_METRICS: &[&str] = &[
     "entropy_fresh_64",
@@ -1408,6 +1413,24 @@ pub fn render_readme_section(results: &ResultsFile) -> String {
         let baseline = view.baseline(suite).unwrap_or(NONE);
         if suite == STORAGE_SUITE {
             crate::workloads::storage::report::readme(&mut out, results);
+            continue;
+        }
+        if VALUE_SUITES.contains(&suite) {
+            let _ = writeln!(
+                out,
+                "\n#### Suite `{suite}`: headline figures (median over the runs)"
+            );
+            for note in results.notes.iter().filter(|n| n.suite == suite) {
+                let _ = writeln!(out, "\n{}", note.text);
+            }
+            for workload in view.workloads(suite) {
+                let metrics = headline(view.metrics_in(suite, Some(workload)));
+                if metrics.is_empty() {
+                    continue; // Sweeps only: they are in the report.
+                }
+                let _ = writeln!(out, "\n`{workload}`:\n");
+                workload_table(&mut out, &view, suite, workload, &metrics);
+            }
             continue;
         }
         if TRANSPOSED_SUITES.contains(&suite) {
@@ -2878,6 +2901,17 @@ mod tests {
         assert!(threads_section.contains("| gpu-queue | 1 |"), "{md}");
         assert!(!threads_section.contains("| gpu-rw |"), "{md}");
         assert!(md.contains("| gpu-rw | 1 |"), "{md}");
+        // The README shows the gpu suite's values per workload, not a mean of ratios.
+        let readme = render_readme_section(&results);
+        let start = readme
+            .find("#### Suite `gpu`: headline figures (median over the runs)")
+            .expect("a values section for gpu");
+        let gpu = &readme[start..];
+        assert!(!gpu.contains("geometric mean"), "{readme}");
+        assert!(gpu.contains("`gpu-free-fraction`:"), "{readme}");
+        assert!(gpu.contains("| gpu-rw | 1 | -1.50"), "{readme}");
+        // gpu-threads has sweep metrics only here: no empty table.
+        assert!(!gpu.contains("`gpu-threads`:"), "{readme}");
     }
 
     #[test]
