@@ -179,16 +179,22 @@ fn reserve_publish_stores_every_dest_with_one_fence_and_a_dropped_reservation_re
 }
 
 #[test]
-fn keep_and_release_write_nothing_persistent_and_recovery_follows_the_callers_link() {
+fn keep_allocate_unlinked_and_release_write_nothing_persistent_and_recovery_follows_the_callers_link()
+ {
     let heap = sim_heap(4 * MIB);
     // The first block of a class carves a slab, whose tag is persisted (off the fast path).
     drop(heap.reserve(layout(200)).unwrap());
     let before = heap.stats().persist;
     let kept = heap.reserve(layout(200)).unwrap().keep();
-    let unlinked = heap.reserve(layout(200)).unwrap().keep();
+    let unlinked = heap.allocate_unlinked(layout(200)).unwrap();
     assert_ne!(kept, unlinked);
-    assert_eq!(heap.stats().persist, before, "keep flushed or fenced");
+    assert_eq!(
+        heap.stats().persist,
+        before,
+        "keep or allocate_unlinked flushed or fenced"
+    );
     assert_eq!(heap.stats().live_blocks, 2);
+    assert_eq!(heap.block_size(unlinked), Some(256));
     // The caller links `kept` itself, durably; `unlinked` it never links.
     // SAFETY: root slot 0 is an aligned word of the root, used by this thread only.
     unsafe { PPtr::store(root_slot(&heap, 0), kept) };

@@ -1,7 +1,7 @@
 //! alloclab-pmem as a [`PHeap`], on any medium: pool files for the suite, the simulator for
 //! the engines' crash tests.
 //!
-//! [`alloc`](PHeap::alloc) is [`Reservation::keep`](alloclab_pmem::Reservation::keep) and
+//! [`alloc`](PHeap::alloc) is [`PersistentHeap::allocate_unlinked`] and
 //! [`dealloc`](PHeap::dealloc) is [`PersistentHeap::release`]: the heap's blocks are live
 //! because they are reachable, so an engine's own durable link is the allocation and costs
 //! the allocator no flush and no fence.
@@ -43,10 +43,9 @@ impl<M: Medium + 'static> PHeap for PersistentHeap<M> {
     }
 
     fn alloc(&self, size: usize) -> Result<u64, String> {
-        let r = self
-            .reserve(layout(size)?)
-            .map_err(|e| format!("alloclab-pmem: {e}"))?;
-        Ok(r.keep().offset())
+        self.allocate_unlinked(layout(size)?)
+            .map(PPtr::offset)
+            .map_err(|e| format!("alloclab-pmem: {e}"))
     }
 
     unsafe fn dealloc(&self, off: u64) -> Result<(), String> {
