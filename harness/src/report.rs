@@ -164,6 +164,8 @@ pub const SWEEP_PARAMETERS: &[(&str, &str)] = &[
     ("gpu-free-fraction", "free fraction A/T (%)"),
     ("gpu-sizes", "request size (B)"),
     ("gpu-threads", "requesting threads"),
+    ("training-growing-batch", "batch size"),
+    ("training-delta", "share of the iteration (%)"),
 ];
 
 /// The suite whose records get their own layout (must-reach checks, a table and a chart
@@ -847,6 +849,11 @@ pub fn render_markdown(results: &ResultsFile) -> String {
                 chart_file_name(suite, workload)
             );
             sweep_section(&mut out, &view, suite, workload);
+        }
+        // The training workloads measure different things: checks, not a mean of ratios.
+        if suite == crate::workloads::training::SUITE {
+            crate::workloads::training::must_reach(&mut out, results);
+            continue;
         }
         if TRANSPOSED_SUITES.contains(&suite) {
             let _ = writeln!(
@@ -2221,6 +2228,55 @@ mod tests {
             failures: Vec::new(),
             notes: Vec::new(),
         }
+    }
+
+    #[test]
+    fn training_must_reach_lines_are_computed_from_the_records() {
+        use crate::workloads::training::{CACHING, CACHING_EXPANDABLE, SUITE};
+        let mut results = sample();
+        results.header.parameters.suites.push(SUITE.into());
+        let mut add = |workload: &str, allocator: &str, metric: &str, median: f64| {
+            results.records.push(Record {
+                suite: SUITE.into(),
+                workload: workload.into(),
+                allocator: allocator.into(),
+                threads: 1,
+                metric: metric.into(),
+                unit: "x".into(),
+                median,
+                min: median,
+                max: median,
+                runs: 1,
+                lower_is_better: true,
+            });
+        };
+        for (metric, value) in [
+            ("bert-large_saved", 57.7),
+            ("bert-large_slowdown", 1.19),
+            ("resnet50_saved", 30.0),
+            ("resnet50_slowdown", 1.05),
+            ("gpt2-large_batch_keep_all", 9.0),
+            ("gpt2-large_batch_planned", 69.0),
+            ("gpt2-large_batch_growth", 69.0 / 9.0),
+        ] {
+            add("training-delta", CACHING, metric, value);
+        }
+        add("training-growing-batch", CACHING, "fragmentation", 5.8);
+        let md = render_markdown(&results);
+        let checks: Vec<&str> = md
+            .lines()
+            .skip_while(|l| !l.contains("must reach (issue 9)"))
+            .filter(|l| l.starts_with("- "))
+            .collect();
+        assert_eq!(checks.len(), 5, "{md}");
+        assert!(checks[0].starts_with("- ✓") && checks[0].contains("bert-large"));
+        assert!(checks[1].starts_with("- ✗") && checks[1].contains("resnet50"));
+        assert!(checks[2].starts_with("- ✓") && checks[2].contains("7.67×"));
+        assert!(checks[3].starts_with("- ✓") && checks[3].contains("5.80×"));
+        // Nothing recorded for the expandable model: said, not guessed.
+        assert!(checks[4].contains("not measured"), "{}", checks[4]);
+        assert!(md.contains("Cost model: tensor fp16"));
+        assert!(!md.contains(&format!("{CACHING_EXPANDABLE} |")));
     }
 
     /// The cells of the row of `allocator` at `threads` in the first table after the line

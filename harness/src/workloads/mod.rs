@@ -14,11 +14,12 @@
 //! | `pmem`     | `pmem-flush`, `pmem-eadr`, see [`pmem`]    | 1 and 2                |
 //! | `gpu`      | `gpu-free-fraction`, `gpu-sizes`, `gpu-threads`, see [`gpu`] (CPU model; CUDA when present) | 1 (device threads are swept inside) |
 //! | `storage`  | `<engine>-<mix>[-uniform]`, see [`storage`] | 1 and 2               |
+//! | `training` | `training-caching`, `training-growing-batch`, `training-delta`, see [`training`] (simulated) | 1 (always) |
 //!
 //! A worker process finds the code of a host-heap workload by name through
 //! [`HostWorkload::from_name`], runs an on-chip workload through [`hls::run`], a
 //! persistent-heap workload through [`pmem::run`] or [`storage::run`] and a GPU workload
-//! through [`gpu::run`].
+//! through [`gpu::run`] and a caching-allocator model workload through [`training::run`].
 
 pub mod cpu;
 pub mod gpu;
@@ -27,6 +28,7 @@ pub mod pmem;
 pub mod realtime;
 pub mod security;
 pub mod storage;
+pub mod training;
 
 use core::fmt;
 use core::str::FromStr;
@@ -170,7 +172,7 @@ pub fn oversubscribed(cores: usize) -> Vec<usize> {
 
 /// Every suite, in the order `alloclab suite` runs them.
 pub const SUITES: &[&str] = &[
-    "cpu", "realtime", "security", "hls", "pmem", "storage", "gpu",
+    "cpu", "realtime", "security", "hls", "pmem", "storage", "gpu", "training",
 ];
 
 /// The workloads of every suite, in [`SUITES`] order.
@@ -183,6 +185,7 @@ static ALL: LazyLock<Vec<WorkloadInfo>> = LazyLock::new(|| {
         pmem::WORKLOADS,
         gpu::WORKLOADS,
         storage::WORKLOADS,
+        training::WORKLOADS,
     ]
     .into_iter()
     .flatten()
@@ -301,6 +304,10 @@ mod tests {
                     assert!(gpu::is_gpu_workload(w.name), "{}", w.name);
                     assert_eq!(w.suite, "gpu");
                 }
+                Capability::CachingModel => {
+                    assert!(training::is_training_workload(w.name), "{}", w.name);
+                    assert_eq!(w.suite, "training");
+                }
             }
         }
         assert_eq!(HostWorkload::from_name("no-such-workload"), None);
@@ -326,7 +333,7 @@ mod tests {
                     "security" => vec![1],
                     "hls" => vec![1],
                     "pmem" | "storage" => vec![1, 2],
-                    "gpu" => vec![1],
+                    "gpu" | "training" => vec![1],
                     other => panic!("unexpected suite {other}"),
                 };
                 assert_eq!(w.default_thread_counts(cores), expected, "{}", w.name);
