@@ -1948,6 +1948,63 @@ fn render_sweep_svg(
     Ok(svg)
 }
 
+/// The chart of device memory over one BERT-Large iteration in the `training` suite.
+pub const TRAINING_MEMORY_CHART: &str = "training-memory-bert-large.svg";
+
+/// The memory curves of `training-delta` (keep-all and planned, one line each) from the
+/// first allocator that recorded them; empty if none did.
+fn training_memory_curves<'a>(view: &View<'a>) -> Sweeps<'a> {
+    use crate::workloads::training::SUITE;
+    let workload = "training-delta";
+    let Some(allocator) = view.allocators_in(SUITE, Some(workload)).into_iter().next() else {
+        return Vec::new();
+    };
+    let lines: Vec<(&'a str, Vec<(f64, f64)>)> = [
+        ("keep all", "bert-large_keep_all"),
+        ("planned", "bert-large_planned"),
+    ]
+    .into_iter()
+    .map(|(label, base)| {
+        let mut points: Vec<(f64, f64)> = view
+            .records_in(SUITE, Some(workload))
+            .filter(|r| r.allocator == allocator)
+            .filter_map(|r| {
+                let (b, x) = sweep_point(&r.metric)?;
+                (b == base && r.median.is_finite()).then_some((x, r.median))
+            })
+            .collect();
+        points.sort_by(|p, q| p.0.total_cmp(&q.0));
+        (label, points)
+    })
+    .filter(|(_, points)| !points.is_empty())
+    .collect();
+    if lines.is_empty() {
+        return Vec::new();
+    }
+    vec![("GiB live, bert-large (keep all vs planned)", lines)]
+}
+
+/// Writes [`TRAINING_MEMORY_CHART`] into `dir` if the results have the curves: device
+/// memory over one BERT-Large iteration, keep-all and planned on one chart.
+fn write_training_memory_chart(
+    dir: &Path,
+    results: &ResultsFile,
+) -> Result<Option<PathBuf>, ReportError> {
+    let view = View::new(results);
+    let curves = training_memory_curves(&view);
+    if curves.is_empty() {
+        return Ok(None);
+    }
+    let path = dir.join(TRAINING_MEMORY_CHART);
+    let svg = render_sweep_svg(&curves, crate::workloads::training::SUITE, "training-delta")
+        .map_err(|e| ReportError::Chart {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+    write_atomic(&path, svg.as_bytes())?;
+    Ok(Some(path))
+}
+
 // ---------------------------------------------------------------------------------------
 // Files
 // ---------------------------------------------------------------------------------------
@@ -1969,8 +2026,9 @@ pub struct ReportFiles {
 }
 
 /// Writes the report directory: creates `dir` (and its parents) if needed, then writes
-/// `results.json`, `report.md`, `<suite>-<workload>.svg` for each workload and
-/// `<suite>-<workload>-sweep.svg` for each workload with sweep points, each atomically.
+/// `results.json`, `report.md`, `<suite>-<workload>.svg` for each workload,
+/// `<suite>-<workload>-sweep.svg` for each workload with sweep points and, for the
+/// `training` suite, [`TRAINING_MEMORY_CHART`], each atomically.
 pub fn write_report(dir: &Path, results: &ResultsFile) -> Result<ReportFiles, ReportError> {
     fs::create_dir_all(dir).map_err(|source| ReportError::Io {
         action: "create directory",
@@ -1989,6 +2047,9 @@ pub fn write_report(dir: &Path, results: &ResultsFile) -> Result<ReportFiles, Re
                 dir, results,
             )?);
             continue;
+        }
+        if suite == crate::workloads::training::SUITE {
+            charts.extend(write_training_memory_chart(dir, results)?);
         }
         for workload in view.workloads(suite) {
             let path = dir.join(chart_file_name(suite, workload));

@@ -474,6 +474,14 @@ pub fn must_reach(out: &mut String, results: &ResultsFile) {
         on.map_or("—".into(), |r| format!("{r:.2}×")),
     );
     let _ = writeln!(out, "\nCost model: {}.", cost_model().describe());
+    if median(results, delta, allocator, "bert-large_planned@100").is_some() {
+        let _ = writeln!(
+            out,
+            "\nDevice memory over one BERT-Large iteration (the most GiB live in each 2% of \
+             the plan's own iteration), keep-all vs planned:\n\n![training memory]({})",
+            crate::report::TRAINING_MEMORY_CHART
+        );
+    }
 }
 
 #[cfg(test)]
