@@ -15,6 +15,7 @@
 //! | `gpu`      | `gpu-free-fraction`, `gpu-sizes`, `gpu-threads`, see [`gpu`] (CPU model; CUDA when present) | 1 (device threads are swept inside) |
 //! | `storage`  | `<engine>-<mix>[-uniform]`, see [`storage`] | 1 and 2               |
 //! | `training` | `training-caching`, `training-growing-batch`, `training-delta`, see [`training`] (simulated) | 1 (always) |
+//! | `training-replay` | `training-replay-uav`, `-switch`, `-resnet50`, see [`training::ReplayWorkload`] | 1 |
 //!
 //! A worker process finds the code of a host-heap workload by name through
 //! [`HostWorkload::from_name`], runs an on-chip workload through [`hls::run`], a
@@ -172,7 +173,15 @@ pub fn oversubscribed(cores: usize) -> Vec<usize> {
 
 /// Every suite, in the order `alloclab suite` runs them.
 pub const SUITES: &[&str] = &[
-    "cpu", "realtime", "security", "hls", "pmem", "storage", "gpu", "training",
+    "cpu",
+    "realtime",
+    "security",
+    "hls",
+    "pmem",
+    "storage",
+    "gpu",
+    "training",
+    "training-replay",
 ];
 
 /// The workloads of every suite, in [`SUITES`] order.
@@ -186,6 +195,7 @@ static ALL: LazyLock<Vec<WorkloadInfo>> = LazyLock::new(|| {
         gpu::WORKLOADS,
         storage::WORKLOADS,
         training::WORKLOADS,
+        training::REPLAY_WORKLOADS,
     ]
     .into_iter()
     .flatten()
@@ -213,6 +223,8 @@ pub enum HostWorkload {
     Realtime(realtime::RealtimeWorkload),
     /// A workload of the `security` suite.
     Security(security::SecurityWorkload),
+    /// A trace replay of the `training-replay` suite.
+    TrainingReplay(training::ReplayWorkload),
 }
 
 /// What one run of a [`HostWorkload`] reports.
@@ -235,6 +247,7 @@ impl HostWorkload {
             .map(Self::Cpu)
             .or_else(|| realtime::RealtimeWorkload::from_name(name).map(Self::Realtime))
             .or_else(|| security::SecurityWorkload::from_name(name).map(Self::Security))
+            .or_else(|| training::ReplayWorkload::from_name(name).map(Self::TrainingReplay))
     }
 
     /// The workload's registry name.
@@ -243,6 +256,7 @@ impl HostWorkload {
             Self::Cpu(w) => w.name(),
             Self::Realtime(w) => w.name(),
             Self::Security(w) => w.name(),
+            Self::TrainingReplay(w) => w.name(),
         }
     }
 
@@ -276,6 +290,7 @@ impl HostWorkload {
             }
             Self::Realtime(w) => w.run(alloc, params),
             Self::Security(w) => w.run(alloc, params),
+            Self::TrainingReplay(w) => w.run(alloc, params),
         }
     }
 }
@@ -333,7 +348,7 @@ mod tests {
                     "security" => vec![1],
                     "hls" => vec![1],
                     "pmem" | "storage" => vec![1, 2],
-                    "gpu" | "training" => vec![1],
+                    "gpu" | "training" | "training-replay" => vec![1],
                     other => panic!("unexpected suite {other}"),
                 };
                 assert_eq!(w.default_thread_counts(cores), expected, "{}", w.name);

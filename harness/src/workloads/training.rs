@@ -18,6 +18,10 @@
 //!
 //! The cost model is [`CostModel::a100_40gb`]; its parameters ([`cost_model_note`]) are a
 //! suite note of the report, beside the must-reach checks ([`must_reach`]).
+//!
+//! The suite `training-replay` ([`REPLAY_WORKLOADS`], [`ReplayWorkload`]) replays traces of
+//! the same crate on the host heaps, timed: a suite of its own, so that its ratios are to a
+//! host heap while the `training` suite's are to `pytorch-caching`.
 
 use std::fmt::Write as _;
 
@@ -159,7 +163,8 @@ pub fn run(workload: &str, allocator: &str, params: &Params) -> Result<Vec<Sampl
     match workload {
         "training-caching" => caching(config, params.scale),
         "training-growing-batch" => growing(config, params.scale),
-        _ => delta(config, params.scale),
+        "training-delta" => delta(config, params.scale),
+        _ => Err("not a caching-model workload".to_owned()),
     }
     .map_err(|e| format!("{workload} on {allocator}: {e}"))
 }
@@ -400,6 +405,141 @@ fn delta(config: CachingConfig, scale: Scale) -> Result<Vec<Sample>, String> {
     Ok(samples)
 }
 
+/// The suite of the host-heap replays: the traces of [`ReplayWorkload`] replayed on every
+/// host heap (timed; five runs by default like any timed suite).
+pub const REPLAY_SUITE: &str = "training-replay";
+
+/// The workloads of the `training-replay` suite.
+pub const REPLAY_WORKLOADS: &[WorkloadInfo] = &[
+    replay_info(
+        "training-replay-uav",
+        "UAV sliding-window map (submaps recycled along a random trajectory, 20 000 steps) replayed on a host heap: ns per call, peak live",
+    ),
+    replay_info(
+        "training-replay-switch",
+        "switch data-plane block pool (per-port queues of fixed cells, bursty skewed traffic) replayed on a host heap: ns per call, peak live",
+    ),
+    replay_info(
+        "training-replay-resnet50",
+        "ResNet-50 b=8 fp32 tensor trace, two iterations, sizes / 1024, replayed on a host heap: ns per call, peak live",
+    ),
+];
+
+const fn replay_info(name: &'static str, description: &'static str) -> WorkloadInfo {
+    WorkloadInfo {
+        suite: REPLAY_SUITE,
+        name,
+        description,
+        requires: Capability::HostHeap,
+        default_threads: single,
+    }
+}
+
+/// A trace of `alloclab-training` replayed on a host heap with
+/// [`replay_host`](alloclab_training::replay::replay_host).
+///
+/// Metrics: `ns_per_call` (wall time of the timed replays over their allocator calls),
+/// `time` (ms, all timed replays), `peak_live` (MiB requested live at once), and from the
+/// worker `peak_footprint` and `timer_overhead`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplayWorkload {
+    /// The UAV sliding-window map.
+    Uav,
+    /// The switch block pool.
+    Switch,
+    /// A ResNet-50 training trace.
+    ResNet50,
+}
+
+impl ReplayWorkload {
+    const ALL: [Self; 3] = [Self::Uav, Self::Switch, Self::ResNet50];
+
+    /// The workload registered under `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|w| w.name() == name)
+    }
+
+    /// The registry name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Uav => "training-replay-uav",
+            Self::Switch => "training-replay-switch",
+            Self::ResNet50 => "training-replay-resnet50",
+        }
+    }
+
+    /// The run and the divisor of its sizes.
+    fn trace(self) -> Result<(RunTrace, u64), String> {
+        use alloclab_training::{switch, uav};
+        Ok(match self {
+            Self::Uav => (
+                uav::generate(&uav::UavConfig::default())
+                    .map_err(|e| e.to_string())?
+                    .run,
+                1,
+            ),
+            Self::Switch => (
+                switch::generate(&switch::SwitchConfig::default())
+                    .map_err(|e| e.to_string())?
+                    .run,
+                1,
+            ),
+            Self::ResNet50 => {
+                let c = ModelConfig::new(Model::ResNet50, 8, Precision::Fp32)
+                    .map_err(|e| e.to_string())?;
+                (RunTrace::new(&c, &[8, 8]).map_err(|e| e.to_string())?, 1024)
+            }
+        })
+    }
+
+    /// Replays the trace once untimed (warm-up), then `scale.scaled(4)` times timed.
+    ///
+    /// # Panics
+    ///
+    /// If the trace cannot be generated or the heap fails an allocation.
+    pub fn run<A: alloclab_core::HostAllocator>(
+        self,
+        alloc: &A,
+        params: &Params,
+    ) -> crate::workloads::Outcome {
+        use alloclab_training::replay::replay_host;
+        let (run, divisor) = self
+            .trace()
+            .unwrap_or_else(|e| panic!("{}: {e}", self.name()));
+        let replay = || {
+            replay_host(&run, alloc, divisor)
+                .unwrap_or_else(|e| panic!("{}: the heap failed: {e:?}", self.name()))
+        };
+        let warm = replay();
+        let reps = params.scale.scaled(4);
+        let start = std::time::Instant::now();
+        for _ in 0..reps {
+            assert_eq!(replay(), warm, "a replay is deterministic");
+        }
+        let elapsed = start.elapsed();
+        let calls = (run.events.len() as u64 * reps).max(1);
+        crate::workloads::Outcome {
+            samples: vec![
+                sample(
+                    "ns_per_call",
+                    "ns",
+                    elapsed.as_nanos() as f64 / calls as f64,
+                    true,
+                ),
+                sample("time", "ms", elapsed.as_secs_f64() * 1e3, true),
+                sample(
+                    "peak_live",
+                    "MiB",
+                    warm.peak_live_bytes as f64 / f64::from(1u32 << 20),
+                    true,
+                ),
+            ],
+            min_sample: elapsed,
+            times_single_operations: false,
+        }
+    }
+}
+
 /// The median of `metric` of `workload` on `allocator` in `results`, if recorded.
 fn median(results: &ResultsFile, workload: &str, allocator: &str, metric: &str) -> Option<f64> {
     results
@@ -555,6 +695,24 @@ mod tests {
             .count();
         assert_eq!(curve, CURVE_POINTS as usize);
         assert_eq!(run("training-delta", CACHING, &params()).unwrap(), s);
+    }
+
+    #[test]
+    fn every_replay_runs_on_the_system_heap_with_sane_metrics() {
+        for w in REPLAY_WORKLOADS {
+            let code = ReplayWorkload::from_name(w.name).expect("registered");
+            assert_eq!(code.name(), w.name);
+            let out = code.run(&alloclab_core::SystemHeap::new(), &params());
+            for metric in ["ns_per_call", "time", "peak_live"] {
+                let v = value(&out.samples, metric);
+                assert!(v.is_finite() && v > 0.0, "{}: {metric} = {v}", w.name);
+            }
+        }
+        assert!(
+            run("training-replay-uav", CACHING, &params())
+                .unwrap_err()
+                .contains("not a training workload")
+        );
     }
 
     #[test]
