@@ -52,14 +52,15 @@ enum Cmd {
 struct Common {
     /// Worker threads for every workload; a comma-separated list measures each [default:
     /// each suite's own: cpu at the number of cores, realtime at 1x, 2x and 4x that, pmem
-    /// and storage at 1 and 2; the hls simulation and the gpu suite always run at 1].
+    /// and storage at 1 and 2; the hls and training simulations and the gpu suite always run
+    /// at 1].
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=1024))]
     threads: Vec<u32>,
     /// Amount of work per run: tiny (smoke test), small, medium (4x) or large (16x).
     #[arg(long, default_value = "small")]
     scale: Scale,
     /// Runs per measurement, each in a fresh process [default: 5; the storage suite 1, its
-    /// checks are stated for one run].
+    /// checks are stated for one run; the training suite 1, it is deterministic].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     runs: Option<u32>,
     /// Seed of every workload's random choices (all allocators see the same requests).
@@ -223,7 +224,11 @@ const DEFAULT_RUNS: u32 = 5;
 fn runs_per_suite(common: &Common) -> Vec<(&'static str, u32)> {
     match common.runs {
         Some(_) => Vec::new(),
-        None => vec![("storage", workloads::storage::DEFAULT_RUNS)],
+        // The training suite is deterministic: one run says it all.
+        None => vec![
+            ("storage", workloads::storage::DEFAULT_RUNS),
+            (workloads::training::SUITE, 1),
+        ],
     }
 }
 
@@ -307,14 +312,19 @@ fn failures_error(results: &ResultsFile) -> Result<(), String> {
 
 fn results_file(plan: &Plan, suites: Vec<String>, outcome: runner::Outcome) -> ResultsFile {
     let (commit, commit_dirty) = machine::commit();
-    let notes = if suites.iter().any(|s| s == "gpu") {
-        vec![SuiteNote {
+    let mut notes = Vec::new();
+    if suites.iter().any(|s| s == "gpu") {
+        notes.push(SuiteNote {
             suite: "gpu".to_owned(),
             text: workloads::gpu::device_note(),
-        }]
-    } else {
-        Vec::new()
-    };
+        });
+    }
+    if suites.iter().any(|s| s == workloads::training::SUITE) {
+        notes.push(SuiteNote {
+            suite: workloads::training::SUITE.to_owned(),
+            text: workloads::training::cost_model_note(),
+        });
+    }
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     args.insert(0, "alloclab".to_owned());
     ResultsFile {

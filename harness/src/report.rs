@@ -169,6 +169,8 @@ pub const SWEEP_PARAMETERS: &[(&str, &str)] = &[
     ("gpu-free-fraction", "free fraction A/T (%)"),
     ("gpu-sizes", "request size (B)"),
     ("gpu-threads", "requesting threads"),
+    ("training-growing-batch", "batch size"),
+    ("training-delta", "share of the iteration (%)"),
 ];
 
 /// The suite whose records get their own layout (must-reach checks, a table and a chart
@@ -852,6 +854,11 @@ pub fn render_markdown(results: &ResultsFile) -> String {
                 chart_file_name(suite, workload)
             );
             sweep_section(&mut out, &view, suite, workload);
+        }
+        // The training workloads measure different things: checks, not a mean of ratios.
+        if suite == crate::workloads::training::SUITE {
+            crate::workloads::training::must_reach(&mut out, results);
+            continue;
         }
         if TRANSPOSED_SUITES.contains(&suite) {
             let _ = writeln!(
@@ -1964,6 +1971,63 @@ fn render_sweep_svg(
     Ok(svg)
 }
 
+/// The chart of device memory over one BERT-Large iteration in the `training` suite.
+pub const TRAINING_MEMORY_CHART: &str = "training-memory-bert-large.svg";
+
+/// The memory curves of `training-delta` (keep-all and planned, one line each) from the
+/// first allocator that recorded them; empty if none did.
+fn training_memory_curves<'a>(view: &View<'a>) -> Sweeps<'a> {
+    use crate::workloads::training::SUITE;
+    let workload = "training-delta";
+    let Some(allocator) = view.allocators_in(SUITE, Some(workload)).into_iter().next() else {
+        return Vec::new();
+    };
+    let lines: Vec<(&'a str, Vec<(f64, f64)>)> = [
+        ("keep all", "bert-large_keep_all"),
+        ("planned", "bert-large_planned"),
+    ]
+    .into_iter()
+    .map(|(label, base)| {
+        let mut points: Vec<(f64, f64)> = view
+            .records_in(SUITE, Some(workload))
+            .filter(|r| r.allocator == allocator)
+            .filter_map(|r| {
+                let (b, x) = sweep_point(&r.metric)?;
+                (b == base && r.median.is_finite()).then_some((x, r.median))
+            })
+            .collect();
+        points.sort_by(|p, q| p.0.total_cmp(&q.0));
+        (label, points)
+    })
+    .filter(|(_, points)| !points.is_empty())
+    .collect();
+    if lines.is_empty() {
+        return Vec::new();
+    }
+    vec![("GiB live, bert-large (keep all vs planned)", lines)]
+}
+
+/// Writes [`TRAINING_MEMORY_CHART`] into `dir` if the results have the curves: device
+/// memory over one BERT-Large iteration, keep-all and planned on one chart.
+fn write_training_memory_chart(
+    dir: &Path,
+    results: &ResultsFile,
+) -> Result<Option<PathBuf>, ReportError> {
+    let view = View::new(results);
+    let curves = training_memory_curves(&view);
+    if curves.is_empty() {
+        return Ok(None);
+    }
+    let path = dir.join(TRAINING_MEMORY_CHART);
+    let svg = render_sweep_svg(&curves, crate::workloads::training::SUITE, "training-delta")
+        .map_err(|e| ReportError::Chart {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+    write_atomic(&path, svg.as_bytes())?;
+    Ok(Some(path))
+}
+
 // ---------------------------------------------------------------------------------------
 // Files
 // ---------------------------------------------------------------------------------------
@@ -1985,8 +2049,9 @@ pub struct ReportFiles {
 }
 
 /// Writes the report directory: creates `dir` (and its parents) if needed, then writes
-/// `results.json`, `report.md`, `<suite>-<workload>.svg` for each workload and
-/// `<suite>-<workload>-sweep.svg` for each workload with sweep points, each atomically.
+/// `results.json`, `report.md`, `<suite>-<workload>.svg` for each workload,
+/// `<suite>-<workload>-sweep.svg` for each workload with sweep points and, for the
+/// `training` suite, [`TRAINING_MEMORY_CHART`], each atomically.
 pub fn write_report(dir: &Path, results: &ResultsFile) -> Result<ReportFiles, ReportError> {
     fs::create_dir_all(dir).map_err(|source| ReportError::Io {
         action: "create directory",
@@ -2005,6 +2070,9 @@ pub fn write_report(dir: &Path, results: &ResultsFile) -> Result<ReportFiles, Re
                 dir, results,
             )?);
             continue;
+        }
+        if suite == crate::workloads::training::SUITE {
+            charts.extend(write_training_memory_chart(dir, results)?);
         }
         for workload in view.workloads(suite) {
             let path = dir.join(chart_file_name(suite, workload));
@@ -2244,6 +2312,55 @@ mod tests {
             failures: Vec::new(),
             notes: Vec::new(),
         }
+    }
+
+    #[test]
+    fn training_must_reach_lines_are_computed_from_the_records() {
+        use crate::workloads::training::{CACHING, CACHING_EXPANDABLE, SUITE};
+        let mut results = sample();
+        results.header.parameters.suites.push(SUITE.into());
+        let mut add = |workload: &str, allocator: &str, metric: &str, median: f64| {
+            results.records.push(Record {
+                suite: SUITE.into(),
+                workload: workload.into(),
+                allocator: allocator.into(),
+                threads: 1,
+                metric: metric.into(),
+                unit: "x".into(),
+                median,
+                min: median,
+                max: median,
+                runs: 1,
+                lower_is_better: true,
+            });
+        };
+        for (metric, value) in [
+            ("bert-large_saved", 57.7),
+            ("bert-large_slowdown", 1.19),
+            ("resnet50_saved", 30.0),
+            ("resnet50_slowdown", 1.05),
+            ("gpt2-large_batch_keep_all", 9.0),
+            ("gpt2-large_batch_planned", 69.0),
+            ("gpt2-large_batch_growth", 69.0 / 9.0),
+        ] {
+            add("training-delta", CACHING, metric, value);
+        }
+        add("training-growing-batch", CACHING, "fragmentation", 5.8);
+        let md = render_markdown(&results);
+        let checks: Vec<&str> = md
+            .lines()
+            .skip_while(|l| !l.contains("must reach (issue 9)"))
+            .filter(|l| l.starts_with("- "))
+            .collect();
+        assert_eq!(checks.len(), 5, "{md}");
+        assert!(checks[0].starts_with("- ✓") && checks[0].contains("bert-large"));
+        assert!(checks[1].starts_with("- ✗") && checks[1].contains("resnet50"));
+        assert!(checks[2].starts_with("- ✓") && checks[2].contains("7.67×"));
+        assert!(checks[3].starts_with("- ✓") && checks[3].contains("5.80×"));
+        // Nothing recorded for the expandable model: said, not guessed.
+        assert!(checks[4].contains("not measured"), "{}", checks[4]);
+        assert!(md.contains("Cost model: tensor fp16"));
+        assert!(!md.contains(&format!("{CACHING_EXPANDABLE} |")));
     }
 
     /// The cells of the row of `allocator` at `threads` in the first table after the line

@@ -407,6 +407,9 @@ pub fn worker_main(request: &WorkerRequest) -> Result<Vec<Sample>, String> {
         Capability::GpuPagePool | Capability::GpuMalloc | Capability::GpuThreads => {
             crate::workloads::gpu::run(workload.name, allocator.name, &request.params)
         }
+        Capability::CachingModel => {
+            crate::workloads::training::run(workload.name, allocator.name, &request.params)
+        }
     }
 }
 

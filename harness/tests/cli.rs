@@ -175,6 +175,50 @@ fn hls_suite_compares_the_models_at_one_thread_with_a_sweep_chart() {
 }
 
 #[test]
+fn training_suite_runs_once_on_both_caching_models_with_checks_and_a_memory_chart() {
+    let dir = scratch("training-suite");
+    let report = dir.join("report");
+    let out = alloclab(&[
+        "suite",
+        "--only",
+        "training",
+        "--scale",
+        "tiny",
+        "--out",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "suite failed: {}", stderr(&out));
+    let results: ResultsFile =
+        serde_json::from_str(&std::fs::read_to_string(report.join("results.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        results.header.parameters.allocators,
+        ["pytorch-caching", "pytorch-caching-expandable"]
+    );
+    assert!(
+        results
+            .records
+            .iter()
+            .all(|r| r.threads == 1 && r.runs == 1)
+    );
+    for workload in [
+        "training-caching",
+        "training-growing-batch",
+        "training-delta",
+    ] {
+        assert!(
+            results.records.iter().any(|r| r.workload == workload),
+            "no records of {workload}"
+        );
+    }
+    assert!(report.join("training-memory-bert-large.svg").is_file());
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    assert!(md.contains("must reach (issue 9)"), "{md}");
+    assert!(md.contains("Cost model"), "{md}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn realtime_run_reports_ordered_latency_percentiles_and_the_clock_cost() {
     let dir = scratch("realtime-run");
     let json = dir.join("out.json");

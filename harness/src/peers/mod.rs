@@ -38,6 +38,9 @@ pub enum Capability {
     GpuMalloc,
     /// A GPU allocator of one 512 B page per thread at 2^0 .. 2^20 threads.
     GpuThreads,
+    /// A model of PyTorch's CUDA caching allocator (`alloclab-training`): replays DNN
+    /// training tensor traces in process, measured in bytes and calls, not in time.
+    CachingModel,
 }
 
 impl Capability {
@@ -58,6 +61,7 @@ impl fmt::Display for Capability {
             Self::GpuPagePool => "GPU page design",
             Self::GpuMalloc => "GPU byte allocator",
             Self::GpuThreads => "GPU allocator of pages per thread",
+            Self::CachingModel => "caching-allocator model",
         })
     }
 }
@@ -95,7 +99,8 @@ impl AllocatorInfo {
 /// (alloclab's first, then the peers), then the on-chip models (the no-defragmentation
 /// baseline first, so that it is the suite's reference), then the persistent heaps (PMDK
 /// first, the reference the `pmem` suite's targets are stated against; the DRAM upper bound
-/// last), then the GPU designs (the paper's queue first: the `gpu` suite's reference).
+/// last), then the GPU designs (the paper's queue first: the `gpu` suite's reference), then
+/// the caching-allocator models (the default first: the `training` suite's reference).
 pub const ALLOCATORS: &[AllocatorInfo] = &[
     AllocatorInfo {
         name: "wfspan",
@@ -207,6 +212,18 @@ pub const ALLOCATORS: &[AllocatorInfo] = &[
         Origin::Peer,
         &[Capability::GpuMalloc, Capability::GpuThreads],
     ),
+    AllocatorInfo {
+        name: "pytorch-caching",
+        description: "model of PyTorch's CUDA caching allocator (alloclab-training): 512 B rounding, 2 / 20 MiB segments, best fit with splitting",
+        origin: Origin::Peer,
+        capabilities: &[Capability::CachingModel],
+    },
+    AllocatorInfo {
+        name: "pytorch-caching-expandable",
+        description: "the same model with expandable_segments:True: one growing virtual segment per pool, mapped in 2 / 20 MiB pages",
+        origin: Origin::Peer,
+        capabilities: &[Capability::CachingModel],
+    },
 ];
 
 const fn gpu(

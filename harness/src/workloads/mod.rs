@@ -14,11 +14,13 @@
 //! | `pmem`     | `pmem-flush`, `pmem-eadr`, see [`pmem`]    | 1 and 2                |
 //! | `gpu`      | `gpu-free-fraction`, `gpu-sizes`, `gpu-threads`, see [`gpu`] (CPU model; CUDA when present) | 1 (device threads are swept inside) |
 //! | `storage`  | `<engine>-<mix>[-uniform]`, see [`storage`] | 1 and 2               |
+//! | `training` | `training-caching`, `training-growing-batch`, `training-delta`, see [`training`] (simulated) | 1 (always) |
+//! | `training-replay` | `training-replay-uav`, `-switch`, `-resnet50`, see [`training::ReplayWorkload`] | 1 |
 //!
 //! A worker process finds the code of a host-heap workload by name through
 //! [`HostWorkload::from_name`], runs an on-chip workload through [`hls::run`], a
 //! persistent-heap workload through [`pmem::run`] or [`storage::run`] and a GPU workload
-//! through [`gpu::run`].
+//! through [`gpu::run`] and a caching-allocator model workload through [`training::run`].
 
 pub mod cpu;
 pub mod gpu;
@@ -27,6 +29,7 @@ pub mod pmem;
 pub mod realtime;
 pub mod security;
 pub mod storage;
+pub mod training;
 
 use core::fmt;
 use core::str::FromStr;
@@ -170,7 +173,15 @@ pub fn oversubscribed(cores: usize) -> Vec<usize> {
 
 /// Every suite, in the order `alloclab suite` runs them.
 pub const SUITES: &[&str] = &[
-    "cpu", "realtime", "security", "hls", "pmem", "storage", "gpu",
+    "cpu",
+    "realtime",
+    "security",
+    "hls",
+    "pmem",
+    "storage",
+    "gpu",
+    "training",
+    "training-replay",
 ];
 
 /// The workloads of every suite, in [`SUITES`] order.
@@ -183,6 +194,8 @@ static ALL: LazyLock<Vec<WorkloadInfo>> = LazyLock::new(|| {
         pmem::WORKLOADS,
         gpu::WORKLOADS,
         storage::WORKLOADS,
+        training::WORKLOADS,
+        training::REPLAY_WORKLOADS,
     ]
     .into_iter()
     .flatten()
@@ -210,6 +223,8 @@ pub enum HostWorkload {
     Realtime(realtime::RealtimeWorkload),
     /// A workload of the `security` suite.
     Security(security::SecurityWorkload),
+    /// A trace replay of the `training-replay` suite.
+    TrainingReplay(training::ReplayWorkload),
 }
 
 /// What one run of a [`HostWorkload`] reports.
@@ -232,6 +247,7 @@ impl HostWorkload {
             .map(Self::Cpu)
             .or_else(|| realtime::RealtimeWorkload::from_name(name).map(Self::Realtime))
             .or_else(|| security::SecurityWorkload::from_name(name).map(Self::Security))
+            .or_else(|| training::ReplayWorkload::from_name(name).map(Self::TrainingReplay))
     }
 
     /// The workload's registry name.
@@ -240,6 +256,7 @@ impl HostWorkload {
             Self::Cpu(w) => w.name(),
             Self::Realtime(w) => w.name(),
             Self::Security(w) => w.name(),
+            Self::TrainingReplay(w) => w.name(),
         }
     }
 
@@ -273,6 +290,7 @@ impl HostWorkload {
             }
             Self::Realtime(w) => w.run(alloc, params),
             Self::Security(w) => w.run(alloc, params),
+            Self::TrainingReplay(w) => w.run(alloc, params),
         }
     }
 }
@@ -326,6 +344,10 @@ mod tests {
                     assert!(gpu::is_gpu_workload(w.name), "{}", w.name);
                     assert_eq!(w.suite, "gpu");
                 }
+                Capability::CachingModel => {
+                    assert!(training::is_training_workload(w.name), "{}", w.name);
+                    assert_eq!(w.suite, "training");
+                }
             }
         }
         assert_eq!(HostWorkload::from_name("no-such-workload"), None);
@@ -351,7 +373,7 @@ mod tests {
                     "security" => vec![1],
                     "hls" => vec![1],
                     "pmem" | "storage" => vec![1, 2],
-                    "gpu" => vec![1],
+                    "gpu" | "training" | "training-replay" => vec![1],
                     other => panic!("unexpected suite {other}"),
                 };
                 assert_eq!(w.default_thread_counts(cores), expected, "{}", w.name);
