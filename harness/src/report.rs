@@ -138,8 +138,9 @@ pub const TRANSPOSED_SUITES: &[&str] = &["security"];
 /// Suites whose README summary is each workload's table of values (with the ratios beside
 /// them), not a geometric mean of ratios: `gpu`, whose baseline (the queue) lacks some
 /// headline metrics and whose figures (probes, % error against a closed form) mean most as
-/// values.
-pub const VALUE_SUITES: &[&str] = &["gpu"];
+/// values; `training`, whose workloads measure different things (a model's bytes, a
+/// planner's savings).
+pub const VALUE_SUITES: &[&str] = &["gpu", "training"];
 /// The metrics of a [`TRANSPOSED_SUITES`] suite that the README's results section shows.
 pub const TRANSPOSED_README_METRICS: &[&str] = &[
     "entropy_fresh_64",
@@ -1422,6 +1423,10 @@ pub fn render_readme_section(results: &ResultsFile) -> String {
             crate::workloads::storage::report::readme(&mut out, results);
             continue;
         }
+        // Model figures of different kinds: the checks, then each workload's values.
+        if suite == crate::workloads::training::SUITE {
+            crate::workloads::training::must_reach_under(&mut out, results, "####");
+        }
         if VALUE_SUITES.contains(&suite) {
             let _ = writeln!(
                 out,
@@ -2361,6 +2366,18 @@ mod tests {
         assert!(checks[4].contains("not measured"), "{}", checks[4]);
         assert!(md.contains("Cost model: tensor fp16"));
         assert!(!md.contains(&format!("{CACHING_EXPANDABLE} |")));
+        // The README carries the same checks and the values, not a mean of ratios.
+        let readme = render_readme_section(&results);
+        let readme_checks: Vec<&str> = readme
+            .lines()
+            .skip_while(|l| !l.contains("#### Suite `training`: must reach (issue 9)"))
+            .filter(|l| l.starts_with("- "))
+            .collect();
+        assert_eq!(readme_checks, checks, "{readme}");
+        assert!(
+            !readme.contains("Suite `training`: geometric mean"),
+            "{readme}"
+        );
     }
 
     /// The cells of the row of `allocator` at `threads` in the first table after the line

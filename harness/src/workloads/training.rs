@@ -564,7 +564,13 @@ fn mark(ok: Option<bool>) -> &'static str {
 
 /// The issue's must-reach lines with ✓ / ✗ computed from `results`, as Markdown.
 pub fn must_reach(out: &mut String, results: &ResultsFile) {
-    let _ = writeln!(out, "\n### Suite `{SUITE}`: must reach (issue 9)\n");
+    must_reach_under(out, results, "###");
+}
+
+/// [`must_reach`] under a heading of the given level (`###` in the report, `####` in the
+/// README's results section).
+pub fn must_reach_under(out: &mut String, results: &ResultsFile, heading: &str) {
+    let _ = writeln!(out, "\n{heading} Suite `{SUITE}`: must reach (issue 9)\n");
     let delta = "training-delta";
     // The planner figures do not depend on the allocator: take the first that ran.
     let allocator = [CACHING, CACHING_EXPANDABLE]
