@@ -1425,7 +1425,7 @@ pub fn render_readme_section(results: &ResultsFile) -> String {
         }
         // Model figures of different kinds: the checks, then each workload's values.
         if suite == crate::workloads::training::SUITE {
-            crate::workloads::training::must_reach_under(&mut out, results, "####");
+            crate::workloads::training::must_reach_under(&mut out, results, "####", "report/");
         }
         if VALUE_SUITES.contains(&suite) {
             let _ = writeln!(

@@ -564,12 +564,13 @@ fn mark(ok: Option<bool>) -> &'static str {
 
 /// The issue's must-reach lines with ✓ / ✗ computed from `results`, as Markdown.
 pub fn must_reach(out: &mut String, results: &ResultsFile) {
-    must_reach_under(out, results, "###");
+    must_reach_under(out, results, "###", "");
 }
 
 /// [`must_reach`] under a heading of the given level (`###` in the report, `####` in the
-/// README's results section).
-pub fn must_reach_under(out: &mut String, results: &ResultsFile, heading: &str) {
+/// README's results section), with the chart's path prefixed by `chart_dir` (`""` next to
+/// the report, `"report/"` from the README).
+pub fn must_reach_under(out: &mut String, results: &ResultsFile, heading: &str, chart_dir: &str) {
     let _ = writeln!(out, "\n{heading} Suite `{SUITE}`: must reach (issue 9)\n");
     let delta = "training-delta";
     // The planner figures do not depend on the allocator: take the first that ran.
@@ -624,7 +625,7 @@ pub fn must_reach_under(out: &mut String, results: &ResultsFile, heading: &str) 
         let _ = writeln!(
             out,
             "\nDevice memory over one BERT-Large iteration (the most GiB live in each 2% of \
-             the plan's own iteration), keep-all vs planned:\n\n![training memory]({})",
+             the plan's own iteration), keep-all vs planned:\n\n![training memory]({chart_dir}{})",
             crate::report::TRAINING_MEMORY_CHART
         );
     }
