@@ -141,6 +141,30 @@ pub fn replay_host<A: Allocator>(
     heap: &A,
     scale: u64,
 ) -> Result<HostReplay, alloclab_core::AllocError> {
+    replay_aligned(run, heap, scale, 64)
+}
+
+/// [`replay_host`] with blocks aligned to `align` bytes (a power of two): for allocators
+/// that serve smaller alignments only, such as the on-chip model's 4-byte words.
+///
+/// # Errors
+///
+/// As [`replay_host`]; an `align` the allocator does not support fails the first
+/// allocation.
+///
+/// # Panics
+///
+/// If `align` is not a power of two.
+pub fn replay_aligned<A: Allocator>(
+    run: &RunTrace,
+    heap: &A,
+    scale: u64,
+    align: usize,
+) -> Result<HostReplay, alloclab_core::AllocError> {
+    assert!(
+        align.is_power_of_two(),
+        "alignment {align} is not a power of two"
+    );
     let scale = scale.max(1);
     let mut live: HashMap<u64, (A::Handle, Layout)> = HashMap::new();
     let mut bytes = 0u64;
@@ -151,7 +175,7 @@ pub fn replay_host<A: Allocator>(
         let size = (e.size_bytes / scale).max(1);
         if e.alloc {
             let layout =
-                Layout::from_size_align(size as usize, 64).expect("scaled size fits a layout");
+                Layout::from_size_align(size as usize, align).expect("scaled size fits a layout");
             match heap.allocate(layout) {
                 Ok(h) => {
                     live.insert(e.id, (h, layout));
