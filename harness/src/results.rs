@@ -199,6 +199,17 @@ pub struct Sample {
     pub lower_is_better: bool,
 }
 
+/// A [`Sample`] of `value` in `unit` for `metric`: what every workload's metrics are built
+/// from.
+pub fn sample(metric: &str, unit: &str, value: f64, lower_is_better: bool) -> Sample {
+    Sample {
+        metric: metric.to_owned(),
+        unit: unit.to_owned(),
+        value,
+        lower_is_better,
+    }
+}
+
 impl Record {
     /// Summarises the values of one metric over several runs. `samples` must be non-empty
     /// and all of one metric.

@@ -31,7 +31,7 @@ use alloclab_hls::{Experiment, TraceConfig};
 
 use crate::peers::{Capability, HLS_HEAPS, on_chip_config};
 use crate::report::SWEEP_SEPARATOR;
-use crate::results::Sample;
+use crate::results::{Sample, sample};
 use crate::workloads::{Params, WorkloadInfo};
 
 /// Invocations per accelerator at [`Scale::Small`](crate::workloads::Scale::Small).
@@ -62,15 +62,6 @@ fn single(_cores: usize) -> Vec<usize> {
 /// Whether `name` is a workload of this suite.
 pub fn is_hls_workload(name: &str) -> bool {
     WORKLOADS.iter().any(|w| w.name == name)
-}
-
-fn sample(metric: &str, unit: &str, value: f64, lower_is_better: bool) -> Sample {
-    Sample {
-        metric: metric.to_owned(),
-        unit: unit.to_owned(),
-        value,
-        lower_is_better,
-    }
 }
 
 /// Runs `workload` for the on-chip model `allocator`.

@@ -67,7 +67,7 @@ use crate::measure;
 use crate::peers::Capability;
 use crate::pmem::{PersistStats, SlotHeap, SlotHeapTask, with_slot_heap};
 use crate::report::{CLOCK_READ_METRIC, TIMER_OVERHEAD_METRIC};
-use crate::results::Sample;
+use crate::results::{Sample, sample};
 
 /// Smallest object.
 pub const MIN_SIZE: usize = 64;
@@ -295,15 +295,6 @@ pub struct Recovery {
     pub open: Duration,
     /// The first `alloc_into` after the open.
     pub first_alloc: Duration,
-}
-
-fn sample(metric: &str, unit: &str, value: f64, lower_is_better: bool) -> Sample {
-    Sample {
-        metric: metric.to_owned(),
-        unit: unit.to_owned(),
-        value,
-        lower_is_better,
-    }
 }
 
 impl Report {

@@ -33,7 +33,7 @@ use alloclab_training::{Model, ModelConfig, Precision, RunTrace, Trace};
 
 use crate::peers::Capability;
 use crate::report::SWEEP_SEPARATOR;
-use crate::results::{Record, ResultsFile, Sample};
+use crate::results::{Record, ResultsFile, Sample, sample};
 use crate::workloads::{Params, Scale, WorkloadInfo};
 
 /// The suite's name.
@@ -117,15 +117,6 @@ pub fn cost_model_note() -> String {
 
 fn gib(bytes: u64) -> f64 {
     bytes as f64 / (1u64 << 30) as f64
-}
-
-fn sample(metric: &str, unit: &str, value: f64, lower_is_better: bool) -> Sample {
-    Sample {
-        metric: metric.to_owned(),
-        unit: unit.to_owned(),
-        value,
-        lower_is_better,
-    }
 }
 
 /// The fixed-batch configurations of `training-caching` and `training-delta`; smaller

@@ -67,7 +67,7 @@ use super::{Params, Scale, ScratchPool, WorkloadInfo};
 use crate::measure;
 use crate::peers::Capability;
 use crate::report::{CLOCK_READ_METRIC, TIMER_OVERHEAD_METRIC};
-use crate::results::Sample;
+use crate::results::{Sample, sample};
 use crate::storage::{
     Engine, EngineTask, PersistStats, Phase, PoolFile, Split, StorageHeapTask, with_engine,
     with_storage_heap,
@@ -275,15 +275,6 @@ pub struct Recovery {
     pub heap: Duration,
     /// Every partition's [`Engine::recover`], one after another.
     pub engine: Duration,
-}
-
-fn sample(metric: &str, unit: &str, value: f64, lower_is_better: bool) -> Sample {
-    Sample {
-        metric: metric.to_owned(),
-        unit: unit.to_owned(),
-        value,
-        lower_is_better,
-    }
 }
 
 /// The metric of each phase's share.
