@@ -61,12 +61,11 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 
 use super::cpu::common::{self, Table};
-use super::realtime::{latency_histogram, shortest_ns};
+use super::realtime::{latency_histogram, nanos_between, shortest_ns, timer_samples};
 use super::{Params, Scale, ScratchPool, WorkloadInfo};
 use crate::measure;
 use crate::peers::Capability;
 use crate::pmem::{PersistStats, SlotHeap, SlotHeapTask, with_slot_heap};
-use crate::report::{CLOCK_READ_METRIC, TIMER_OVERHEAD_METRIC};
 use crate::results::{Sample, sample};
 
 /// Smallest object.
@@ -352,29 +351,11 @@ impl Report {
                 true,
             ));
         }
-        let shortest = shortest_ns(&[&self.alloc, &self.free]).max(1);
-        out.push(sample(CLOCK_READ_METRIC, "ns", clock_read_ns, true));
-        out.push(sample(
-            TIMER_OVERHEAD_METRIC,
-            "%",
-            2.0 * clock_read_ns / shortest as f64 * 100.0,
-            true,
+        out.extend(timer_samples(
+            clock_read_ns,
+            shortest_ns(&[&self.alloc, &self.free]),
         ));
         out
-    }
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// Subtracts two snapshots of monotonic counters.
-fn counters_since(after: PersistStats, before: PersistStats) -> PersistStats {
-    PersistStats {
-        lines_flushed: after.lines_flushed.saturating_sub(before.lines_flushed),
-        flushes: after.flushes.saturating_sub(before.flushes),
-        fences: after.fences.saturating_sub(before.fences),
-        bytes_flushed: after.bytes_flushed.saturating_sub(before.bytes_flushed),
     }
 }
 
@@ -421,14 +402,12 @@ impl Steps {
             let freed = heap.free_from(slot);
             let t1 = Instant::now();
             freed?;
-            self.free
-                .saturating_record(nanos(t1.saturating_duration_since(t0)));
+            self.free.saturating_record(nanos_between(t0, t1));
             let t0 = Instant::now();
             let allocated = heap.alloc_into(slot, size);
             let t1 = Instant::now();
             allocated?;
-            self.alloc
-                .saturating_record(nanos(t1.saturating_duration_since(t0)));
+            self.alloc.saturating_record(nanos_between(t0, t1));
         } else {
             heap.free_from(slot)?;
             heap.alloc_into(slot, size)?;
@@ -576,7 +555,7 @@ pub fn measure<H: SlotHeap>(params: &Params, dir: &Path) -> Result<Report, Strin
         threads,
         pairs: throughput.frees,
         elapsed,
-        persist: before.zip(after).map(|(b, a)| counters_since(a, b)),
+        persist: before.zip(after).map(|(b, a)| a.since(&b)),
         alloc: latency.alloc.unwrap_or_else(latency_histogram),
         free: latency.free.unwrap_or_else(latency_histogram),
         allocations: fill.allocations + throughput.allocations + latency.allocations,
@@ -629,6 +608,7 @@ fn recovery<H: SlotHeap>(objects: usize, dir: &Path) -> Result<Recovery, String>
 mod tests {
     use super::*;
     use crate::pmem::{DramHeap, PmdkHeap};
+    use crate::report::{CLOCK_READ_METRIC, TIMER_OVERHEAD_METRIC};
     use std::sync::atomic::{AtomicU64, Ordering};
 
     fn tiny(threads: usize) -> Params {

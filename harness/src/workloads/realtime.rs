@@ -79,7 +79,8 @@ use rand::Rng;
 use super::cpu::common::{self, Block, Ring, RingEnd, Table};
 use super::{Outcome, Params, WorkloadInfo};
 use crate::peers::Capability;
-use crate::results::Sample;
+use crate::report::{CLOCK_READ_METRIC, TIMER_OVERHEAD_METRIC};
+use crate::results::{Sample, sample};
 
 /// Live blocks per thread.
 pub const WORKING_SET: usize = 1024;
@@ -185,6 +186,21 @@ pub(crate) fn shortest_ns(histograms: &[&Histogram<u64>]) -> u64 {
         .map(|h| h.min())
         .min()
         .unwrap_or(0)
+}
+
+/// The clock-read and timer-overhead samples of a workload that times single calls: the
+/// clock read in ns, and two clock reads as a share of the shortest call timed (`shortest`
+/// ns, at least 1).
+pub(crate) fn timer_samples(clock_read_ns: f64, shortest: u64) -> [Sample; 2] {
+    [
+        sample(CLOCK_READ_METRIC, "ns", clock_read_ns, true),
+        sample(
+            TIMER_OVERHEAD_METRIC,
+            "%",
+            2.0 * clock_read_ns / shortest.max(1) as f64 * 100.0,
+            true,
+        ),
+    ]
 }
 
 impl Latencies {
@@ -406,7 +422,8 @@ unsafe fn free_remote<A: HostAllocator>(
     }
 }
 
-fn nanos_between(start: Instant, end: Instant) -> u64 {
+/// Nanoseconds from `start` to `end` (0 if `end` is earlier), saturating at `u64::MAX`.
+pub(crate) fn nanos_between(start: Instant, end: Instant) -> u64 {
     u64::try_from(end.saturating_duration_since(start).as_nanos()).unwrap_or(u64::MAX)
 }
 

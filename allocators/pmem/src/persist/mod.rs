@@ -83,6 +83,19 @@ pub struct PersistStats {
     pub bytes_flushed: u64,
 }
 
+impl PersistStats {
+    /// The counts since `earlier`, a snapshot of the same counters taken before (each
+    /// saturating at 0).
+    pub fn since(&self, earlier: &PersistStats) -> PersistStats {
+        PersistStats {
+            lines_flushed: self.lines_flushed.saturating_sub(earlier.lines_flushed),
+            flushes: self.flushes.saturating_sub(earlier.flushes),
+            fences: self.fences.saturating_sub(earlier.fences),
+            bytes_flushed: self.bytes_flushed.saturating_sub(earlier.bytes_flushed),
+        }
+    }
+}
+
 /// Bytes at offsets `0..len()` of one mapping, and the operations that make them durable.
 ///
 /// Offsets, not addresses, so that the simulator can keep a durable image indexed the same
@@ -371,6 +384,31 @@ impl std::fmt::Debug for dyn Medium {
 #[cfg(test)]
 mod stats_tests {
     use super::*;
+
+    #[test]
+    fn since_subtracts_each_counter_and_saturates_at_zero() {
+        let before = PersistStats {
+            lines_flushed: 3,
+            flushes: 2,
+            fences: 1,
+            bytes_flushed: 100,
+        };
+        let after = PersistStats {
+            lines_flushed: 10,
+            flushes: 2,
+            fences: 4,
+            bytes_flushed: 90,
+        };
+        assert_eq!(
+            after.since(&before),
+            PersistStats {
+                lines_flushed: 7,
+                flushes: 0,
+                fences: 3,
+                bytes_flushed: 0
+            }
+        );
+    }
 
     #[test]
     fn flushes_are_seen_by_their_thread_at_once_and_by_others_after_a_fence_or_exit() {

@@ -62,11 +62,10 @@ use hdrhistogram::Histogram;
 
 use self::ycsb::{COLUMN_BYTES, KeyChoice, Mix, Op, PartitionPlan, TUPLE_BYTES};
 use super::pmem::{Persistence, pool_dir};
-use super::realtime::{latency_histogram, shortest_ns};
+use super::realtime::{latency_histogram, nanos_between, shortest_ns, timer_samples};
 use super::{Params, Scale, ScratchPool, WorkloadInfo};
 use crate::measure;
 use crate::peers::Capability;
-use crate::report::{CLOCK_READ_METRIC, TIMER_OVERHEAD_METRIC};
 use crate::results::{Sample, sample};
 use crate::storage::{
     Engine, EngineTask, PersistStats, Phase, PoolFile, Split, StorageHeapTask, with_engine,
@@ -372,28 +371,8 @@ impl Report {
                 true,
             ));
         }
-        let shortest = shortest_ns(&[&self.latency]).max(1);
-        out.push(sample(CLOCK_READ_METRIC, "ns", clock_read_ns, true));
-        out.push(sample(
-            TIMER_OVERHEAD_METRIC,
-            "%",
-            2.0 * clock_read_ns / shortest as f64 * 100.0,
-            true,
-        ));
+        out.extend(timer_samples(clock_read_ns, shortest_ns(&[&self.latency])));
         out
-    }
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-fn counters_since(after: PersistStats, before: PersistStats) -> PersistStats {
-    PersistStats {
-        lines_flushed: after.lines_flushed.saturating_sub(before.lines_flushed),
-        flushes: after.flushes.saturating_sub(before.flushes),
-        fences: after.fences.saturating_sub(before.fences),
-        bytes_flushed: after.bytes_flushed.saturating_sub(before.bytes_flushed),
     }
 }
 
@@ -468,7 +447,7 @@ fn run_ops<H: PoolFile, E: Engine<H>>(
             }));
         }
         commit?;
-        latency.saturating_record(nanos(t1.saturating_duration_since(t0)));
+        latency.saturating_record(nanos_between(t0, t1));
     }
     engine.commit()
 }
@@ -609,11 +588,7 @@ pub fn measure<H: PoolFile, E: Engine<H>>(
                     .unwrap_or_else(|_| Err("a partition thread panicked".to_owned()))
             })
             .collect();
-        (
-            elapsed,
-            before.zip(after).map(|(b, a)| counters_since(a, b)),
-            ran,
-        )
+        (elapsed, before.zip(after).map(|(b, a)| a.since(&b)), ran)
     });
     let ran = ran.into_iter().collect::<Result<Vec<_>, String>>()?;
     let mut split = Split::default();
@@ -682,6 +657,7 @@ pub fn loaded_at(scale: Scale) -> u64 {
 mod tests {
     use super::testing::ListEngine;
     use super::*;
+    use crate::report::{CLOCK_READ_METRIC, TIMER_OVERHEAD_METRIC};
     use crate::storage::{AlloclabPmemStorage, DramStorage, PmdkStorage};
 
     fn tiny(threads: usize) -> Params {
