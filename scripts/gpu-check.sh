@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks of alloclab-gpu, for a machine with an NVIDIA GPU (written for an H200,
 # sm_90, driver 580 / CUDA 13.0). Builds, runs the device tests, the must-reach measurement
-# and the `gpu` suite, in under 5 minutes, and writes every figure as JSON:
+# and the `gpu` suite, in under 8 minutes, and writes every figure as JSON:
 #
 #   scripts/gpu-check.sh OUT_DIR        (or OUT=OUT_DIR scripts/gpu-check.sh)
 #
@@ -34,7 +34,10 @@ command -v nvidia-smi >/dev/null 2>&1 \
 nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total,memory.used \
   --format=csv,noheader | tee "$out/nvidia-smi.txt" \
   || die 3 "nvidia-smi could not query the GPU (driver not loaded?)"
-command -v cargo >/dev/null 2>&1 || die 3 "cargo not found: install Rust (rustup) first"
+if [ "${GPU_CHECK_PREBUILT:-0}" != 1 ]; then
+  command -v cargo >/dev/null 2>&1 \
+    || die 3 "cargo not found: install Rust (rustup) first, or build elsewhere and set GPU_CHECK_PREBUILT=1"
+fi
 
 # NVRTC: cudarc loads libnvrtc.so(.13/.12) by name; a toolkit outside the loader's path is
 # added to LD_LIBRARY_PATH. ALLOCLAB_NVRTC=/path/libnvrtc.so.N overrides the search.
@@ -80,13 +83,14 @@ grep -oE '(device|compiled with NVRTC) .*' "$out/device-tests.log" || true
 
 step "must-reach: 2^20 threads, 512 B pages"
 set +e
-timeout 60 target/release/examples/device_check "$out/must-reach.json"
+timeout 200 target/release/examples/device_check "$out/must-reach.json"
 must_reach=$?
 set -e
 case $must_reach in
   0 | 1) ;;
-  124) die 4 "the must-reach measurement ran over 60 s" ;;
-  *) die 4 "the must-reach measurement failed (status $must_reach)" ;;
+  # Keep going: the suite's figures are still worth having; the exit status says it failed.
+  124) echo "gpu-check: the must-reach measurement ran over 200 s" >&2; must_reach=4 ;;
+  *) echo "gpu-check: the must-reach measurement failed (status $must_reach)" >&2; must_reach=4 ;;
 esac
 
 step "the gpu suite (CPU model + CUDA, one run per measurement)"
@@ -96,5 +100,5 @@ cp "$out/suite/results.json" "$out/gpu-suite.json"
 grep -m1 '^CUDA' "$out/suite/report.md" || true
 
 step "done in $((SECONDS - started)) s; figures in $out"
-cat "$out/must-reach.json"
+cat "$out/must-reach.json" 2>/dev/null || true
 exit "$must_reach"

@@ -16,8 +16,16 @@ use alloclab_gpu::device::{DeviceDesign, DeviceError, Gpu, KernelRun, MallocDesi
 
 const REPS: usize = 5;
 const PAGE_BYTES: u32 = 512;
+/// Wall-clock budget for the timed repetitions of one measurement: CUDA's malloc at 2^20
+/// threads can take seconds per launch, so slow designs get fewer repetitions (at least one
+/// after the warm-up) instead of running the check past its time limit.
+const REPS_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
 
-fn median_ms(mut f: impl FnMut() -> Result<KernelRun, DeviceError>) -> Result<f64, DeviceError> {
+/// The median of alloc + free kernel time over up to [`REPS`] timed runs after one warm-up,
+/// and how many runs it took.
+fn median_ms(
+    mut f: impl FnMut() -> Result<KernelRun, DeviceError>,
+) -> Result<(f64, usize), DeviceError> {
     let check = |r: KernelRun| {
         if r.failures > 0 {
             Err(DeviceError::BadRequest(format!(
@@ -29,14 +37,16 @@ fn median_ms(mut f: impl FnMut() -> Result<KernelRun, DeviceError>) -> Result<f6
         }
     };
     check(f()?)?;
-    let mut times = (0..REPS)
-        .map(|_| check(f()?))
-        .collect::<Result<Vec<f64>, _>>()?;
+    let started = std::time::Instant::now();
+    let mut times = Vec::with_capacity(REPS);
+    while times.len() < REPS && (times.is_empty() || started.elapsed() < REPS_BUDGET) {
+        times.push(check(f()?)?);
+    }
     times.sort_by(f64::total_cmp);
-    Ok(times[REPS / 2])
+    Ok((times[times.len() / 2], times.len()))
 }
 
-fn pages(gpu: &Gpu, design: DeviceDesign, threads: usize) -> Result<f64, DeviceError> {
+fn pages(gpu: &Gpu, design: DeviceDesign, threads: usize) -> Result<(f64, usize), DeviceError> {
     let k = PageKernel {
         total_pages: 4 * threads,
         free_pages: 4 * threads,
@@ -54,19 +64,38 @@ fn run(out: &str) -> Result<bool, String> {
     let n = 1usize << 20;
     let small = 1usize << 16;
     let e = |e: DeviceError| e.to_string();
-    let corw = pages(&gpu, DeviceDesign::CoRw, n).map_err(e)?;
-    eprintln!("CoRW, 2^20 threads: {corw:.4} ms");
-    let ticket = pages(&gpu, DeviceDesign::QueueTicket, n).map_err(e)?;
-    eprintln!("ticket queue, 2^20 threads: {ticket:.4} ms");
-    let sizes = vec![PAGE_BYTES; n];
-    let cuda = median_ms(|| gpu.malloc_kernel(MallocDesign::CudaMalloc, &sizes, PAGE_BYTES, 42))
-        .map_err(e)?;
-    eprintln!("CUDA malloc, 2^20 threads: {cuda:.4} ms");
-    let corw_small = pages(&gpu, DeviceDesign::CoRw, small).map_err(e)?;
-    let cas_small = pages(&gpu, DeviceDesign::Queue, small).map_err(e)?;
+    let (corw, corw_reps) = pages(&gpu, DeviceDesign::CoRw, n).map_err(e)?;
+    eprintln!("CoRW, 2^20 threads: {corw:.4} ms ({corw_reps} runs)");
+    let (ticket, ticket_reps) = pages(&gpu, DeviceDesign::QueueTicket, n).map_err(e)?;
+    eprintln!("ticket queue, 2^20 threads: {ticket:.4} ms ({ticket_reps} runs)");
+    let (corw_small, _) = pages(&gpu, DeviceDesign::CoRw, small).map_err(e)?;
+    let (cas_small, _) = pages(&gpu, DeviceDesign::Queue, small).map_err(e)?;
     eprintln!("2^16 threads: CoRW {corw_small:.4} ms, CAS queue {cas_small:.4} ms");
+    // CUDA's malloc from 2^14 threads up, so that its scaling is on record even if the
+    // largest size runs out of time.
+    let mut cuda_scaling = Vec::new();
+    for log2 in [14u32, 16, 18] {
+        let sizes = vec![PAGE_BYTES; 1 << log2];
+        let (ms, reps) =
+            median_ms(|| gpu.malloc_kernel(MallocDesign::CudaMalloc, &sizes, PAGE_BYTES, 42))
+                .map_err(e)?;
+        let (corw_ms, _) = pages(&gpu, DeviceDesign::CoRw, 1 << log2).map_err(e)?;
+        eprintln!(
+            "2^{log2} threads: CUDA malloc {ms:.4} ms ({reps} runs), CoRW {corw_ms:.4} ms: {:.1}x",
+            ms / corw_ms
+        );
+        cuda_scaling.push(format!(
+            "{{\"threads\": {}, \"cuda_malloc_ms\": {ms}, \"corw_ms\": {corw_ms}}}",
+            1u32 << log2
+        ));
+    }
+    let sizes = vec![PAGE_BYTES; n];
+    let (cuda, cuda_reps) =
+        median_ms(|| gpu.malloc_kernel(MallocDesign::CudaMalloc, &sizes, PAGE_BYTES, 42))
+            .map_err(e)?;
+    eprintln!("CUDA malloc, 2^20 threads: {cuda:.4} ms ({cuda_reps} runs)");
     let cas_1m = if std::env::var_os("GPU_CHECK_CAS_1M").is_some_and(|v| v != "0") {
-        let t = pages(&gpu, DeviceDesign::Queue, n).map_err(e)?;
+        let (t, _) = pages(&gpu, DeviceDesign::Queue, n).map_err(e)?;
         eprintln!("CAS queue, 2^20 threads: {t:.4} ms");
         format!("{t}")
     } else {
@@ -77,13 +106,16 @@ fn run(out: &str) -> Result<bool, String> {
     let met = vs_cuda >= 100.0 && vs_queue >= 10.0;
     let json = format!(
         "{{\n  \"device\": \"{}\",\n  \"threads\": {n},\n  \"page_bytes\": {PAGE_BYTES},\n  \
-         \"reps\": {REPS},\n  \"statistic\": \"median of alloc+free kernel ms after one warm-up\",\n  \
+         \"reps_max\": {REPS},\n  \"reps\": {{\"corw\": {corw_reps}, \"queue_ticket\": {ticket_reps}, \"cuda_malloc\": {cuda_reps}}},\n  \
+         \"statistic\": \"median of alloc+free kernel ms after one warm-up\",\n  \
+         \"cuda_malloc_scaling\": [{}],\n  \
          \"corw_ms\": {corw},\n  \"queue_ticket_ms\": {ticket},\n  \"cuda_malloc_ms\": {cuda},\n  \
          \"queue_cas_ms\": {cas_1m},\n  \"corw_ms_65536\": {corw_small},\n  \"queue_cas_ms_65536\": {cas_small},\n  \
          \"speedup_vs_cuda_malloc\": {vs_cuda},\n  \"speedup_vs_queue_ticket\": {vs_queue},\n  \
          \"speedup_vs_queue_cas_65536\": {},\n  \"target_vs_cuda_malloc\": 100,\n  \"target_vs_queue\": 10,\n  \
          \"met\": {met}\n}}\n",
         info.replace('"', "'"),
+        cuda_scaling.join(", "),
         cas_small / corw_small,
     );
     std::fs::write(out, json).map_err(|e| format!("cannot write {out}: {e}"))?;
