@@ -81,6 +81,9 @@ static FAULTS: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
 static FAULT_NS: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
 static FAULT_MAX_NS: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
 static SLOW_NS: AtomicU64 = AtomicU64::new(10_000);
+/// Faulting allocations by when they came: bucket `k` counts those among a thread's
+/// allocations `2^k .. 2^(k+1)` (the fill is the first 1024).
+static FAULTS_BY_OP: [AtomicU64; 24] = [const { AtomicU64::new(0) }; 24];
 
 fn usage() -> (i64, i64, i64) {
     // SAFETY: a zeroed rusage is a valid out-parameter.
@@ -96,15 +99,18 @@ std::thread_local! {
 }
 
 fn attribute(kind: usize, ns: u64, before: (i64, i64, i64), after: (i64, i64, i64)) {
+    let faults = (after.0 - before.0) as u64;
     // Skip the untimed fill of the working set (the first allocations of each thread).
     if kind == 0 {
         let n = OPS.get() + 1;
         OPS.set(n);
+        if faults > 0 {
+            FAULTS_BY_OP[(n.ilog2() as usize).min(23)].fetch_add(1, Relaxed);
+        }
         if n <= 1024 {
             return;
         }
     }
-    let faults = (after.0 - before.0) as u64;
     if faults > 0 {
         FAULTING_OPS[kind].fetch_add(1, Relaxed);
         FAULTS[kind].fetch_add(faults, Relaxed);
@@ -164,6 +170,16 @@ impl HostHeapTask for Attribute {
             unsafe { wrapped.deallocate(b, warm) };
         }
         let _ = measure(wrapped, &self.0);
+        let by_op: Vec<String> = FAULTS_BY_OP
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.load(Relaxed) > 0)
+            .map(|(k, c)| format!("2^{k}:{}", c.load(Relaxed)))
+            .collect();
+        println!(
+            "faulting allocations by a thread's allocation number: {}",
+            by_op.join(" ")
+        );
         for (k, kind) in ["alloc", "free"].iter().enumerate() {
             let n = FAULTING_OPS[k].load(Relaxed);
             println!(
