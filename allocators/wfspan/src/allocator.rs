@@ -8,11 +8,11 @@ use alloclab_core::{
     AllocError, AllocErrorKind, Allocator, HostAllocator, MallocHeap, Stats, resized_layout,
 };
 
-use crate::heap::{Heap, RUN_CLASSES, run_object_offset};
+use crate::heap::{Heap, RUN_CLASSES, run_object_offset_bound};
 use crate::os;
 use crate::remote_free::Node;
 use crate::size_class::{class_count, class_for, small_class};
-use crate::span::{HEADER_BYTES, Kind, SpanHeader};
+use crate::span::{HEADER_BYTES, Kind, MAX_COLOUR_BYTES, SpanHeader, colour_bytes, header_at};
 use crate::span_list::{Link, SpanList};
 use crate::thread;
 
@@ -336,7 +336,7 @@ impl WfSpan {
             return ptr::null_mut();
         }
         let base = self.region_base.load(Ordering::Relaxed);
-        let span = at as *mut SpanHeader;
+        let span = header_at(at, self.config.span_bytes);
         // SAFETY: the range `at..at + bytes` was just handed to us alone by the bump.
         unsafe { SpanHeader::init(span, ((at - base) / self.config.span_bytes) as u32) };
         span
@@ -345,8 +345,10 @@ impl WfSpan {
     /// The header of span `index` of the region.
     #[inline]
     pub(crate) fn span_at(&self, index: u32) -> *mut SpanHeader {
-        (self.region_base.load(Ordering::Relaxed) + index as usize * self.config.span_bytes)
-            as *mut SpanHeader
+        header_at(
+            self.region_base.load(Ordering::Relaxed) + index as usize * self.config.span_bytes,
+            self.config.span_bytes,
+        )
     }
 
     /// The public-list link of span `index`.
@@ -383,21 +385,28 @@ impl WfSpan {
             let block = unsafe { heap.alloc_small(self, class) };
             return NonNull::new(block).ok_or(AllocErrorKind::OutOfMemory);
         }
-        let offset = run_object_offset(align);
-        if offset < self.config.span_bytes {
-            let need = offset
-                .checked_add(size)
-                .ok_or(AllocErrorKind::SizeUnsupported)?;
-            let spans = need.div_ceil(self.config.span_bytes).next_power_of_two();
-            let run = spans.trailing_zeros() as usize;
-            if run < RUN_CLASSES {
-                let heap = self.heap()?;
-                // SAFETY: our own heap; the object fits the run and starts in its first span.
-                let block = unsafe { heap.alloc_run(self, run, offset) };
-                return NonNull::new(block).ok_or(AllocErrorKind::OutOfMemory);
-            }
+        if let Some(run) = self.run_class_for(size, align) {
+            let heap = self.heap()?;
+            // SAFETY: our own heap; the object fits the run and starts in its first span,
+            // whatever the run's colour.
+            let block = unsafe { heap.alloc_run(self, run, align) };
+            return NonNull::new(block).ok_or(AllocErrorKind::OutOfMemory);
         }
         self.allocate_huge(size, align)
+    }
+
+    /// The run class (2^r spans) of an object of `size` bytes aligned to `align` that no
+    /// size class serves, or `None` if it needs a huge mapping. Sized for the largest
+    /// header colour, so that the object fits in a run of any colour.
+    fn run_class_for(&self, size: usize, align: usize) -> Option<usize> {
+        let offset = run_object_offset_bound(align);
+        if offset >= self.config.span_bytes {
+            return None;
+        }
+        let need = offset.checked_add(size)?;
+        let spans = need.div_ceil(self.config.span_bytes).next_power_of_two();
+        let run = spans.trailing_zeros() as usize;
+        (run < RUN_CLASSES).then_some(run)
     }
 
     /// A block in its own mapping: the one path that makes system calls.
@@ -407,12 +416,13 @@ impl WfSpan {
         if !self.ready() {
             self.init()?;
         }
-        let offset = if align >= span_bytes {
+        // Room for the header at any colour; the actual offset follows the mapping's colour.
+        let offset_bound = if align >= span_bytes {
             align
         } else {
-            HEADER_BYTES.next_multiple_of(align)
+            (MAX_COLOUR_BYTES + HEADER_BYTES).next_multiple_of(align)
         };
-        let total = offset
+        let total = offset_bound
             .checked_add(size)
             .and_then(|t| t.checked_next_multiple_of(os::page_bytes()))
             .filter(|&t| t <= isize::MAX as usize / 2)
@@ -420,6 +430,11 @@ impl WfSpan {
         let (base, len) =
             os::map_aligned(total, align.max(span_bytes)).ok_or(AllocErrorKind::OutOfMemory)?;
         let base = base.as_ptr() as usize;
+        let offset = if align >= span_bytes {
+            align
+        } else {
+            (colour_bytes(base, span_bytes) + HEADER_BYTES).next_multiple_of(align)
+        };
         let object = base + offset;
         let header = SpanHeader::of(object as *mut u8, span_bytes);
         // SAFETY: the header lies inside our fresh mapping, before the object.
@@ -566,11 +581,8 @@ impl WfSpan {
                     let usable = self.block_usable_size(block);
                     size <= usable
                         && class_for(size, new_layout.align(), self.max_class).is_none()
-                        && (size + (*span).object_offset)
-                            .div_ceil(self.config.span_bytes)
-                            .next_power_of_two()
-                            .trailing_zeros()
-                            == u32::from((*span).run_class)
+                        && self.run_class_for(size, new_layout.align())
+                            == Some(usize::from((*span).run_class))
                 }
                 Kind::Huge => {
                     let usable = self.block_usable_size(block);

@@ -41,7 +41,7 @@ use crossbeam_utils::CachePadded;
 use crate::WfSpan;
 use crate::help::{Collected, HelpRecord};
 use crate::size_class::MAX_CLASSES;
-use crate::span::{HEADER_BYTES, Kind, ListId, SpanHeader};
+use crate::span::{HEADER_BYTES, Kind, ListId, MAX_COLOUR_BYTES, SpanHeader, span_base};
 use crate::span_list::SpanList;
 
 /// Empty active spans remembered as candidates for reuse by other classes.
@@ -713,11 +713,13 @@ impl Heap {
         }
     }
 
-    /// Allocates an object in a span run of class `run`. Null if out of memory.
+    /// Allocates an object aligned to `align` in a span run of class `run`. Null if out of
+    /// memory.
     ///
     /// # Safety
-    /// Owner only; `offset + size` fits the run and `offset < span_bytes`.
-    pub unsafe fn alloc_run(&self, wf: &WfSpan, run: usize, offset: usize) -> *mut u8 {
+    /// Owner only; `run_object_offset_bound(align) + size` fits the run and
+    /// `run_object_offset_bound(align) < span_bytes`.
+    pub unsafe fn alloc_run(&self, wf: &WfSpan, run: usize, align: usize) -> *mut u8 {
         let mut steps = 1;
         // SAFETY: per the contract; the run is held exclusively until handed out.
         unsafe {
@@ -726,11 +728,13 @@ impl Heap {
                 raise(&self.counters.max_alloc_steps, steps);
                 return ptr::null_mut();
             }
+            let base = span_base(span, wf.config.span_bytes);
+            let offset = (span as usize - base + HEADER_BYTES).next_multiple_of(align);
             (*span).kind = Kind::Run;
             (*span).run_class = run as u8;
             (*span).object_offset = offset;
             self.count_alloc((wf.config.span_bytes << run) as u64 - offset as u64, steps);
-            span.cast::<u8>().add(offset)
+            (base + offset) as *mut u8
         }
     }
 
@@ -771,8 +775,8 @@ fn class_block_bytes(span: *mut SpanHeader) -> u64 {
     u64::from(unsafe { (*span).block_bytes })
 }
 
-/// Where the object of a span run of `run_bytes` with alignment `align` starts: after the
-/// header, aligned.
-pub fn run_object_offset(align: usize) -> usize {
-    HEADER_BYTES.next_multiple_of(align)
+/// The farthest from its run's start an object aligned to `align` can be: after a header of
+/// the largest colour, aligned.
+pub fn run_object_offset_bound(align: usize) -> usize {
+    (MAX_COLOUR_BYTES + HEADER_BYTES).next_multiple_of(align)
 }
