@@ -78,12 +78,7 @@ pub(crate) unsafe fn tuple_len<H: PHeap>(heap: &H, off: u64) -> usize {
     unhide(unsafe { read_word(heap, off, 0) }) as usize
 }
 
-/// Bytes to ask the heap for a tuple of `len` value bytes.
-pub(crate) fn tuple_block_bytes<H: PHeap>(heap: &H, len: usize) -> usize {
-    heap.usable_size((TUPLE_HEADER + len).next_multiple_of(8))
-}
-
-/// Writes a whole tuple block at `off` (`block` bytes from [`tuple_block_bytes`]): the
+/// Writes a whole tuple block at `off` (`block` bytes: [`PHeap::usable_size`] of the header and value, rounded up to a word): the
 /// length, `parts` concatenated as the value, zeros to the block's end; and flushes it.
 /// Timed as [`Phase::Mod`] (the copy) and [`Phase::Cc`] (the flush).
 ///
