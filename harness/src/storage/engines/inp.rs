@@ -5,21 +5,12 @@
 //!
 //! # Tuples and columns (N-Store's non-inlined fields)
 //!
-//! N-Store's InP keeps a tuple's fixed-size fields in the tuple and each variable-length
-//! field (YCSB's 200-byte string columns) in a block of its own that the tuple points to,
-//! allocated from the persistent heap. Here a value is cut into columns of
-//! [`COLUMN_BYTES`] (the last may be shorter):
-//!
-//! ```text
-//!  tuple block   [hide(len)][column 0 offset][column 1 offset] … (raw links), zero tail
-//!  column block  the column's bytes, zero tail
-//! ```
-//!
-//! An update never writes a column in place: as in N-Store, it allocates a new copy of each
-//! column it changes, swaps the tuple's pointer to it through the log, and frees the old
-//! copy after commit. So a YCSB insert allocates six blocks (tuple and five columns), an
-//! update allocates one and frees one, a delete frees six: the allocator traffic behind
-//! the paper's memory-management share.
+//! A tuple's columns live out of line ([`columns`](super::columns)). An update never
+//! writes a column in place: as in N-Store, it allocates a new copy of each column it
+//! changes, swaps the tuple's pointer to it through the log, and frees the old copy after
+//! commit. So a YCSB insert allocates six blocks (tuple and five columns), an update
+//! allocates one and frees one, a delete frees six: the allocator traffic behind the
+//! paper's memory-management share.
 //!
 //! # Partition root (64 bytes)
 //!
@@ -58,37 +49,18 @@
 use std::sync::Arc;
 
 use super::btree::BTree;
+use super::columns::{
+    COLUMN_BYTES, column_of, column_range, column_tuple_blocks, new_column, read_column_tuple,
+    value_len, write_column_tuple,
+};
 use super::log::{FreeKind, TxLog};
-use super::{TUPLE_HEADER, check_range, hide, read_word, tuple_len, write_word};
+use super::{check_range, write_word};
 use crate::storage::{Engine, PHeap, Phase, Split};
 
 const MAGIC: u64 = 0x494E_5030_454E_4701;
 const W_MAGIC: usize = super::log::PARTITION_MAGIC_WORD;
 const W_TREE: usize = 1;
 const W_LOG: usize = super::log::PARTITION_LOG_WORD;
-
-/// Bytes of a column: a YCSB tuple's five 200-byte strings are five columns.
-pub const COLUMN_BYTES: usize = 200;
-
-/// Columns of a value of `len` bytes.
-fn columns(len: usize) -> usize {
-    len.div_ceil(COLUMN_BYTES)
-}
-
-/// The byte range of column `c` in a value of `len` bytes.
-fn column_range(c: usize, len: usize) -> std::ops::Range<usize> {
-    c * COLUMN_BYTES..len.min((c + 1) * COLUMN_BYTES)
-}
-
-/// The offset of column `c` of the tuple at `off`.
-///
-/// # Safety
-///
-/// `off` is a live tuple of this engine with more than `c` columns.
-unsafe fn column_of<H: PHeap>(heap: &H, off: u64, c: usize) -> u64 {
-    // SAFETY: the caller's contract: word `1 + c` of the tuple block.
-    unsafe { read_word(heap, off, 1 + c) }
-}
 
 /// The in-place update engine (see the module documentation).
 pub struct Inp<H: PHeap> {
@@ -132,48 +104,9 @@ impl<H: PHeap> Inp<H> {
         }
     }
 
-    /// Allocates a column block for the open transaction holding `parts` concatenated
-    /// (zeros to the block's end) and flushes it; returns its offset.
-    fn new_column(&mut self, parts: &[&[u8]]) -> Result<u64, String> {
-        let heap = &*self.heap;
-        let len: usize = parts.iter().map(|p| p.len()).sum();
-        let (off, block) = self.log.alloc(heap, &mut self.split, len.max(1))?;
-        let base = heap.at(off);
-        self.split.time(Phase::Mod, || {
-            // SAFETY: a fresh block of `block >= len` bytes, this transaction's.
-            unsafe {
-                let mut at = 0;
-                for part in parts {
-                    std::ptr::copy_nonoverlapping(part.as_ptr(), base.add(at), part.len());
-                    at += part.len();
-                }
-                std::ptr::write_bytes(base.add(at), 0, block - at);
-            }
-        });
-        self.split.flush(heap, base, block);
-        Ok(off)
-    }
-
     fn insert_staged(&mut self, key: u64, value: &[u8]) -> Result<(), String> {
-        let n = columns(value.len());
-        let mut words = Vec::with_capacity(1 + n);
-        words.push(hide(value.len() as u64));
-        for c in 0..n {
-            words.push(self.new_column(&[&value[column_range(c, value.len())]])?);
-        }
         let heap = &*self.heap;
-        let (off, block) = self
-            .log
-            .alloc(heap, &mut self.split, TUPLE_HEADER + 8 * n)?;
-        let base = heap.at(off);
-        self.split.time(Phase::Mod, || {
-            // SAFETY: a fresh block of `block >= 8 * (1 + n)` bytes, this transaction's.
-            unsafe {
-                std::ptr::copy_nonoverlapping(words.as_ptr(), base.cast::<u64>(), words.len());
-                std::ptr::write_bytes(base.add(8 * words.len()), 0, block - 8 * words.len());
-            }
-        });
-        self.split.flush(heap, base, block);
+        let off = write_column_tuple(heap, &mut self.split, &mut self.log, value)?;
         self.tree
             .put(heap, &mut self.split, &mut self.log, key, off)?;
         Ok(())
@@ -197,12 +130,16 @@ impl<H: PHeap> Inp<H> {
                 unsafe { std::slice::from_raw_parts(heap.at(old).cast_const(), range.len()) };
             // The column's bytes before, inside and after the updated range.
             let (from, to) = (at.max(range.start), end.min(range.end));
-            let new = self.new_column(&[
-                &old_bytes[..from - range.start],
-                &bytes[from - at..to - at],
-                &old_bytes[to - range.start..],
-            ])?;
-            let heap = &*self.heap;
+            let new = new_column(
+                heap,
+                &mut self.split,
+                &mut self.log,
+                &[
+                    &old_bytes[..from - range.start],
+                    &bytes[from - at..to - at],
+                    &old_bytes[to - range.start..],
+                ],
+            )?;
             self.log.stage(
                 heap,
                 &mut self.split,
@@ -217,15 +154,11 @@ impl<H: PHeap> Inp<H> {
 
     /// Lists the tuple at `off` and its columns to be freed after commit.
     fn defer_free_tuple(&mut self, off: u64) -> Result<(), String> {
-        let heap = &*self.heap;
         // SAFETY: a tuple the index linked until this transaction.
-        let n = columns(unsafe { tuple_len(heap, off) });
-        for c in 0..n {
-            // SAFETY: as above, `c < n`.
-            let col = unsafe { column_of(heap, off, c) };
-            self.log.defer_free(FreeKind::Block, col)?;
+        for block in unsafe { column_tuple_blocks(&*self.heap, off) }? {
+            self.log.defer_free(FreeKind::Block, block)?;
         }
-        self.log.defer_free(FreeKind::Block, off)
+        Ok(())
     }
 }
 
@@ -271,28 +204,9 @@ impl<H: PHeap> Engine<H> for Inp<H> {
         let Some(off) = self.find(key)? else {
             return Ok(false);
         };
-        let heap = &*self.heap;
-        self.split.time(Phase::Mod, || {
-            // SAFETY: a tuple the index links.
-            let len = unsafe { tuple_len(heap, off) };
-            if len > 1 << 30 {
-                return Err(format!("inp: tuple at {off:#x}: length {len} is corrupt"));
-            }
-            out.clear();
-            out.reserve(len);
-            for c in 0..columns(len) {
-                // SAFETY: column `c` of the tuple, a live block of the range's bytes.
-                let bytes = unsafe {
-                    let col = column_of(heap, off, c);
-                    std::slice::from_raw_parts(
-                        heap.at(col).cast_const(),
-                        column_range(c, len).len(),
-                    )
-                };
-                out.extend_from_slice(bytes);
-            }
-            Ok(true)
-        })
+        // SAFETY: a tuple the index links.
+        unsafe { read_column_tuple(&*self.heap, &mut self.split, off, out) }?;
+        Ok(true)
     }
 
     fn insert(&mut self, key: u64, value: &[u8]) -> Result<bool, String> {
@@ -308,7 +222,7 @@ impl<H: PHeap> Engine<H> for Inp<H> {
             return Ok(false);
         };
         // SAFETY: a tuple the index links.
-        let len = unsafe { tuple_len(&*self.heap, off) };
+        let len = unsafe { value_len(&*self.heap, off) }?;
         check_range(at, bytes.len(), len)?;
         if bytes.is_empty() {
             return Ok(true);
@@ -369,11 +283,8 @@ impl<H: PHeap> Engine<H> for Inp<H> {
         out.extend(self.tree.nodes(heap)?);
         out.extend(&self.retired);
         for (_, tuple) in self.tree.entries(heap)? {
-            out.push(tuple);
             // SAFETY: a tuple the index links.
-            let n = columns(unsafe { tuple_len(heap, tuple) });
-            // SAFETY: its columns.
-            out.extend((0..n).map(|c| unsafe { column_of(heap, tuple, c) }));
+            out.extend(unsafe { column_tuple_blocks(heap, tuple) }?);
         }
         Ok(Some(out))
     }

@@ -5,9 +5,10 @@
 //! array (a *run*) with a bloom filter. A flush also merges the newest runs while the next
 //! older one is no larger than what it merges (a binary counter of run sizes, at most
 //! [`MAX_RUNS`] runs): a merge drops the tuples that newer versions superseded, and
-//! tombstones once it includes the oldest run. Updates are out of place: a new tuple with the column
-//! patched; the old one is freed at commit if only the memtable named it, or at the merge
-//! that drops it.
+//! tombstones once it includes the oldest run. Tuples keep their columns out of line
+//! ([`columns`](super::columns)), as N-Store's tuples do. Updates are out of place: a new
+//! tuple version (tuple and columns) with the column patched; the old one is freed after
+//! the next commit if only the memtable named it, or at the merge that drops it.
 //!
 //! # Partition root (64 bytes)
 //!
@@ -48,11 +49,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::btree::BTree;
+use super::columns::{column_tuple_blocks, read_column_tuple, value_len, write_column_tuple};
 use super::log::{FreeKind, TxLog};
-use super::{
-    TUPLE_HEADER, check_range, hide, read_tuple, read_word, tuple_len, unhide, write_tuple,
-    write_word,
-};
+use super::{check_range, hide, read_word, unhide, write_word};
 use crate::storage::{Engine, PHeap, Phase, Split};
 
 const MAGIC: u64 = 0x4C53_4D30_454E_4701;
@@ -184,6 +183,9 @@ pub struct Lsm<H: PHeap, const MEMTABLE: usize = 1024> {
     runs: Vec<Run>,
     log: TxLog,
     split: Split,
+    /// The blocks the last commit unlinked, still allocated: freed after the next fence
+    /// (see [`commit`](Engine::commit)).
+    retired: Vec<u64>,
 }
 
 /// Where a key's newest version is.
@@ -215,6 +217,7 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
             runs,
             log,
             split,
+            retired: Vec::new(),
         })
     }
 
@@ -255,12 +258,9 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
         }
     }
 
-    fn put_tuple(&mut self, key: u64, parts: &[&[u8]]) -> Result<Option<u64>, String> {
+    fn put_tuple(&mut self, key: u64, value: &[u8]) -> Result<Option<u64>, String> {
         let heap = &*self.heap;
-        let len: usize = parts.iter().map(|p| p.len()).sum();
-        let (off, block) = self.log.alloc(heap, &mut self.split, TUPLE_HEADER + len)?;
-        // SAFETY: a fresh block of `block` bytes, this transaction's.
-        unsafe { write_tuple(heap, &mut self.split, off, block, parts) };
+        let off = write_column_tuple(heap, &mut self.split, &mut self.log, value)?;
         let old = self
             .mem
             .put(heap, &mut self.split, &mut self.log, key, off)?;
@@ -268,6 +268,15 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
             self.mem_len += 1;
         }
         Ok(old)
+    }
+
+    /// Lists the tuple at `off` and its columns to be freed after commit.
+    fn defer_free_tuple(&mut self, off: u64) -> Result<(), String> {
+        // SAFETY: a tuple the memtable named until this transaction.
+        for block in unsafe { column_tuple_blocks(&*self.heap, off) }? {
+            self.log.defer_free(FreeKind::Block, block)?;
+        }
+        Ok(())
     }
 
     /// Flushes the memtable into a new run, or merges it with every run into one.
@@ -335,8 +344,11 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
                 }
             }
             for &t in &dropped {
-                // SAFETY: as above.
-                unsafe { heap.dealloc(t)? };
+                // SAFETY: a tuple the committed merge dropped, intact until freed here.
+                for b in unsafe { column_tuple_blocks(heap, t)? } {
+                    // SAFETY: as above.
+                    unsafe { heap.dealloc(b)? };
+                }
             }
             Ok(())
         })?;
@@ -445,8 +457,12 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
                         let run = unsafe { Run::open(heap, off)? };
                         for (_, v) in run.entries(heap) {
                             if v != TOMBSTONE && !named.contains(&v) {
-                                // SAFETY: a tuple the merge dropped.
-                                drop(unsafe { heap.dealloc(v) });
+                                // SAFETY: a tuple the merge dropped, intact (marked through
+                                // the run, whose free line names it).
+                                for b in unsafe { column_tuple_blocks(heap, v)? } {
+                                    // SAFETY: as above.
+                                    drop(unsafe { heap.dealloc(b) });
+                                }
                             }
                         }
                         // SAFETY: as above.
@@ -515,7 +531,7 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
         match self.find(key)? {
             Some(f) if f.value != TOMBSTONE => {
                 // SAFETY: a tuple the memtable or a run names.
-                unsafe { read_tuple(&*self.heap, &mut self.split, f.value, out)? };
+                unsafe { read_column_tuple(&*self.heap, &mut self.split, f.value, out)? };
                 Ok(true)
             }
             _ => Ok(false),
@@ -526,7 +542,7 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
         if self.find(key)?.is_some_and(|f| f.value != TOMBSTONE) {
             return Ok(false);
         }
-        let r = self.put_tuple(key, &[value]);
+        let r = self.put_tuple(key, value);
         self.finish(r).map(|_| true)
     }
 
@@ -534,22 +550,24 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
         let Some(found) = self.find(key)?.filter(|f| f.value != TOMBSTONE) else {
             return Ok(false);
         };
-        let heap = Arc::clone(&self.heap);
         let old = found.value;
         // SAFETY: a tuple the memtable or a run names.
-        let len = unsafe { tuple_len(&*heap, old) };
+        let len = unsafe { value_len(&*self.heap, old) }?;
         check_range(at, bytes.len(), len)?;
-        // SAFETY: `len` value bytes after the header of a live tuple.
-        let value = unsafe { std::slice::from_raw_parts(heap.at(old).add(TUPLE_HEADER), len) };
-        let r = self
-            .put_tuple(key, &[&value[..at], bytes, &value[at + bytes.len()..]])
-            .and_then(|_| {
-                if found.in_memtable {
-                    self.log.defer_free(FreeKind::Block, old)
-                } else {
-                    Ok(())
-                }
-            });
+        // The new version: the old value with the range patched (out of place).
+        let mut value = Vec::with_capacity(len);
+        // SAFETY: as above.
+        unsafe { read_column_tuple(&*self.heap, &mut self.split, old, &mut value) }?;
+        self.split.time(Phase::Mod, || {
+            value[at..at + bytes.len()].copy_from_slice(bytes);
+        });
+        let r = self.put_tuple(key, &value).and_then(|_| {
+            if found.in_memtable {
+                self.defer_free_tuple(old)
+            } else {
+                Ok(())
+            }
+        });
         self.finish(r).map(|()| true)
     }
 
@@ -561,7 +579,7 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
         let in_runs = self.run_value(key).is_some_and(|v| v != TOMBSTONE);
         let r = (|| {
             if found.in_memtable {
-                self.log.defer_free(FreeKind::Block, found.value)?;
+                self.defer_free_tuple(found.value)?;
             }
             if in_runs {
                 if self
@@ -583,16 +601,26 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
         self.finish(r).map(|()| true)
     }
 
+    /// Commits; frees what the *previous* commit unlinked once this one has fenced (for
+    /// the reason InP's commit gives: no durable free line may name a block the heap can
+    /// hand out again).
     fn commit(&mut self) -> Result<(), String> {
         let heap = &*self.heap;
+        let fences = self.split.fences;
         let frees = self.log.commit(heap, &mut self.split);
-        for (_, off) in &frees {
-            self.split.time(Phase::Mm, || {
-                // SAFETY: tuples unlinked by the transaction that just committed, durably.
-                unsafe { heap.dealloc(*off) }
-            })?;
+        if self.split.fences > fences {
+            for off in std::mem::take(&mut self.retired) {
+                self.split.time(Phase::Mm, || {
+                    // SAFETY: unlinked by an earlier committed transaction, and no durable
+                    // free line names it any more (cleared before the fence just made).
+                    unsafe { heap.dealloc(off) }
+                })?;
+            }
         }
-        self.log.frees_done(heap, &mut self.split, false);
+        if !frees.is_empty() {
+            self.retired.extend(frees.iter().map(|&(_, off)| off));
+            self.log.frees_done(heap, &mut self.split, false);
+        }
         if self.mem_len >= MEMTABLE {
             // The operations are committed whatever happens here: a flush that fails (out
             // of space) rolls itself back and is tried again at the next commit.
@@ -609,21 +637,20 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
         let heap = &*self.heap;
         let mut out = vec![self.log.offset()];
         out.extend(self.mem.nodes(heap)?);
-        out.extend(
-            self.mem
-                .entries(heap)?
-                .into_iter()
-                .map(|(_, v)| v)
-                .filter(|&v| v != TOMBSTONE),
-        );
+        out.extend(&self.retired);
+        let mut tuples: Vec<u64> = self
+            .mem
+            .entries(heap)?
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect();
         for run in &self.runs {
             out.push(run.off);
-            out.extend(
-                run.entries(heap)
-                    .into_iter()
-                    .map(|(_, v)| v)
-                    .filter(|&v| v != TOMBSTONE),
-            );
+            tuples.extend(run.entries(heap).into_iter().map(|(_, v)| v));
+        }
+        for t in tuples.into_iter().filter(|&v| v != TOMBSTONE) {
+            // SAFETY: a tuple the memtable or a run names.
+            out.extend(unsafe { column_tuple_blocks(heap, t) }?);
         }
         Ok(Some(out))
     }

@@ -22,6 +22,7 @@
 //! survives in it.
 
 pub mod btree;
+pub mod columns;
 pub mod cow;
 pub mod inp;
 pub mod log;
