@@ -14,6 +14,9 @@
 //! rollback or a crash before commit gives it back) and written whole and flushed before
 //! the transaction's apply fence; the tuple is the one block an engine links, its columns
 //! are reached through it. A YCSB tuple is six blocks.
+//!
+//! A *tombstone* (LSM's record of a delete, a memtable entry as in N-Store) is a tuple
+//! block with no columns whose length word is [`TOMBSTONE_LEN`].
 
 use super::log::TxLog;
 use super::{TUPLE_HEADER, hide, read_word, tuple_len};
@@ -24,6 +27,43 @@ pub const COLUMN_BYTES: usize = 200;
 
 /// Values longer than this are refused as corrupt.
 const MAX_LEN: usize = 1 << 30;
+
+/// The length a tombstone's word 0 holds (hidden): no value has it.
+const TOMBSTONE_LEN: u64 = u64::MAX >> 1;
+
+/// Allocates, writes and flushes a tombstone in `log`'s open transaction; returns its
+/// offset, for the caller to link.
+///
+/// # Errors
+///
+/// The heap is out of space; the log is full.
+pub(crate) fn write_tombstone<H: PHeap>(
+    heap: &H,
+    split: &mut Split,
+    log: &mut TxLog,
+) -> Result<u64, String> {
+    let (off, block) = log.alloc(heap, split, TUPLE_HEADER)?;
+    let base = heap.at(off);
+    split.time(Phase::Mod, || {
+        // SAFETY: a fresh block of `block >= 8` bytes, this transaction's.
+        unsafe {
+            base.cast::<u64>().write(hide(TOMBSTONE_LEN));
+            std::ptr::write_bytes(base.add(8), 0, block - 8);
+        }
+    });
+    split.flush(heap, base, block);
+    Ok(off)
+}
+
+/// Whether the block at `off` is a tombstone.
+///
+/// # Safety
+///
+/// `off` is a live tuple or tombstone.
+pub(crate) unsafe fn is_tombstone<H: PHeap>(heap: &H, off: u64) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { read_word(heap, off, 0) == hide(TOMBSTONE_LEN) }
+}
 
 /// Columns of a value of `len` bytes.
 pub(crate) fn columns(len: usize) -> usize {
@@ -158,7 +198,8 @@ pub(crate) unsafe fn read_column_tuple<H: PHeap>(
     })
 }
 
-/// The blocks of the column tuple at `off`: its columns, then the tuple.
+/// The blocks of the column tuple at `off`: its columns, then the tuple (a tombstone: just
+/// itself).
 ///
 /// # Errors
 ///
@@ -168,6 +209,10 @@ pub(crate) unsafe fn read_column_tuple<H: PHeap>(
 ///
 /// `off` is a live column tuple (or one unlinked whose blocks are not yet freed).
 pub(crate) unsafe fn column_tuple_blocks<H: PHeap>(heap: &H, off: u64) -> Result<Vec<u64>, String> {
+    // SAFETY: the caller's contract.
+    if unsafe { is_tombstone(heap, off) } {
+        return Ok(vec![off]);
+    }
     // SAFETY: the caller's contract.
     let n = columns(unsafe { value_len(heap, off) }?);
     let mut out: Vec<u64> = (0..n)

@@ -25,8 +25,9 @@
 //!  [hide(n)][hide(bloom_words)][bloom × bloom_words][hide(key) × n][value × n]
 //! ```
 //!
-//! keys ascending; a value is a tuple offset (raw) or [`TOMBSTONE`]; a bloom word keeps
-//! bit 0 set and uses bits 1..=63, so it is odd and never looks like a link.
+//! keys ascending; a value is the offset (raw) of a tuple or of a tombstone, a block of its
+//! own (see [`columns`](super::columns)); a bloom word keeps bit 0 set and uses bits
+//! 1..=63, so it is odd and never looks like a link.
 //!
 //! # Fences
 //!
@@ -42,14 +43,17 @@
 //!
 //! The log rolls the open transaction back (memtable words, root words) or the last commit
 //! forward; a flush or merge whose frees may not all have happened frees again the old
-//! memtable's nodes and, for each merged-away run, the run and its tuples that no current
-//! structure names.
+//! memtable's nodes and the tombstones it dropped, and, for each merged-away run, the run
+//! and its tuples and tombstones that no current structure names.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::btree::BTree;
-use super::columns::{column_tuple_blocks, read_column_tuple, value_len, write_column_tuple};
+use super::columns::{
+    column_tuple_blocks, is_tombstone, read_column_tuple, value_len, write_column_tuple,
+    write_tombstone,
+};
 use super::log::{FreeKind, TxLog};
 use super::{check_range, hide, read_word, unhide, write_word};
 use crate::storage::{Engine, PHeap, Phase, Split};
@@ -74,8 +78,6 @@ fn merge_count(memtable: usize, runs: &[Run]) -> usize {
     }
     m
 }
-/// The value of a deleted key (odd: never a block offset).
-pub const TOMBSTONE: u64 = 1;
 const BLOOM_BITS_PER_KEY: usize = 10;
 const BLOOM_PROBES: u64 = 4;
 
@@ -270,6 +272,12 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
         Ok(old)
     }
 
+    /// Whether `v`, a value the memtable or a run names, is a tombstone.
+    fn is_tombstone(&self, v: u64) -> bool {
+        // SAFETY: a live tuple or tombstone.
+        unsafe { is_tombstone(&*self.heap, v) }
+    }
+
     /// Lists the tuple at `off` and its columns to be freed after commit.
     fn defer_free_tuple(&mut self, off: u64) -> Result<(), String> {
         // SAFETY: a tuple the memtable named until this transaction.
@@ -304,14 +312,15 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
             let mut last = None;
             for (k, _, v) in all {
                 if last == Some(k) {
-                    if v != TOMBSTONE {
-                        dropped.push(v);
-                    }
+                    dropped.push(v);
                     continue;
                 }
                 last = Some(k);
-                if keep_tombstones || v != TOMBSTONE {
+                // SAFETY: a tuple or tombstone the memtable or a merged run names.
+                if keep_tombstones || !unsafe { is_tombstone(heap, v) } {
                     out.push((k, v));
+                } else {
+                    dropped.push(v);
                 }
             }
             out
@@ -442,6 +451,20 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
                     // SAFETY: unlinked by a committed transaction; refused if already free.
                     FreeKind::Block => drop(unsafe { heap.dealloc(off) }),
                     FreeKind::Tree => {
+                        let named = match &mut named {
+                            Some(s) => s,
+                            None => named.insert(Self::named_tuples(heap, root)?),
+                        };
+                        // The flushed memtable's tombstones that the flush dropped.
+                        for (_, v) in BTree::entries_under(heap, off)? {
+                            if !named.contains(&v) {
+                                // SAFETY: as for a run's tuples below.
+                                for b in unsafe { column_tuple_blocks(heap, v)? } {
+                                    // SAFETY: as above.
+                                    drop(unsafe { heap.dealloc(b) });
+                                }
+                            }
+                        }
                         for n in BTree::nodes_under(heap, off)? {
                             // SAFETY: as above (the frees allocate nothing, so the old
                             // memtable's nodes are as the flush left them).
@@ -456,7 +479,7 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
                         // SAFETY: a merged-away run, intact (nothing was allocated since).
                         let run = unsafe { Run::open(heap, off)? };
                         for (_, v) in run.entries(heap) {
-                            if v != TOMBSTONE && !named.contains(&v) {
+                            if !named.contains(&v) {
                                 // SAFETY: a tuple the merge dropped, intact (marked through
                                 // the run, whose free line names it).
                                 for b in unsafe { column_tuple_blocks(heap, v)? } {
@@ -491,7 +514,6 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
                 out.extend(run.entries(heap).into_iter().map(|(_, v)| v));
             }
         }
-        out.remove(&TOMBSTONE);
         Ok(out)
     }
 }
@@ -529,7 +551,7 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
 
     fn read(&mut self, key: u64, out: &mut Vec<u8>) -> Result<bool, String> {
         match self.find(key)? {
-            Some(f) if f.value != TOMBSTONE => {
+            Some(f) if !self.is_tombstone(f.value) => {
                 // SAFETY: a tuple the memtable or a run names.
                 unsafe { read_column_tuple(&*self.heap, &mut self.split, f.value, out)? };
                 Ok(true)
@@ -539,15 +561,21 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
     }
 
     fn insert(&mut self, key: u64, value: &[u8]) -> Result<bool, String> {
-        if self.find(key)?.is_some_and(|f| f.value != TOMBSTONE) {
-            return Ok(false);
-        }
-        let r = self.put_tuple(key, value);
-        self.finish(r).map(|_| true)
+        let tombstone = match self.find(key)? {
+            Some(f) if !self.is_tombstone(f.value) => return Ok(false),
+            Some(f) if f.in_memtable => Some(f.value),
+            _ => None,
+        };
+        let r = self.put_tuple(key, value).and_then(|_| match tombstone {
+            // The memtable's tombstone the new tuple replaces.
+            Some(t) => self.log.defer_free(FreeKind::Block, t),
+            None => Ok(()),
+        });
+        self.finish(r).map(|()| true)
     }
 
     fn update(&mut self, key: u64, at: usize, bytes: &[u8]) -> Result<bool, String> {
-        let Some(found) = self.find(key)?.filter(|f| f.value != TOMBSTONE) else {
+        let Some(found) = self.find(key)?.filter(|f| !self.is_tombstone(f.value)) else {
             return Ok(false);
         };
         let old = found.value;
@@ -572,19 +600,20 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
     }
 
     fn delete(&mut self, key: u64) -> Result<bool, String> {
-        let Some(found) = self.find(key)?.filter(|f| f.value != TOMBSTONE) else {
+        let Some(found) = self.find(key)?.filter(|f| !self.is_tombstone(f.value)) else {
             return Ok(false);
         };
         let heap = Arc::clone(&self.heap);
-        let in_runs = self.run_value(key).is_some_and(|v| v != TOMBSTONE);
+        let in_runs = self.run_value(key).is_some_and(|v| !self.is_tombstone(v));
         let r = (|| {
             if found.in_memtable {
                 self.defer_free_tuple(found.value)?;
             }
             if in_runs {
+                let tombstone = write_tombstone(&*heap, &mut self.split, &mut self.log)?;
                 if self
                     .mem
-                    .put(&*heap, &mut self.split, &mut self.log, key, TOMBSTONE)?
+                    .put(&*heap, &mut self.split, &mut self.log, key, tombstone)?
                     .is_none()
                 {
                     self.mem_len += 1;
@@ -648,8 +677,8 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
             out.push(run.off);
             tuples.extend(run.entries(heap).into_iter().map(|(_, v)| v));
         }
-        for t in tuples.into_iter().filter(|&v| v != TOMBSTONE) {
-            // SAFETY: a tuple the memtable or a run names.
+        for t in tuples {
+            // SAFETY: a tuple or tombstone the memtable or a run names.
             out.extend(unsafe { column_tuple_blocks(heap, t) }?);
         }
         Ok(Some(out))
