@@ -16,9 +16,11 @@
 //!
 //! # Tuples
 //!
-//! A value lives in a tuple block: word 0 is its length in bytes, hidden; the bytes follow
-//! from byte 8. The block is asked for with [`PHeap::usable_size`] bytes and every byte of
-//! it is written (the tail zeroed), so that no stale word of the block's earlier life
+//! A tuple block's word 0 is its value's length in bytes, hidden. InP and LSM keep the
+//! value's columns out of line, each in a block of its own that the tuple links
+//! ([`columns`]); the crash tests' engine without crash consistency keeps the bytes inline
+//! from byte 8. Every block is asked for with [`PHeap::usable_size`] bytes and every byte
+//! of it is written (the tail zeroed), so that no stale word of the block's earlier life
 //! survives in it.
 
 pub mod btree;
@@ -28,7 +30,9 @@ pub mod inp;
 pub mod log;
 pub mod lsm;
 
-use super::{PHeap, Phase, Split};
+use super::PHeap;
+#[cfg(test)]
+use super::{Phase, Split};
 
 /// Hides a data word from conservative reachability (see the module documentation);
 /// [`unhide`] is its inverse.
@@ -87,6 +91,7 @@ pub(crate) unsafe fn tuple_len<H: PHeap>(heap: &H, off: u64) -> usize {
 ///
 /// `off` is a block of at least `block` bytes that only this thread uses, and
 /// `block >= TUPLE_HEADER + sum of parts`.
+#[cfg(test)]
 pub(crate) unsafe fn write_tuple<H: PHeap>(
     heap: &H,
     split: &mut Split,
@@ -118,6 +123,7 @@ pub(crate) unsafe fn write_tuple<H: PHeap>(
 /// # Safety
 ///
 /// `off` is a live tuple block of this engine.
+#[cfg(test)]
 pub(crate) unsafe fn read_tuple<H: PHeap>(
     heap: &H,
     split: &mut Split,
