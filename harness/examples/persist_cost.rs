@@ -1,6 +1,8 @@
 //! What one persist (a 64-byte store, flush, fence) costs through each storage heap's
 //! `PHeap::flush`/`fence`, on a pool in /dev/shm with `PMEM_IS_PMEM_FORCE=1` as the
-//! `storage` suite runs it: a check that the heaps flush for real and alike.
+//! `storage` suite runs it: a check that the heaps flush for real and alike. And what the
+//! engines' allocator calls cost: `alloc` + `dealloc` of a 200-byte column, with 4,096
+//! blocks live (the oldest freed first, as an engine's deletes and updates do).
 //!
 //! `cargo run --release -p alloclab-harness --example persist_cost [iterations]`
 
@@ -39,6 +41,23 @@ fn measure<H: PoolFile>(iterations: usize) {
         let ns = start.elapsed().as_nanos() as f64 / iterations as f64;
         println!("{:>14}: {label:<26} {ns:>8.1} ns", H::NAME);
     }
+    let mut live = std::collections::VecDeque::new();
+    for _ in 0..4096 {
+        live.push_back(heap.alloc(200).expect("alloc"));
+    }
+    let start = Instant::now();
+    for _ in 0..iterations {
+        let off = live.pop_front().expect("a live block");
+        // SAFETY: a block of ours that nothing links.
+        unsafe { heap.dealloc(off) }.expect("dealloc");
+        live.push_back(heap.alloc(200).expect("alloc"));
+    }
+    let ns = start.elapsed().as_nanos() as f64 / iterations as f64;
+    println!(
+        "{:>14}: {:<26} {ns:>8.1} ns",
+        H::NAME,
+        "alloc+dealloc 200 B"
+    );
     drop(heap);
     let _ = std::fs::remove_file(&path);
 }

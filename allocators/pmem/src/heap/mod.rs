@@ -37,11 +37,11 @@
 //! A block is live iff it is reachable from the root; nothing else is durable.
 //!
 //! * [`allocate_into`](PersistentHeap::allocate_into): pop a block from the calling thread's
-//!   shard, [`PPtr::store`] it into `dest` (one failure-atomic 8-byte store), flush `dest`'s
+//!   cache, [`PPtr::store`] it into `dest` (one failure-atomic 8-byte store), flush `dest`'s
 //!   line, fence. **1 flush, 1 fence.** A crash before the fence leaves the block
 //!   unreachable (free after recovery) or reachable (live): never both.
 //! * [`free_from`](PersistentHeap::free_from): load the block from `dest`, store null,
-//!   flush, fence, then give the block back to the shard. **1 flush, 1 fence.**
+//!   flush, fence, then give the block back to the thread's cache. **1 flush, 1 fence.**
 //! * [`reserve`](PersistentHeap::reserve) takes a block in DRAM only;
 //!   [`publish`](PersistentHeap::publish) stores every destination, flushes each line and
 //!   fences once. A dropped, unpublished [`Reservation`] returns its block.
@@ -55,21 +55,23 @@
 //! [`persist`](PersistentHeap::persist) before publishing, or after: a crash in between
 //! keeps a reachable block with whatever bytes reached the medium).
 //!
-//! # Per-thread shards
+//! # Per-thread caches
 //!
-//! Each thread maps to one of a power-of-two number of shards (4 × the available
-//! parallelism, at least 8) by an index drawn once per thread; a shard is a mutex around
-//! per-class stacks of free block offsets, so the fast path takes one uncontended lock and no
-//! global one. An empty stack refills (a batch of [`REFILL_BATCH`]) from the global per-class
-//! lists, or carves a fresh slab, under the global mutex; a stack over [`SHARD_LIMIT`] hands
-//! half back. When both are empty the other shards' stacks of that class are drained into
-//! the global list before reporting [`HeapError::OutOfSpace`]. Runs are taken first-fit from
-//! the global slab map. Small slabs go back to the slab pool only at recovery (when all
-//! their blocks are free), not at run time.
+//! Each thread has its own per-class stacks of free block offsets for each heap it uses
+//! ([`thread_cache`]): the fast path pops or pushes with no lock and no locked instruction
+//! (a locked instruction after a flush waits for it like a fence). An empty stack refills (a
+//! batch of [`REFILL_BATCH`]) from the global per-class lists, or carves a fresh slab, under
+//! the global mutex; a stack over [`CACHE_LIMIT`] hands its older half back. When both are
+//! empty the stacks of threads that exited are taken into the global lists before reporting
+//! [`HeapError::OutOfSpace`]. Runs are taken first-fit from the global slab map. Small slabs
+//! go back to the slab pool only at recovery (when all their blocks are free), not at run
+//! time.
 //!
-//! A volatile bitmap with one bit per heap line says which block starts are live; it is
-//! what [`free_from`](PersistentHeap::free_from) checks (and atomically clears, so a double
-//! free is refused) and what recovery's mark pass fills.
+//! A volatile map with one byte per heap line says which block starts are live (a byte, so
+//! that the thread that takes or frees a block writes it with a plain store); it is what
+//! [`free_from`](PersistentHeap::free_from) and [`release`](PersistentHeap::release) check
+//! and clear, so a double free is refused (unless two threads free one block at the same
+//! time, which their contract rules out), and what recovery's mark pass fills.
 //!
 //! # Recovery
 //!
@@ -85,14 +87,16 @@
 
 mod error;
 mod recovery;
+mod thread_cache;
 
 use std::alloc::Layout;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 pub use error::HeapError;
+use thread_cache::{CacheSlot, with_slot};
 
 use crate::persist::CACHE_LINE;
 use crate::{Medium, PPtr, PersistStats, Pool, create_best, open_best};
@@ -108,11 +112,12 @@ pub const SIZE_CLASSES: [usize; 12] = [
 /// The largest request served from a small class; larger ones take a run of whole slabs.
 pub const MAX_SMALL: usize = 4096;
 
-/// Blocks a shard takes from the global lists at a time.
+/// Blocks a thread's cache takes from the global lists at a time.
 pub const REFILL_BATCH: usize = 64;
 
-/// Free blocks a shard keeps per class before handing half back to the global lists.
-pub const SHARD_LIMIT: usize = 2048;
+/// Free blocks a thread's cache keeps per class before handing half back to the global
+/// lists.
+pub const CACHE_LIMIT: usize = 2048;
 
 const NCLASSES: usize = SIZE_CLASSES.len();
 const TAG_RUN_HEAD: u8 = 0xFE;
@@ -190,17 +195,6 @@ pub struct HeapStats {
     pub live_blocks: u64,
 }
 
-/// One shard's free blocks and counters.
-struct Shard {
-    free: [Vec<u64>; NCLASSES],
-    allocations: u64,
-    frees: u64,
-}
-
-/// A shard on cache lines of its own.
-#[repr(align(128))]
-struct Padded(Mutex<Shard>);
-
 /// Global free lists and the slab map.
 struct Global {
     free: [Vec<u64>; NCLASSES],
@@ -226,9 +220,16 @@ pub struct PersistentHeap<M: Medium = Box<dyn Medium>> {
     pool: Pool<M>,
     geo: Geometry,
     kinds: Box<[AtomicU32]>,
-    /// One bit per heap line: set at the start of each live (or reserved) block.
-    live: Box<[AtomicU64]>,
-    shards: Box<[Padded]>,
+    /// One byte per heap line: 1 at the start of each live (or reserved) block.
+    live: Box<[AtomicU8]>,
+    /// This heap's key in the threads' cache lists (unique in the process).
+    id: u64,
+    /// Every thread's cache of this heap (for the counters, and the blocks of threads
+    /// that exited).
+    caches: Mutex<Vec<Arc<CacheSlot>>>,
+    /// Counts of the calls made by threads whose locals are gone (exiting): written only
+    /// under the `global` mutex.
+    fallback: CacheSlot,
     global: Mutex<Global>,
     recovery: RecoveryReport,
 }
@@ -243,11 +244,7 @@ impl<M: Medium> std::fmt::Debug for PersistentHeap<M> {
     }
 }
 
-static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    static THREAD_INDEX: usize = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
-}
+static NEXT_HEAP_ID: AtomicU64 = AtomicU64::new(1);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section leaves its data consistent before anything can panic.
@@ -327,24 +324,13 @@ impl<M: Medium> PersistentHeap<M> {
             pool_len: pool.size_bytes(),
         };
         let lines = nslabs * META_PER_SLAB;
-        let nshards = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .saturating_mul(4)
-            .next_power_of_two()
-            .max(8);
         Self {
             geo,
             kinds: (0..nslabs).map(|_| AtomicU32::new(0)).collect(),
-            live: (0..lines.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
-            shards: (0..nshards)
-                .map(|_| {
-                    Padded(Mutex::new(Shard {
-                        free: Default::default(),
-                        allocations: 0,
-                        frees: 0,
-                    }))
-                })
-                .collect(),
+            live: (0..lines).map(|_| AtomicU8::new(0)).collect(),
+            id: NEXT_HEAP_ID.fetch_add(1, Ordering::Relaxed),
+            caches: Mutex::new(Vec::new()),
+            fallback: CacheSlot::new(),
             global: Mutex::new(Global {
                 free: Default::default(),
                 slab_free: vec![false; nslabs],
@@ -409,11 +395,14 @@ impl<M: Medium> PersistentHeap<M> {
 
     /// The counters now (exact once the threads that used the heap are joined).
     pub fn stats(&self) -> HeapStats {
-        let (mut allocations, mut frees) = (0, 0);
-        for shard in &self.shards {
-            let shard = lock(&shard.0);
-            allocations += shard.allocations;
-            frees += shard.frees;
+        let (mut allocations, mut frees) = {
+            let _global = lock(&self.global);
+            self.fallback.counts()
+        };
+        for slot in lock(&self.caches).iter() {
+            let (a, f) = slot.counts();
+            allocations += a;
+            frees += f;
         }
         HeapStats {
             persist: self.medium().stats(),
@@ -483,7 +472,7 @@ impl<M: Medium> PersistentHeap<M> {
             Some(b) if b.offset == offset => b,
             _ => return Err(HeapError::NotABlock { offset: p.offset() }),
         };
-        // Claiming the live bit first makes a racing double free fail here, not corrupt.
+        // Clearing the live mark first refuses a double free before anything is written.
         if !self.clear_live(offset) {
             return Err(HeapError::NotABlock { offset: p.offset() });
         }
@@ -585,7 +574,7 @@ impl<M: Medium> PersistentHeap<M> {
             r.armed = false;
         }
         self.medium().fence();
-        lock(&self.shard().0).allocations += items.len() as u64;
+        self.count_allocations(items.len() as u64);
     }
 
     // ---- internals -------------------------------------------------------------------
@@ -594,30 +583,54 @@ impl<M: Medium> PersistentHeap<M> {
         self.pool.base()
     }
 
-    fn shard(&self) -> &Padded {
-        let index = THREAD_INDEX.with(|i| *i);
-        &self.shards[index & (self.shards.len() - 1)]
+    /// Runs `f` with the calling thread's cache of this heap (`None` when the thread's
+    /// locals are gone: it is exiting).
+    #[inline]
+    fn with_cache<R>(&self, f: impl FnOnce(&CacheSlot) -> R) -> Option<R> {
+        let register = || {
+            let slot = Arc::new(CacheSlot::new());
+            lock(&self.caches).push(Arc::clone(&slot));
+            slot
+        };
+        with_slot(self.id, register, f)
     }
 
-    fn line_bit(&self, offset: usize) -> (usize, u64) {
-        let line = (offset - self.geo.heap_off) / CACHE_LINE;
-        (line / 64, 1 << (line % 64))
+    fn count_allocations(&self, n: u64) {
+        if self.with_cache(|slot| slot.count_allocations(n)).is_none() {
+            let _global = lock(&self.global);
+            self.fallback.count_allocations(n);
+        }
+    }
+
+    fn count_frees(&self, n: u64) {
+        if self.with_cache(|slot| slot.count_frees(n)).is_none() {
+            let _global = lock(&self.global);
+            self.fallback.count_frees(n);
+        }
+    }
+
+    fn line_of(&self, offset: usize) -> usize {
+        (offset - self.geo.heap_off) / CACHE_LINE
     }
 
     fn is_live_start(&self, offset: usize) -> bool {
-        let (word, bit) = self.line_bit(offset);
-        self.live[word].load(Ordering::Acquire) & bit != 0
+        self.live[self.line_of(offset)].load(Ordering::Acquire) != 0
     }
 
+    /// Marks the block at `offset` live: a plain store by the thread that took it.
     fn set_live(&self, offset: usize) {
-        let (word, bit) = self.line_bit(offset);
-        self.live[word].fetch_or(bit, Ordering::AcqRel);
+        self.live[self.line_of(offset)].store(1, Ordering::Release);
     }
 
-    /// Clears the live bit of the block at `offset`; whether it was set.
+    /// Clears the live mark of the block at `offset`; whether it was set. A load and a
+    /// store, not a locked swap: only the thread freeing the block writes its byte.
     fn clear_live(&self, offset: usize) -> bool {
-        let (word, bit) = self.line_bit(offset);
-        self.live[word].fetch_and(!bit, Ordering::AcqRel) & bit != 0
+        let byte = &self.live[self.line_of(offset)];
+        let was = byte.load(Ordering::Acquire) != 0;
+        if was {
+            byte.store(0, Ordering::Release);
+        }
+        was
     }
 
     /// The block of an assigned slab or run that contains pool offset `offset`.
@@ -675,8 +688,8 @@ impl<M: Medium> PersistentHeap<M> {
         }
     }
 
-    /// Takes a free block for `layout` and sets its live bit; counts an allocation when
-    /// `count` (under the shard lock the fast path takes anyway).
+    /// Takes a free block for `layout` and sets its live mark; counts an allocation when
+    /// `count` (in the calling thread's cache).
     fn take(&self, layout: Layout, count: bool) -> Result<Block, HeapError> {
         let size = layout.size();
         if size == 0 {
@@ -708,7 +721,7 @@ impl<M: Medium> PersistentHeap<M> {
                 .assign_run(n)
                 .ok_or(HeapError::OutOfSpace { requested: size })?;
             if count {
-                lock(&self.shard().0).allocations += 1;
+                self.count_allocations(1);
             }
             Block {
                 offset: self.geo.heap_off + head * SLAB_BYTES,
@@ -721,39 +734,72 @@ impl<M: Medium> PersistentHeap<M> {
     }
 
     fn take_small(&self, c: usize, count: bool) -> Result<usize, HeapError> {
-        let pop = |shard: &mut Shard| {
-            shard.allocations += u64::from(count);
-            shard.free[c].pop().expect("a block is there") as usize
-        };
-        {
-            let mut shard = lock(&self.shard().0);
-            if !shard.free[c].is_empty() || self.refill(&mut shard, c) {
-                return Ok(pop(&mut shard));
+        for attempt in 0..2 {
+            let fast = self.with_cache(|slot| {
+                // SAFETY: this thread owns its slot, and nothing else holds its stacks.
+                let stack = &mut unsafe { slot.stacks() }[c];
+                if stack.is_empty() && !self.refill(stack, c) {
+                    return None;
+                }
+                slot.count_allocations(u64::from(count));
+                stack.pop()
+            });
+            match fast {
+                Some(Some(offset)) => return Ok(offset as usize),
+                Some(None) => {}
+                None => {
+                    if let Some(offset) = self.take_global(c, count) {
+                        return Ok(offset);
+                    }
+                }
             }
-        }
-        // Out of slabs: gather what the other shards hold of this class, then retry.
-        for other in &self.shards {
-            let mut other = lock(&other.0);
-            let blocks = std::mem::take(&mut other.free[c]);
-            lock(&self.global).free[c].extend(blocks);
-        }
-        let mut shard = lock(&self.shard().0);
-        if self.refill(&mut shard, c) {
-            return Ok(pop(&mut shard));
+            if attempt == 0 {
+                // Out of slabs: take what the threads that exited left in their caches.
+                self.reclaim_abandoned();
+            }
         }
         Err(HeapError::OutOfSpace {
             requested: SIZE_CLASSES[c],
         })
     }
 
-    /// Moves free blocks of class `c` into `shard` from the global list or a fresh slab;
+    /// Takes one block of class `c` with no cache (a thread whose locals are gone).
+    fn take_global(&self, c: usize, count: bool) -> Option<usize> {
+        let mut batch = Vec::new();
+        if !self.refill(&mut batch, c) {
+            return None;
+        }
+        let offset = batch.pop()? as usize;
+        let mut global = lock(&self.global);
+        global.free[c].extend(batch);
+        if count {
+            self.fallback.count_allocations(1);
+        }
+        Some(offset)
+    }
+
+    /// Moves the blocks cached by threads that exited into the global lists.
+    fn reclaim_abandoned(&self) {
+        let caches = lock(&self.caches);
+        for slot in caches.iter() {
+            // SAFETY: the registry mutex is held.
+            if let Some(stacks) = unsafe { slot.take_abandoned() } {
+                let mut global = lock(&self.global);
+                for (list, blocks) in global.free.iter_mut().zip(stacks) {
+                    list.extend(blocks);
+                }
+            }
+        }
+    }
+
+    /// Moves free blocks of class `c` into `stack` from the global list or a fresh slab;
     /// whether any came.
-    fn refill(&self, shard: &mut Shard, c: usize) -> bool {
+    fn refill(&self, stack: &mut Vec<u64>, c: usize) -> bool {
         let mut global = lock(&self.global);
         let list = &mut global.free[c];
         if !list.is_empty() {
             let from = list.len().saturating_sub(REFILL_BATCH);
-            shard.free[c].extend(list.drain(from..));
+            stack.extend(list.drain(from..));
             return true;
         }
         let Some(slab) = find_free_slab(&mut global) else {
@@ -767,7 +813,7 @@ impl<M: Medium> PersistentHeap<M> {
         let start = self.geo.heap_off + slab * SLAB_BYTES;
         let size = SIZE_CLASSES[c];
         // Reversed, so that pops hand out ascending addresses.
-        shard.free[c].extend(
+        stack.extend(
             (0..blocks_per_slab(c))
                 .rev()
                 .map(|i| (start + i * size) as u64),
@@ -819,25 +865,33 @@ impl<M: Medium> PersistentHeap<M> {
         self.medium().flush(off, 8);
     }
 
-    /// Gives a block whose live bit is already clear back to the shard or the slab pool;
-    /// counts a free when `count`.
+    /// Gives a block whose live mark is already clear back to the thread's cache or the slab
+    /// pool; counts a free when `count`.
     fn give_back(&self, block: Block, count: bool) {
         match block.class {
             Some(c) => {
-                let mut shard = lock(&self.shard().0);
-                shard.frees += u64::from(count);
-                let list = &mut shard.free[c];
-                list.push(block.offset as u64);
-                if list.len() > SHARD_LIMIT {
-                    let half = list.len() / 2;
-                    let moved: Vec<u64> = list.drain(half..).collect();
-                    drop(shard);
-                    lock(&self.global).free[c].extend(moved);
+                let cached = self.with_cache(|slot| {
+                    slot.count_frees(u64::from(count));
+                    // SAFETY: this thread owns its slot, and nothing else holds its stacks.
+                    let stack = &mut unsafe { slot.stacks() }[c];
+                    stack.push(block.offset as u64);
+                    if stack.len() > CACHE_LIMIT {
+                        // The older half (the bottom of the stack) goes back.
+                        let moved: Vec<u64> = stack.drain(..stack.len() / 2).collect();
+                        lock(&self.global).free[c].extend(moved);
+                    }
+                });
+                if cached.is_none() {
+                    let mut global = lock(&self.global);
+                    global.free[c].push(block.offset as u64);
+                    if count {
+                        self.fallback.count_frees(1);
+                    }
                 }
             }
             None => {
                 if count {
-                    lock(&self.shard().0).frees += 1;
+                    self.count_frees(1);
                 }
                 let head = (block.offset - self.geo.heap_off) / SLAB_BYTES;
                 let n = block.size / SLAB_BYTES;
@@ -909,7 +963,7 @@ impl<M: Medium> Reservation<'_, M> {
     /// A kept block that the caller never links stays allocated until the next recovery.
     pub fn keep(mut self) -> PPtr<u8> {
         self.armed = false;
-        lock(&self.heap.shard().0).allocations += 1;
+        self.heap.count_allocations(1);
         self.pptr()
     }
 }

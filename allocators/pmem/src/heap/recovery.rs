@@ -1,7 +1,7 @@
-//! Recovery: rebuilds the volatile slab kinds, live bitmap and free lists of a heap from
+//! Recovery: rebuilds the volatile slab kinds, live map and free lists of a heap from
 //! its slab tags and a conservative mark pass from the root (see the parent module).
 
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicU8, AtomicU32};
 use std::time::Instant;
 
 use super::{
@@ -154,7 +154,9 @@ impl<M: Medium> PersistentHeap<M> {
         }
         global.hint = 0;
         self.kinds = kinds.into_iter().map(AtomicU32::new).collect();
-        self.live = marks.into_iter().map(AtomicU64::new).collect();
+        self.live = (0..self.live.len())
+            .map(|line| AtomicU8::new(u8::from(marks[line / 64] & (1 << (line % 64)) != 0)))
+            .collect();
         report.duration = start.elapsed();
         self.recovery = report;
     }

@@ -585,6 +585,22 @@ impl BTree {
         Ok(out)
     }
 
+    /// Every (key, value) of the tree whose root node is `root` (0: none), for freeing what
+    /// a tree no root word names any more links.
+    ///
+    /// # Errors
+    ///
+    /// A node is corrupt.
+    pub fn entries_under<H: PHeap>(heap: &H, root: u64) -> Result<Vec<(u64, u64)>, String> {
+        let mut out = Vec::new();
+        walk_from(heap, root, &mut |_, node| {
+            if node.leaf {
+                out.extend(node.sorted_entries());
+            }
+        })?;
+        Ok(out)
+    }
+
     /// Visits every node, in key order, parents first.
     fn walk<H: PHeap>(&self, heap: &H, visit: &mut dyn FnMut(u64, &Node)) -> Result<(), String> {
         walk_from(heap, self.root(heap), visit)

@@ -1,7 +1,16 @@
-//! InP, the in-place update engine (N-Store's InP on persistent memory): tuples are heap
-//! blocks, the index is a persistent [`BTree`] from keys to tuple offsets, and every
-//! in-place change goes through an undo log ([`TxLog`], which also keeps redo images so that
-//! a commit costs one fence) truncated at commit.
+//! InP, the in-place update engine (N-Store's InP on persistent memory): the index is a
+//! persistent [`BTree`] from keys to tuple offsets, a tuple's columns live out of line in
+//! blocks of their own, and every in-place change goes through an undo log ([`TxLog`],
+//! which also keeps redo images so that a commit costs one fence) truncated at commit.
+//!
+//! # Tuples and columns (N-Store's non-inlined fields)
+//!
+//! A tuple's columns live out of line ([`columns`](super::columns)). An update never
+//! writes a column in place: as in N-Store, it allocates a new copy of each column it
+//! changes, swaps the tuple's pointer to it through the log, and frees the old copy after
+//! commit. So a YCSB insert allocates six blocks (tuple and five columns), an update
+//! allocates one and frees one, a delete frees six: the allocator traffic behind the
+//! paper's memory-management share.
 //!
 //! # Partition root (64 bytes)
 //!
@@ -13,17 +22,19 @@
 //!
 //! # Operations and fences
 //!
-//! * **insert**: search (index); allocate the tuple (`alloc`, no fence: the index link is
-//!   the allocation), write and flush it; stage the leaf slot's key and value and the
-//!   leaf's count (a split writes fresh nodes whole instead and swaps one pointer; see
-//!   [`BTree`]); [`TxLog::apply`]: **1 fence**.
-//! * **update**: search; log the old and new words of the tuple's changed range; apply:
-//!   **1 fence**; the new bytes are stored in place.
+//! * **insert**: search (index); allocate the columns and the tuple (`alloc`, no fence: the
+//!   index link is the allocation), write and flush them; stage the leaf slot's key and
+//!   value and the leaf's count (a split writes fresh nodes whole instead and swaps one
+//!   pointer; see [`BTree`]); [`TxLog::apply`]: **1 fence**.
+//! * **update**: search; allocate, fill and flush a new copy of each changed column; stage
+//!   the tuple's pointer words; list the old columns to free; apply: **1 fence**.
 //! * **delete**: search; stage the cleared slot and the count (or unlink an emptied leaf);
-//!   the tuple and any emptied node are freed only after commit (deferred: the log's free
-//!   lines name them raw, which keeps them alive until then); apply: **1 fence**.
+//!   the tuple, its columns and any emptied node are freed only after commit (deferred:
+//!   the log's free lines name them raw, which keeps them alive until then); apply:
+//!   **1 fence**.
 //! * **commit**: one 8-byte store of the log's sequence + flush + **1 fence**, then the
-//!   deferred frees (`dealloc`, no fence).
+//!   previous commit's deferred frees (`dealloc`, no fence; one commit late, so that no
+//!   durable free line names a block the heap may hand out again).
 //!
 //! So two fences per committed write (`COMMIT_EVERY = 1`); reads take none. A failed
 //! operation (out of space, a full log) rolls its transaction back; an update past the
@@ -38,10 +49,12 @@
 use std::sync::Arc;
 
 use super::btree::BTree;
-use super::log::{FreeKind, TxLog};
-use super::{
-    TUPLE_HEADER, check_range, read_tuple, tuple_block_bytes, tuple_len, write_tuple, write_word,
+use super::columns::{
+    COLUMN_BYTES, column_of, column_range, column_tuple_blocks, new_column, read_column_tuple,
+    value_len, write_column_tuple,
 };
+use super::log::{FreeKind, TxLog};
+use super::{check_range, write_word};
 use crate::storage::{Engine, PHeap, Phase, Split};
 
 const MAGIC: u64 = 0x494E_5030_454E_4701;
@@ -55,6 +68,9 @@ pub struct Inp<H: PHeap> {
     tree: BTree,
     log: TxLog,
     split: Split,
+    /// The blocks the last commit unlinked, still allocated: freed after the next fence
+    /// (see [`commit`](Engine::commit)).
+    retired: Vec<u64>,
 }
 
 impl<H: PHeap> Inp<H> {
@@ -65,6 +81,7 @@ impl<H: PHeap> Inp<H> {
             heap,
             log,
             split,
+            retired: Vec::new(),
         }
     }
 
@@ -89,14 +106,58 @@ impl<H: PHeap> Inp<H> {
 
     fn insert_staged(&mut self, key: u64, value: &[u8]) -> Result<(), String> {
         let heap = &*self.heap;
-        let (off, block) = self
-            .log
-            .alloc(heap, &mut self.split, TUPLE_HEADER + value.len())?;
-        debug_assert!(block >= tuple_block_bytes(heap, value.len()));
-        // SAFETY: a fresh block of `block` bytes, this transaction's.
-        unsafe { write_tuple(heap, &mut self.split, off, block, &[value]) };
+        let off = write_column_tuple(heap, &mut self.split, &mut self.log, value)?;
         self.tree
             .put(heap, &mut self.split, &mut self.log, key, off)?;
+        Ok(())
+    }
+
+    fn update_staged(
+        &mut self,
+        off: u64,
+        len: usize,
+        at: usize,
+        bytes: &[u8],
+    ) -> Result<(), String> {
+        let end = at + bytes.len();
+        for c in at / COLUMN_BYTES..=(end - 1) / COLUMN_BYTES {
+            let range = column_range(c, len);
+            let heap = &*self.heap;
+            // SAFETY: column `c < columns(len)` of a tuple the index links.
+            let old = unsafe { column_of(heap, off, c) };
+            // SAFETY: a live column block of `range.len()` value bytes.
+            let old_bytes =
+                unsafe { std::slice::from_raw_parts(heap.at(old).cast_const(), range.len()) };
+            // The column's bytes before, inside and after the updated range.
+            let (from, to) = (at.max(range.start), end.min(range.end));
+            let new = new_column(
+                heap,
+                &mut self.split,
+                &mut self.log,
+                &[
+                    &old_bytes[..from - range.start],
+                    &bytes[from - at..to - at],
+                    &old_bytes[to - range.start..],
+                ],
+            )?;
+            self.log.stage(
+                heap,
+                &mut self.split,
+                off + 8 * (1 + c) as u64,
+                &[new],
+                Phase::Mod,
+            )?;
+            self.log.defer_free(FreeKind::Block, old)?;
+        }
+        Ok(())
+    }
+
+    /// Lists the tuple at `off` and its columns to be freed after commit.
+    fn defer_free_tuple(&mut self, off: u64) -> Result<(), String> {
+        // SAFETY: a tuple the index linked until this transaction.
+        for block in unsafe { column_tuple_blocks(&*self.heap, off) }? {
+            self.log.defer_free(FreeKind::Block, block)?;
+        }
         Ok(())
     }
 }
@@ -140,14 +201,12 @@ impl<H: PHeap> Engine<H> for Inp<H> {
     }
 
     fn read(&mut self, key: u64, out: &mut Vec<u8>) -> Result<bool, String> {
-        match self.find(key)? {
-            None => Ok(false),
-            Some(off) => {
-                // SAFETY: a tuple the index links.
-                unsafe { read_tuple(&*self.heap, &mut self.split, off, out)? };
-                Ok(true)
-            }
-        }
+        let Some(off) = self.find(key)? else {
+            return Ok(false);
+        };
+        // SAFETY: a tuple the index links.
+        unsafe { read_column_tuple(&*self.heap, &mut self.split, off, out) }?;
+        Ok(true)
     }
 
     fn insert(&mut self, key: u64, value: &[u8]) -> Result<bool, String> {
@@ -162,63 +221,55 @@ impl<H: PHeap> Engine<H> for Inp<H> {
         let Some(off) = self.find(key)? else {
             return Ok(false);
         };
-        let heap = &*self.heap;
         // SAFETY: a tuple the index links.
-        let len = unsafe { tuple_len(heap, off) };
+        let len = unsafe { value_len(&*self.heap, off) }?;
         check_range(at, bytes.len(), len)?;
         if bytes.is_empty() {
             return Ok(true);
         }
-        // The whole words the range covers, with the new bytes patched in.
-        let (first, end) = (
-            (TUPLE_HEADER + at) / 8,
-            (TUPLE_HEADER + at + bytes.len()).div_ceil(8),
-        );
-        let words = self.split.time(Phase::Mod, || {
-            let mut buf = vec![0u64; end - first];
-            // SAFETY: words `first..end` of the tuple block (its length rounds up to them)
-            // and the byte range inside the buffer.
-            unsafe {
-                let src = heap.at(off).cast::<u64>().add(first);
-                std::ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), end - first);
-                let dst = buf
-                    .as_mut_ptr()
-                    .cast::<u8>()
-                    .add(TUPLE_HEADER + at - 8 * first);
-                std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len());
-            }
-            buf
-        });
-        let r = self.log.stage(
-            heap,
-            &mut self.split,
-            off + 8 * first as u64,
-            &words,
-            Phase::Mod,
-        );
+        let r = self.update_staged(off, len, at, bytes);
         self.finish(r).map(|()| true)
     }
 
     fn delete(&mut self, key: u64) -> Result<bool, String> {
         let heap = &*self.heap;
         let r = match self.tree.remove(heap, &mut self.split, &mut self.log, key) {
-            Ok(Some(tuple)) => self.log.defer_free(FreeKind::Block, tuple).map(|()| true),
+            Ok(Some(tuple)) => self.defer_free_tuple(tuple).map(|()| true),
             Ok(None) => Ok(false),
             Err(e) => Err(e),
         };
         self.finish(r)
     }
 
+    /// Commits; frees what the *previous* commit unlinked once this one has fenced.
+    ///
+    /// A committed transaction's free lines name its unlinked blocks raw until they are
+    /// cleared (flushed here, durable at the next fence). Were the blocks freed at once, the
+    /// next transaction could reuse one (a column as a tuple, say: they share a size class)
+    /// and a crash before its fence could keep the stale free line together with the reused
+    /// block's new links: recovery would free the block and leak the columns it names.
     fn commit(&mut self) -> Result<(), String> {
         let heap = &*self.heap;
+        let fences = self.split.fences;
         let frees = self.log.commit(heap, &mut self.split);
-        for (_, off) in frees.iter().filter(|(k, _)| *k == FreeKind::Block) {
-            self.split.time(Phase::Mm, || {
-                // SAFETY: unlinked by the transaction that just committed, durably.
-                unsafe { heap.dealloc(*off) }
-            })?;
+        if self.split.fences > fences {
+            for off in std::mem::take(&mut self.retired) {
+                self.split.time(Phase::Mm, || {
+                    // SAFETY: unlinked by an earlier committed transaction, and no durable
+                    // free line names it any more (cleared before the fence just made).
+                    unsafe { heap.dealloc(off) }
+                })?;
+            }
         }
-        self.log.frees_done(heap, &mut self.split, false);
+        if !frees.is_empty() {
+            self.retired.extend(
+                frees
+                    .iter()
+                    .filter(|(k, _)| *k == FreeKind::Block)
+                    .map(|&(_, off)| off),
+            );
+            self.log.frees_done(heap, &mut self.split, false);
+        }
         Ok(())
     }
 
@@ -230,7 +281,11 @@ impl<H: PHeap> Engine<H> for Inp<H> {
         let heap = &*self.heap;
         let mut out = vec![self.log.offset()];
         out.extend(self.tree.nodes(heap)?);
-        out.extend(self.tree.entries(heap)?.into_iter().map(|(_, v)| v));
+        out.extend(&self.retired);
+        for (_, tuple) in self.tree.entries(heap)? {
+            // SAFETY: a tuple the index links.
+            out.extend(unsafe { column_tuple_blocks(heap, tuple) }?);
+        }
         Ok(Some(out))
     }
 }

@@ -7,8 +7,8 @@
 //! ```text
 //!  line 0        [magic][hide(seq)][l0 … l5]                    header; links, raw
 //!  lines 1..=4   [tag][hide(kinds)][e0 … e5]  × FREE_LINES      deferred frees, raw
-//!  lines 5..=7   [tag][0][hide(a0) … hide(a5)] × ALLOC_LINES    allocations, hidden
-//!  word 64 …     records, packed:
+//!  lines 5..=8   [tag][0][hide(a0) … hide(a5)] × ALLOC_LINES    allocations, hidden
+//!  word 72 …     records, packed:
 //!     [tag][hide(kind | n << 8)][hide(target)][hide(checksum)][hide(old) × n][hide(new) × n]
 //! ```
 //!
@@ -97,7 +97,7 @@ const FREE_PER_LINE: usize = 6;
 pub const MAX_FREES: usize = FREE_LINES * FREE_PER_LINE;
 const FREE_AT: usize = 8;
 /// Cache lines of allocations.
-pub const ALLOC_LINES: usize = 3;
+pub const ALLOC_LINES: usize = 4;
 /// Blocks one transaction may allocate.
 pub const MAX_ALLOCS: usize = ALLOC_LINES * FREE_PER_LINE;
 const ALLOC_AT: usize = FREE_AT + 8 * FREE_LINES;

@@ -5,9 +5,10 @@
 //! array (a *run*) with a bloom filter. A flush also merges the newest runs while the next
 //! older one is no larger than what it merges (a binary counter of run sizes, at most
 //! [`MAX_RUNS`] runs): a merge drops the tuples that newer versions superseded, and
-//! tombstones once it includes the oldest run. Updates are out of place: a new tuple with the column
-//! patched; the old one is freed at commit if only the memtable named it, or at the merge
-//! that drops it.
+//! tombstones once it includes the oldest run. Tuples keep their columns out of line
+//! ([`columns`](super::columns)), as N-Store's tuples do. Updates are out of place: a new
+//! tuple version (tuple and columns) with the column patched; the old one is freed after
+//! the next commit if only the memtable named it, or at the merge that drops it.
 //!
 //! # Partition root (64 bytes)
 //!
@@ -24,8 +25,9 @@
 //!  [hide(n)][hide(bloom_words)][bloom × bloom_words][hide(key) × n][value × n]
 //! ```
 //!
-//! keys ascending; a value is a tuple offset (raw) or [`TOMBSTONE`]; a bloom word keeps
-//! bit 0 set and uses bits 1..=63, so it is odd and never looks like a link.
+//! keys ascending; a value is the offset (raw) of a tuple or of a tombstone, a block of its
+//! own (see [`columns`](super::columns)); a bloom word keeps bit 0 set and uses bits
+//! 1..=63, so it is odd and never looks like a link.
 //!
 //! # Fences
 //!
@@ -41,18 +43,19 @@
 //!
 //! The log rolls the open transaction back (memtable words, root words) or the last commit
 //! forward; a flush or merge whose frees may not all have happened frees again the old
-//! memtable's nodes and, for each merged-away run, the run and its tuples that no current
-//! structure names.
+//! memtable's nodes and the tombstones it dropped, and, for each merged-away run, the run
+//! and its tuples and tombstones that no current structure names.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::btree::BTree;
-use super::log::{FreeKind, TxLog};
-use super::{
-    TUPLE_HEADER, check_range, hide, read_tuple, read_word, tuple_len, unhide, write_tuple,
-    write_word,
+use super::columns::{
+    column_tuple_blocks, is_tombstone, read_column_tuple, value_len, write_column_tuple,
+    write_tombstone,
 };
+use super::log::{FreeKind, TxLog};
+use super::{check_range, hide, read_word, unhide, write_word};
 use crate::storage::{Engine, PHeap, Phase, Split};
 
 const MAGIC: u64 = 0x4C53_4D30_454E_4701;
@@ -75,8 +78,6 @@ fn merge_count(memtable: usize, runs: &[Run]) -> usize {
     }
     m
 }
-/// The value of a deleted key (odd: never a block offset).
-pub const TOMBSTONE: u64 = 1;
 const BLOOM_BITS_PER_KEY: usize = 10;
 const BLOOM_PROBES: u64 = 4;
 
@@ -184,6 +185,9 @@ pub struct Lsm<H: PHeap, const MEMTABLE: usize = 1024> {
     runs: Vec<Run>,
     log: TxLog,
     split: Split,
+    /// The blocks the last commit unlinked, still allocated: freed after the next fence
+    /// (see [`commit`](Engine::commit)).
+    retired: Vec<u64>,
 }
 
 /// Where a key's newest version is.
@@ -215,6 +219,7 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
             runs,
             log,
             split,
+            retired: Vec::new(),
         })
     }
 
@@ -255,12 +260,9 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
         }
     }
 
-    fn put_tuple(&mut self, key: u64, parts: &[&[u8]]) -> Result<Option<u64>, String> {
+    fn put_tuple(&mut self, key: u64, value: &[u8]) -> Result<Option<u64>, String> {
         let heap = &*self.heap;
-        let len: usize = parts.iter().map(|p| p.len()).sum();
-        let (off, block) = self.log.alloc(heap, &mut self.split, TUPLE_HEADER + len)?;
-        // SAFETY: a fresh block of `block` bytes, this transaction's.
-        unsafe { write_tuple(heap, &mut self.split, off, block, parts) };
+        let off = write_column_tuple(heap, &mut self.split, &mut self.log, value)?;
         let old = self
             .mem
             .put(heap, &mut self.split, &mut self.log, key, off)?;
@@ -268,6 +270,21 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
             self.mem_len += 1;
         }
         Ok(old)
+    }
+
+    /// Whether `v`, a value the memtable or a run names, is a tombstone.
+    fn is_tombstone(&self, v: u64) -> bool {
+        // SAFETY: a live tuple or tombstone.
+        unsafe { is_tombstone(&*self.heap, v) }
+    }
+
+    /// Lists the tuple at `off` and its columns to be freed after commit.
+    fn defer_free_tuple(&mut self, off: u64) -> Result<(), String> {
+        // SAFETY: a tuple the memtable named until this transaction.
+        for block in unsafe { column_tuple_blocks(&*self.heap, off) }? {
+            self.log.defer_free(FreeKind::Block, block)?;
+        }
+        Ok(())
     }
 
     /// Flushes the memtable into a new run, or merges it with every run into one.
@@ -295,14 +312,15 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
             let mut last = None;
             for (k, _, v) in all {
                 if last == Some(k) {
-                    if v != TOMBSTONE {
-                        dropped.push(v);
-                    }
+                    dropped.push(v);
                     continue;
                 }
                 last = Some(k);
-                if keep_tombstones || v != TOMBSTONE {
+                // SAFETY: a tuple or tombstone the memtable or a merged run names.
+                if keep_tombstones || !unsafe { is_tombstone(heap, v) } {
                     out.push((k, v));
+                } else {
+                    dropped.push(v);
                 }
             }
             out
@@ -335,8 +353,11 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
                 }
             }
             for &t in &dropped {
-                // SAFETY: as above.
-                unsafe { heap.dealloc(t)? };
+                // SAFETY: a tuple the committed merge dropped, intact until freed here.
+                for b in unsafe { column_tuple_blocks(heap, t)? } {
+                    // SAFETY: as above.
+                    unsafe { heap.dealloc(b)? };
+                }
             }
             Ok(())
         })?;
@@ -430,6 +451,20 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
                     // SAFETY: unlinked by a committed transaction; refused if already free.
                     FreeKind::Block => drop(unsafe { heap.dealloc(off) }),
                     FreeKind::Tree => {
+                        let named = match &mut named {
+                            Some(s) => s,
+                            None => named.insert(Self::named_tuples(heap, root)?),
+                        };
+                        // The flushed memtable's tombstones that the flush dropped.
+                        for (_, v) in BTree::entries_under(heap, off)? {
+                            if !named.contains(&v) {
+                                // SAFETY: as for a run's tuples below.
+                                for b in unsafe { column_tuple_blocks(heap, v)? } {
+                                    // SAFETY: as above.
+                                    drop(unsafe { heap.dealloc(b) });
+                                }
+                            }
+                        }
                         for n in BTree::nodes_under(heap, off)? {
                             // SAFETY: as above (the frees allocate nothing, so the old
                             // memtable's nodes are as the flush left them).
@@ -444,9 +479,13 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
                         // SAFETY: a merged-away run, intact (nothing was allocated since).
                         let run = unsafe { Run::open(heap, off)? };
                         for (_, v) in run.entries(heap) {
-                            if v != TOMBSTONE && !named.contains(&v) {
-                                // SAFETY: a tuple the merge dropped.
-                                drop(unsafe { heap.dealloc(v) });
+                            if !named.contains(&v) {
+                                // SAFETY: a tuple the merge dropped, intact (marked through
+                                // the run, whose free line names it).
+                                for b in unsafe { column_tuple_blocks(heap, v)? } {
+                                    // SAFETY: as above.
+                                    drop(unsafe { heap.dealloc(b) });
+                                }
                             }
                         }
                         // SAFETY: as above.
@@ -475,7 +514,6 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
                 out.extend(run.entries(heap).into_iter().map(|(_, v)| v));
             }
         }
-        out.remove(&TOMBSTONE);
         Ok(out)
     }
 }
@@ -513,9 +551,9 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
 
     fn read(&mut self, key: u64, out: &mut Vec<u8>) -> Result<bool, String> {
         match self.find(key)? {
-            Some(f) if f.value != TOMBSTONE => {
+            Some(f) if !self.is_tombstone(f.value) => {
                 // SAFETY: a tuple the memtable or a run names.
-                unsafe { read_tuple(&*self.heap, &mut self.split, f.value, out)? };
+                unsafe { read_column_tuple(&*self.heap, &mut self.split, f.value, out)? };
                 Ok(true)
             }
             _ => Ok(false),
@@ -523,50 +561,59 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
     }
 
     fn insert(&mut self, key: u64, value: &[u8]) -> Result<bool, String> {
-        if self.find(key)?.is_some_and(|f| f.value != TOMBSTONE) {
-            return Ok(false);
-        }
-        let r = self.put_tuple(key, &[value]);
-        self.finish(r).map(|_| true)
+        let tombstone = match self.find(key)? {
+            Some(f) if !self.is_tombstone(f.value) => return Ok(false),
+            Some(f) if f.in_memtable => Some(f.value),
+            _ => None,
+        };
+        let r = self.put_tuple(key, value).and_then(|_| match tombstone {
+            // The memtable's tombstone the new tuple replaces.
+            Some(t) => self.log.defer_free(FreeKind::Block, t),
+            None => Ok(()),
+        });
+        self.finish(r).map(|()| true)
     }
 
     fn update(&mut self, key: u64, at: usize, bytes: &[u8]) -> Result<bool, String> {
-        let Some(found) = self.find(key)?.filter(|f| f.value != TOMBSTONE) else {
+        let Some(found) = self.find(key)?.filter(|f| !self.is_tombstone(f.value)) else {
             return Ok(false);
         };
-        let heap = Arc::clone(&self.heap);
         let old = found.value;
         // SAFETY: a tuple the memtable or a run names.
-        let len = unsafe { tuple_len(&*heap, old) };
+        let len = unsafe { value_len(&*self.heap, old) }?;
         check_range(at, bytes.len(), len)?;
-        // SAFETY: `len` value bytes after the header of a live tuple.
-        let value = unsafe { std::slice::from_raw_parts(heap.at(old).add(TUPLE_HEADER), len) };
-        let r = self
-            .put_tuple(key, &[&value[..at], bytes, &value[at + bytes.len()..]])
-            .and_then(|_| {
-                if found.in_memtable {
-                    self.log.defer_free(FreeKind::Block, old)
-                } else {
-                    Ok(())
-                }
-            });
+        // The new version: the old value with the range patched (out of place).
+        let mut value = Vec::with_capacity(len);
+        // SAFETY: as above.
+        unsafe { read_column_tuple(&*self.heap, &mut self.split, old, &mut value) }?;
+        self.split.time(Phase::Mod, || {
+            value[at..at + bytes.len()].copy_from_slice(bytes);
+        });
+        let r = self.put_tuple(key, &value).and_then(|_| {
+            if found.in_memtable {
+                self.defer_free_tuple(old)
+            } else {
+                Ok(())
+            }
+        });
         self.finish(r).map(|()| true)
     }
 
     fn delete(&mut self, key: u64) -> Result<bool, String> {
-        let Some(found) = self.find(key)?.filter(|f| f.value != TOMBSTONE) else {
+        let Some(found) = self.find(key)?.filter(|f| !self.is_tombstone(f.value)) else {
             return Ok(false);
         };
         let heap = Arc::clone(&self.heap);
-        let in_runs = self.run_value(key).is_some_and(|v| v != TOMBSTONE);
+        let in_runs = self.run_value(key).is_some_and(|v| !self.is_tombstone(v));
         let r = (|| {
             if found.in_memtable {
-                self.log.defer_free(FreeKind::Block, found.value)?;
+                self.defer_free_tuple(found.value)?;
             }
             if in_runs {
+                let tombstone = write_tombstone(&*heap, &mut self.split, &mut self.log)?;
                 if self
                     .mem
-                    .put(&*heap, &mut self.split, &mut self.log, key, TOMBSTONE)?
+                    .put(&*heap, &mut self.split, &mut self.log, key, tombstone)?
                     .is_none()
                 {
                     self.mem_len += 1;
@@ -583,16 +630,26 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
         self.finish(r).map(|()| true)
     }
 
+    /// Commits; frees what the *previous* commit unlinked once this one has fenced (for
+    /// the reason InP's commit gives: no durable free line may name a block the heap can
+    /// hand out again).
     fn commit(&mut self) -> Result<(), String> {
         let heap = &*self.heap;
+        let fences = self.split.fences;
         let frees = self.log.commit(heap, &mut self.split);
-        for (_, off) in &frees {
-            self.split.time(Phase::Mm, || {
-                // SAFETY: tuples unlinked by the transaction that just committed, durably.
-                unsafe { heap.dealloc(*off) }
-            })?;
+        if self.split.fences > fences {
+            for off in std::mem::take(&mut self.retired) {
+                self.split.time(Phase::Mm, || {
+                    // SAFETY: unlinked by an earlier committed transaction, and no durable
+                    // free line names it any more (cleared before the fence just made).
+                    unsafe { heap.dealloc(off) }
+                })?;
+            }
         }
-        self.log.frees_done(heap, &mut self.split, false);
+        if !frees.is_empty() {
+            self.retired.extend(frees.iter().map(|&(_, off)| off));
+            self.log.frees_done(heap, &mut self.split, false);
+        }
         if self.mem_len >= MEMTABLE {
             // The operations are committed whatever happens here: a flush that fails (out
             // of space) rolls itself back and is tried again at the next commit.
@@ -609,21 +666,20 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
         let heap = &*self.heap;
         let mut out = vec![self.log.offset()];
         out.extend(self.mem.nodes(heap)?);
-        out.extend(
-            self.mem
-                .entries(heap)?
-                .into_iter()
-                .map(|(_, v)| v)
-                .filter(|&v| v != TOMBSTONE),
-        );
+        out.extend(&self.retired);
+        let mut tuples: Vec<u64> = self
+            .mem
+            .entries(heap)?
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect();
         for run in &self.runs {
             out.push(run.off);
-            out.extend(
-                run.entries(heap)
-                    .into_iter()
-                    .map(|(_, v)| v)
-                    .filter(|&v| v != TOMBSTONE),
-            );
+            tuples.extend(run.entries(heap).into_iter().map(|(_, v)| v));
+        }
+        for t in tuples {
+            // SAFETY: a tuple or tombstone the memtable or a run names.
+            out.extend(unsafe { column_tuple_blocks(heap, t) }?);
         }
         Ok(Some(out))
     }

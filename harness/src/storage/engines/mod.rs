@@ -16,18 +16,23 @@
 //!
 //! # Tuples
 //!
-//! A value lives in a tuple block: word 0 is its length in bytes, hidden; the bytes follow
-//! from byte 8. The block is asked for with [`PHeap::usable_size`] bytes and every byte of
-//! it is written (the tail zeroed), so that no stale word of the block's earlier life
+//! A tuple block's word 0 is its value's length in bytes, hidden. InP and LSM keep the
+//! value's columns out of line, each in a block of its own that the tuple links
+//! ([`columns`]); the crash tests' engine without crash consistency keeps the bytes inline
+//! from byte 8. Every block is asked for with [`PHeap::usable_size`] bytes and every byte
+//! of it is written (the tail zeroed), so that no stale word of the block's earlier life
 //! survives in it.
 
 pub mod btree;
+pub mod columns;
 pub mod cow;
 pub mod inp;
 pub mod log;
 pub mod lsm;
 
-use super::{PHeap, Phase, Split};
+use super::PHeap;
+#[cfg(test)]
+use super::{Phase, Split};
 
 /// Hides a data word from conservative reachability (see the module documentation);
 /// [`unhide`] is its inverse.
@@ -78,12 +83,7 @@ pub(crate) unsafe fn tuple_len<H: PHeap>(heap: &H, off: u64) -> usize {
     unhide(unsafe { read_word(heap, off, 0) }) as usize
 }
 
-/// Bytes to ask the heap for a tuple of `len` value bytes.
-pub(crate) fn tuple_block_bytes<H: PHeap>(heap: &H, len: usize) -> usize {
-    heap.usable_size((TUPLE_HEADER + len).next_multiple_of(8))
-}
-
-/// Writes a whole tuple block at `off` (`block` bytes from [`tuple_block_bytes`]): the
+/// Writes a whole tuple block at `off` (`block` bytes: [`PHeap::usable_size`] of the header and value, rounded up to a word): the
 /// length, `parts` concatenated as the value, zeros to the block's end; and flushes it.
 /// Timed as [`Phase::Mod`] (the copy) and [`Phase::Cc`] (the flush).
 ///
@@ -91,6 +91,7 @@ pub(crate) fn tuple_block_bytes<H: PHeap>(heap: &H, len: usize) -> usize {
 ///
 /// `off` is a block of at least `block` bytes that only this thread uses, and
 /// `block >= TUPLE_HEADER + sum of parts`.
+#[cfg(test)]
 pub(crate) unsafe fn write_tuple<H: PHeap>(
     heap: &H,
     split: &mut Split,
@@ -122,6 +123,7 @@ pub(crate) unsafe fn write_tuple<H: PHeap>(
 /// # Safety
 ///
 /// `off` is a live tuple block of this engine.
+#[cfg(test)]
 pub(crate) unsafe fn read_tuple<H: PHeap>(
     heap: &H,
     split: &mut Split,
