@@ -74,9 +74,12 @@ pub(crate) const CHUNK: usize = 4 << 20;
 /// Bytes at the start of a chunk (other than the first) before its blocks: the arena index.
 pub(crate) const CHUNK_HEADER: usize = 64;
 /// Blocks larger than this (header and alignment slack included) get their own mapping.
-pub(crate) const LARGE_MAX: usize = 256 << 10;
+pub(crate) const LARGE_MAX: usize = 1 << 20;
 /// How far into a larger block, or past the wilderness front, a carved object may land.
 pub(crate) const WINDOW: usize = 8 << 10;
+/// Blocks larger than this (drawn only by requests above 28 KiB) take their object within
+/// their first [`WINDOW`] bytes instead of anywhere.
+const SPREAD_MAX: usize = 64 << 10;
 /// Candidate blocks are at most this many times the request ...
 const RANGE: usize = 32;
 /// ... or this many bytes, if more.
@@ -952,7 +955,12 @@ impl Arena {
             let (w0, prev) = self.get_or_die(h);
             let size = w0 & !FLAGS;
             self.unlink_from(h, size, class);
-            (h, size, prev, size, false)
+            // In a large block the object goes within its first WINDOW bytes: a random
+            // offset anywhere in it would cut it into two slacks too small for the next
+            // request of its size (the large requests that draw such blocks), and the heap
+            // would grow to make up for them.
+            let max_offset = if size > SPREAD_MAX { WINDOW } else { size };
+            (h, size, prev, max_offset, false)
         }
     }
 
