@@ -914,7 +914,7 @@ impl Arena {
         // its lists, its wilderness or its own headers, under the lock.
         unsafe {
             let (h, size, prev, max_offset, wild) = if enough {
-                self.draw(first, last, blocks, below)
+                self.draw(first, last, blocks, below, align)
             } else {
                 let grow = self.cached_bytes == 0;
                 match self.refill(
@@ -1069,7 +1069,7 @@ impl Arena {
                 return Some(self.wilderness_block(window));
             }
             if blocks > 0 {
-                return Some(self.draw(first, last, blocks, below));
+                return Some(self.draw(first, last, blocks, below, align));
             }
             if let Some(class) = partial {
                 let mut h = self.head[class];
@@ -1112,6 +1112,7 @@ impl Arena {
         last: usize,
         blocks: u64,
         below: Option<u64>,
+        align: usize,
     ) -> (usize, usize, usize, usize, bool) {
         let target = self.rng.below(blocks);
         let class = match below {
@@ -1124,11 +1125,16 @@ impl Arena {
             let (w0, prev) = self.get_or_die(h);
             let size = w0 & !FLAGS;
             self.unlink_from(h, size, class);
-            // In a large block the object goes within its first WINDOW bytes: a random
-            // offset anywhere in it would cut it into two slacks too small for the next
-            // request of its size (the large requests that draw such blocks), and the heap
-            // would grow to make up for them.
-            let max_offset = if size > SPREAD_MAX { WINDOW } else { size };
+            // In a large block the object goes within its first WINDOW bytes (or past the
+            // first aligned place, for an alignment above it): a random offset anywhere in
+            // it would cut it into two slacks too small for the next request of its size
+            // (the large requests that draw such blocks), and the heap would grow to make
+            // up for them.
+            let max_offset = if size > SPREAD_MAX {
+                WINDOW.max(align + GRANULE)
+            } else {
+                size
+            };
             (h, size, prev, max_offset, false)
         }
     }
@@ -1185,7 +1191,14 @@ impl Arena {
             }
         } else {
             let (count, from, step) = offsets(h, room, need, align, max_offset);
-            debug_assert!(count > 0, "block {size} too small for {need} at {align}");
+            if count == 0 {
+                // A broken invariant of the callers, never an input: refuse to write
+                // outside the block.
+                os::fatal(
+                    "internal error: no aligned place in the drawn block",
+                    h + HEADER,
+                );
+            }
             let zero = (h + HEADER).is_multiple_of(align);
             let k = self.rng.below(count as u64) as usize;
             nth_offset(zero, from, step, k)
