@@ -124,7 +124,7 @@ const SMALL_LAST: usize = 76;
 /// cache before they are coalesced; this many per class at most ...
 pub(crate) const CACHE_SLOTS: usize = 32;
 /// ... and this many bytes per arena at most (beyond, a free coalesces at once).
-const CACHE_BYTES: u64 = 16 << 10;
+const CACHE_BYTES: u64 = 32 << 10;
 /// The largest block the caches hold: the last exact class.
 pub(crate) const CACHE_MAX_BLOCK: usize = 1040;
 /// Classes with a cache: the exact ones.
@@ -490,6 +490,8 @@ pub(crate) struct Arena {
     small_count: u64,
     /// Bytes on the lists of classes `0..=SMALL_LAST`.
     small_bytes: u64,
+    /// Freed blocks of the exact classes, not yet coalesced (see [`ClassCache`]).
+    cache: [ClassCache; CACHED_CLASSES],
     /// Bytes in the caches.
     cached_bytes: u64,
     /// Header of the wilderness (0 if none).
@@ -502,9 +504,6 @@ pub(crate) struct Arena {
     released_bytes: u64,
     allocations: u64,
     deallocations: u64,
-    /// Freed blocks of the exact classes, not yet coalesced (see [`ClassCache`]); last, so
-    /// that the fields every operation reads share cache lines.
-    cache: [ClassCache; CACHED_CLASSES],
 }
 
 /// The freed blocks of one exact class that wait, still marked busy (BUSY | HUGE), before

@@ -49,7 +49,7 @@
 //!   first 8 KiB. Blocks above 1 MiB get their own mapping (one mapping per block would
 //!   cost several system calls and a page fault per page for every block recycled).
 //! * **Deferred coalescing**: a freed block of at most 1040 B waits, still marked busy, in
-//!   a cache of its exact class (32 blocks per class, 16 KiB per arena); an allocation of
+//!   a cache of its exact class (32 blocks per class, 32 KiB per arena); an allocation of
 //!   that size draws uniformly among the cached blocks but the one freed last, when more
 //!   than four others are there. That makes the common same-size free/allocate pair a few
 //!   array operations. The price: a cached block comes back at its old place rather than a
