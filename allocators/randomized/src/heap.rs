@@ -57,18 +57,6 @@
 //! size keeps small objects from being scattered through large free blocks, which would
 //! leave none for large requests (and touch pages all over the heap).
 
-//!
-//! # Deferred coalescing
-//!
-//! A freed block of an exact class (at most [`CACHE_MAX_BLOCK`] bytes) first goes to its
-//! class's cache ([`ClassCache`]) if there is room ([`CACHE_SLOTS`] per class,
-//! [`CACHE_BYTES`] per arena): it keeps its header, marked BUSY | HUGE like a block queued
-//! for a remote free, so a second free of it is caught as a double free and neither
-//! neighbour merges with it. An allocation of exactly that block size takes a cached block,
-//! drawn uniformly among all but the one freed last, when more than [`CACHE_MIN`] of those
-//! are there; otherwise it draws as above. The cached blocks are coalesced before the arena
-//! maps a new chunk, so the cache never makes the heap grow.
-
 use core::ptr;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
@@ -120,28 +108,12 @@ const GROUP: usize = 8;
 /// running totals of the classes up to it.
 const SMALL_LAST: usize = 76;
 
-/// Free blocks of the exact classes (up to [`CACHE_MAX_BLOCK`] bytes) wait in a per-class
-/// cache before they are coalesced; this many per class at most ...
-pub(crate) const CACHE_SLOTS: usize = 32;
-/// ... and this many bytes per arena at most (beyond, a free coalesces at once).
-const CACHE_BYTES: u64 = 32 << 10;
-/// The largest block the caches hold: the last exact class.
-pub(crate) const CACHE_MAX_BLOCK: usize = 1040;
-/// Classes with a cache: the exact ones.
-const CACHED_CLASSES: usize = CACHE_MAX_BLOCK / GRANULE - 1;
-/// An allocation takes a cached block only when at least this many blocks of its class,
-/// not counting the one freed last, are cached: it then draws one of them uniformly, so a
-/// given cached block comes back with probability at most 1/`CACHE_MIN`, and the block
-/// freed last never does.
-pub(crate) const CACHE_MIN: usize = 4;
-
 /// Header flag: the block is handed out.
 pub(crate) const BUSY: usize = 1;
 /// Header flag: the block is the wilderness of the arena's newest chunk.
 pub(crate) const WILD: usize = 2;
 /// Header flag: the block has a mapping of its own. In a chunk, where no block is huge,
-/// BUSY | HUGE marks a block freed but not yet coalesced: queued for a remote free, or
-/// waiting in its class's cache. Either way a second free of it is a double free.
+/// BUSY | HUGE marks a block queued for a remote free.
 pub(crate) const HUGE: usize = 4;
 /// Header flag: the block is the heap's own (the sentinel that ends a chunk).
 pub(crate) const INTERNAL: usize = 8;
@@ -329,8 +301,6 @@ pub struct Counters {
     pub free_list_bytes: u64,
     /// Bytes left in the wildernesses.
     pub wilderness_bytes: u64,
-    /// Bytes in freed blocks that wait in the caches, not yet coalesced.
-    pub cached_bytes: u64,
     /// Bytes given back to the OS with `madvise` so far.
     pub released_bytes: u64,
     /// Successful allocations.
@@ -347,7 +317,6 @@ impl Counters {
         self.peak_mapped_bytes += other.peak_mapped_bytes;
         self.free_list_bytes += other.free_list_bytes;
         self.wilderness_bytes += other.wilderness_bytes;
-        self.cached_bytes += other.cached_bytes;
         self.released_bytes += other.released_bytes;
         self.allocations += other.allocations;
         self.deallocations += other.deallocations;
@@ -490,10 +459,6 @@ pub(crate) struct Arena {
     small_count: u64,
     /// Bytes on the lists of classes `0..=SMALL_LAST`.
     small_bytes: u64,
-    /// Freed blocks of the exact classes, not yet coalesced (see [`ClassCache`]).
-    cache: [ClassCache; CACHED_CLASSES],
-    /// Bytes in the caches.
-    cached_bytes: u64,
     /// Header of the wilderness (0 if none).
     wild: usize,
     /// Address of the newest chunk's sentinel (the wilderness ends there).
@@ -504,19 +469,6 @@ pub(crate) struct Arena {
     released_bytes: u64,
     allocations: u64,
     deallocations: u64,
-}
-
-/// The freed blocks of one exact class that wait, still marked busy (BUSY | HUGE), before
-/// they are coalesced: deferred coalescing, which makes the common free and the common
-/// allocation a few array operations instead of list surgery on both neighbours.
-///
-/// Blocks are appended as they are freed, so the last one freed is always `slots[len - 1]`;
-/// an allocation draws uniformly among the others (see [`CACHE_MIN`]) and closes the gap
-/// without moving the last one, so the block freed last is never the next one handed out.
-#[repr(C)]
-struct ClassCache {
-    len: usize,
-    slots: [usize; CACHE_SLOTS],
 }
 
 /// What the arena needs from the rest of the heap to grow: a new chunk, registered in the
@@ -870,12 +822,6 @@ impl Arena {
         chunks: &dyn ChunkSource,
     ) -> Option<usize> {
         let need = (payload.next_multiple_of(GRANULE) + HEADER).max(MIN_BLOCK);
-        if align <= GRANULE && need <= CACHE_MAX_BLOCK {
-            // SAFETY: the lock is held.
-            if let Some(payload) = unsafe { self.take_cached(need) } {
-                return Some(payload);
-            }
-        }
         // Worst case for a larger alignment: the first aligned offset is 16, too small for the
         // slack to stand alone, so the object starts `align + 16` in.
         let want = if align > GRANULE {
@@ -915,118 +861,9 @@ impl Arena {
             let (h, size, prev, max_offset, wild) = if enough {
                 self.draw(first, last, blocks, below, align)
             } else {
-                let grow = self.cached_bytes == 0;
-                match self.refill(
-                    first, last, partial, blocks, below, want, align, chunks, grow,
-                ) {
-                    Some(block) => block,
-                    // Coalesce the cached blocks before mapping more memory.
-                    None if !grow => {
-                        self.flush_cache();
-                        return self.alloc(payload, align, chunks);
-                    }
-                    None => return None,
-                }
+                self.refill(first, last, partial, blocks, below, want, align, chunks)?
             };
             Some(self.place(h, size, prev, need, align, max_offset, wild))
-        }
-    }
-
-    /// A cached block of exactly `need` bytes, drawn uniformly among those of its class
-    /// but the one freed last, if at least [`CACHE_MIN`] of them are there; its payload.
-    ///
-    /// # Safety
-    ///
-    /// The lock is held; `need` is a block size of an exact class.
-    #[inline(always)]
-    unsafe fn take_cached(&mut self, need: usize) -> Option<usize> {
-        let class = need / GRANULE - 2;
-        let cache = &mut self.cache[class];
-        let len = cache.len;
-        if len <= CACHE_MIN {
-            return None;
-        }
-        // The last slot holds the block freed last: it stays, the gap is closed from the
-        // slot before it.
-        let i = self.rng.below(len as u64 - 1) as usize;
-        let h = cache.slots[i];
-        cache.slots[i] = cache.slots[len - 2];
-        cache.slots[len - 2] = cache.slots[len - 1];
-        cache.len = len - 1;
-        // SAFETY: cached blocks are blocks of this arena; the header is checked again,
-        // since an overflow may have reached it while it waited.
-        let (w0, _) = unsafe { self.get_or_die(h) };
-        if w0 != need | BUSY | HUGE {
-            os::fatal(
-                "corrupted cached block (heap overflow or write after free?)",
-                h + HEADER,
-            );
-        }
-        // SAFETY: as above; the lock is held.
-        unsafe { wr(h, need | BUSY) };
-        self.cached_bytes -= need as u64;
-        self.live_bytes += need as u64;
-        self.allocations += 1;
-        Some(h + HEADER)
-    }
-
-    /// Puts the freed block `live` in its class's cache, if it is small and there is room;
-    /// `false` (nothing changed) otherwise.
-    ///
-    /// # Safety
-    ///
-    /// As [`free`](Self::free).
-    #[inline(always)]
-    unsafe fn cache_free(&mut self, live: Live) -> bool {
-        let size = live.size;
-        if size > CACHE_MAX_BLOCK || self.cached_bytes + size as u64 > CACHE_BYTES {
-            return false;
-        }
-        if self.cache[size / GRANULE - 2].len == CACHE_SLOTS {
-            return false;
-        }
-        // The right neighbour's header is checked as a coalescing free would: an overflow
-        // out of this block is caught at its free, not later.
-        // SAFETY: the block after a live block of this arena is one of its blocks (or the
-        // chunk's sentinel).
-        unsafe { self.get_or_die(live.header + size) };
-        let cache = &mut self.cache[size / GRANULE - 2];
-        cache.slots[cache.len] = live.header;
-        cache.len += 1;
-        // SAFETY: a live block of this arena, under its lock; the tag leaves HUGE out.
-        unsafe { wr(live.header, size | BUSY | HUGE) };
-        self.cached_bytes += size as u64;
-        self.live_bytes -= size as u64;
-        self.deallocations += 1;
-        true
-    }
-
-    /// Coalesces every cached block into the free lists.
-    ///
-    /// # Safety
-    ///
-    /// The lock is held.
-    #[cold]
-    unsafe fn flush_cache(&mut self) {
-        for class in 0..CACHED_CLASSES {
-            let len = core::mem::replace(&mut self.cache[class].len, 0);
-            for i in 0..len {
-                let h = self.cache[class].slots[i];
-                // SAFETY: cached blocks are blocks of this arena, checked before use.
-                unsafe {
-                    let (w0, prev) = self.get_or_die(h);
-                    let size = w0 & !FLAGS;
-                    if w0 & FLAGS != BUSY | HUGE || class_of(size) != class {
-                        os::fatal(
-                            "corrupted cached block (heap overflow or write after free?)",
-                            h + HEADER,
-                        );
-                    }
-                    wr(h, size | BUSY);
-                    self.cached_bytes -= size as u64;
-                    self.release(h, size, prev);
-                }
-            }
         }
     }
 
@@ -1034,8 +871,7 @@ impl Arena {
     /// size, largest offset, whether it is the wilderness)`, the block off every list.
     /// Carves fresh slack from the front of the smallest larger block, or of the
     /// wilderness; failing both, draws among the few candidates there are, then takes a
-    /// block of the partly fitting class, then a new chunk's wilderness. Without `grow`,
-    /// `None` instead of mapping a new chunk: the caller coalesces its cached blocks first.
+    /// block of the partly fitting class, then a new chunk's wilderness.
     ///
     /// # Safety
     ///
@@ -1052,7 +888,6 @@ impl Arena {
         want: usize,
         align: usize,
         chunks: &dyn ChunkSource,
-        grow: bool,
     ) -> Option<(usize, usize, usize, usize, bool)> {
         // SAFETY: (whole block) as in `alloc`.
         unsafe {
@@ -1081,9 +916,6 @@ impl Arena {
                     }
                     h = rd(h + NEXT);
                 }
-            }
-            if !grow {
-                return None;
             }
             let base = chunks.new_chunk(self.index)?;
             self.retire_wilderness();
@@ -1287,10 +1119,6 @@ impl Arena {
     /// As said; the block is in a chunk of this arena.
     #[inline(always)]
     pub(crate) unsafe fn free(&mut self, live: Live) {
-        // SAFETY: forwarded.
-        if unsafe { self.cache_free(live) } {
-            return;
-        }
         self.live_bytes -= live.size as u64;
         self.deallocations += 1;
         // SAFETY: `live` is a block of this arena.
@@ -1496,7 +1324,6 @@ impl Arena {
             } else {
                 (self.wild_end - self.wild) as u64
             },
-            cached_bytes: self.cached_bytes,
             released_bytes: self.released_bytes,
             allocations: self.allocations,
             deallocations: self.deallocations,
@@ -1557,10 +1384,6 @@ impl Arena {
             } else if free {
                 shape.free_blocks += 1;
                 shape.free_bytes += size as u64;
-            } else if w0 & HUGE != 0 {
-                // Cached, or queued for a remote free: `check_lists` tells them apart.
-                shape.cached_blocks += 1;
-                shape.cached_bytes += size as u64;
             } else {
                 shape.live_blocks += 1;
                 shape.live_bytes += size as u64;
@@ -1572,56 +1395,17 @@ impl Arena {
     }
 
     /// Checks this arena's lists (members free, of their class, links both ways, byte
-    /// totals) and that they hold the free bytes its chunks hold; its caches (members
-    /// cached blocks of their class, byte total); and its live counter. `shape` is what the
-    /// walk of its chunks found; blocks marked cached there that are in no cache are queued
-    /// remote frees, still live: they move to the live figures.
+    /// totals) and that they hold `free_bytes`, the free bytes its chunks hold, and that
+    /// its live counter says `live_bytes`.
     ///
     /// # Safety
     ///
     /// The lock is held.
-    pub(crate) unsafe fn check_lists(&self, shape: &mut HeapShape) -> Result<(), Corruption> {
-        let mut cached = 0u64;
-        let mut cached_blocks = 0u64;
-        for class in 0..CACHED_CLASSES {
-            let cache = &self.cache[class];
-            if cache.len > CACHE_SLOTS {
-                return Err(Corruption::with("cache overfull", class, cache.len, 0));
-            }
-            for &h in &cache.slots[..cache.len] {
-                // SAFETY: cache members are blocks of this arena.
-                let Some((w0, _)) = (unsafe { get(self.key, h) }) else {
-                    return Err(Corruption::with(
-                        "cached block fails its keyed check",
-                        h,
-                        class,
-                        0,
-                    ));
-                };
-                if w0 & FLAGS != BUSY | HUGE || class_of(w0 & !FLAGS) != class {
-                    return Err(Corruption::with(
-                        "cache member is not a cached block of the class",
-                        h,
-                        class,
-                        0,
-                    ));
-                }
-                cached += (w0 & !FLAGS) as u64;
-                cached_blocks += 1;
-            }
-        }
-        if cached != self.cached_bytes || cached > shape.cached_bytes {
-            return Err(Corruption::with(
-                "cached bytes disagree with the caches",
-                self.index,
-                cached as usize,
-                self.cached_bytes as usize,
-            ));
-        }
-        shape.live_bytes += shape.cached_bytes - cached;
-        shape.live_blocks += shape.cached_blocks - cached_blocks;
-        (shape.cached_bytes, shape.cached_blocks) = (cached, cached_blocks);
-        let (free_bytes, live_bytes) = (shape.free_bytes, shape.live_bytes);
+    pub(crate) unsafe fn check_lists(
+        &self,
+        free_bytes: u64,
+        live_bytes: u64,
+    ) -> Result<(), Corruption> {
         let mut listed = 0u64;
         for class in 0..CLASSES {
             let mut h = self.head[class];
@@ -1803,10 +1587,6 @@ pub struct HeapShape {
     pub free_bytes: u64,
     /// Bytes in the wilderness.
     pub wilderness_bytes: u64,
-    /// Freed blocks waiting in the caches, not yet coalesced.
-    pub cached_blocks: u64,
-    /// Bytes in those blocks.
-    pub cached_bytes: u64,
 }
 
 #[cfg(test)]

@@ -48,18 +48,9 @@
 //!   instead, which refills the pool. In a block above 64 KiB the object goes within its
 //!   first 8 KiB. Blocks above 1 MiB get their own mapping (one mapping per block would
 //!   cost several system calls and a page fault per page for every block recycled).
-//! * **Deferred coalescing**: a freed block of at most 1040 B waits, still marked busy, in
-//!   a cache of its exact class (32 blocks per class, 32 KiB per arena); an allocation of
-//!   that size draws uniformly among the cached blocks but the one freed last, when more
-//!   than four others are there. That makes the common same-size free/allocate pair a few
-//!   array operations. The price: a cached block comes back at its old place rather than a
-//!   fresh random offset, and a dangling pointer's block comes back with probability up to
-//!   1/4 per allocation once another block of its size was freed after it (never
-//!   immediately). Cached blocks are coalesced before the arena maps a new chunk.
 //! * **Free** checks the pointer (in a mapping of this heap, a header whose keyed tag
-//!   verifies, busy), then caches it (above) or coalesces it with both neighbours. A
-//!   coalesced block joins the back of its list, behind every other free block of its
-//!   class. Free regions of 1 MiB and more
+//!   verifies, busy), then coalesces with both neighbours. A freed block joins the back of
+//!   its list, behind every other free block of its class. Free regions of 1 MiB and more
 //!   give their whole pages back to the OS once the arena holds more free memory than live.
 //! * **Threads**: each arena has its own lock, a word in band; a thread prefers the arena
 //!   its `pthread_self` selects (no thread-local state) and takes another when it is busy.

@@ -515,11 +515,11 @@ impl Root {
             unsafe { arena.check_chunk(first, base + CHUNK - HEADER, &mut shapes[index]) }?;
             shapes[index].chunks += 1;
         }
-        for (index, shape) in shapes.iter_mut().enumerate() {
+        for (index, shape) in shapes.iter().enumerate() {
             // SAFETY: all locks are held.
             let arena = unsafe { &*self.slots[index].arena.get() };
             // SAFETY: as above.
-            unsafe { arena.check_lists(shape) }?;
+            unsafe { arena.check_lists(shape.free_bytes, shape.live_bytes) }?;
             let wild = arena.wilderness();
             if wild != 0 && shape.wilderness_bytes == 0 {
                 return Err(Corruption::at(
@@ -533,8 +533,6 @@ impl Root {
             total.live_bytes += shape.live_bytes;
             total.free_bytes += shape.free_bytes;
             total.wilderness_bytes += shape.wilderness_bytes;
-            total.cached_blocks += shape.cached_blocks;
-            total.cached_bytes += shape.cached_bytes;
         }
         if huge_bytes != self.huge_live_bytes.load(Ordering::Relaxed) {
             return Err(Corruption::with(
