@@ -74,9 +74,12 @@ pub(crate) const CHUNK: usize = 4 << 20;
 /// Bytes at the start of a chunk (other than the first) before its blocks: the arena index.
 pub(crate) const CHUNK_HEADER: usize = 64;
 /// Blocks larger than this (header and alignment slack included) get their own mapping.
-pub(crate) const LARGE_MAX: usize = 256 << 10;
+pub(crate) const LARGE_MAX: usize = 1 << 20;
 /// How far into a larger block, or past the wilderness front, a carved object may land.
 pub(crate) const WINDOW: usize = 8 << 10;
+/// Blocks larger than this (drawn only by requests above 28 KiB) take their object within
+/// their first [`WINDOW`] bytes instead of anywhere.
+const SPREAD_MAX: usize = 64 << 10;
 /// Candidate blocks are at most this many times the request ...
 const RANGE: usize = 32;
 /// ... or this many bytes, if more.
@@ -856,7 +859,7 @@ impl Arena {
         // its lists, its wilderness or its own headers, under the lock.
         unsafe {
             let (h, size, prev, max_offset, wild) = if enough {
-                self.draw(first, last, blocks, below)
+                self.draw(first, last, blocks, below, align)
             } else {
                 self.refill(first, last, partial, blocks, below, want, align, chunks)?
             };
@@ -900,7 +903,7 @@ impl Arena {
                 return Some(self.wilderness_block(window));
             }
             if blocks > 0 {
-                return Some(self.draw(first, last, blocks, below));
+                return Some(self.draw(first, last, blocks, below, align));
             }
             if let Some(class) = partial {
                 let mut h = self.head[class];
@@ -940,6 +943,7 @@ impl Arena {
         last: usize,
         blocks: u64,
         below: Option<u64>,
+        align: usize,
     ) -> (usize, usize, usize, usize, bool) {
         let target = self.rng.below(blocks);
         let class = match below {
@@ -952,7 +956,17 @@ impl Arena {
             let (w0, prev) = self.get_or_die(h);
             let size = w0 & !FLAGS;
             self.unlink_from(h, size, class);
-            (h, size, prev, size, false)
+            // In a large block the object goes within its first WINDOW bytes (or past the
+            // first aligned place, for an alignment above it): a random offset anywhere in
+            // it would cut it into two slacks too small for the next request of its size
+            // (the large requests that draw such blocks), and the heap would grow to make
+            // up for them.
+            let max_offset = if size > SPREAD_MAX {
+                WINDOW.max(align + GRANULE)
+            } else {
+                size
+            };
+            (h, size, prev, max_offset, false)
         }
     }
 
@@ -1008,7 +1022,14 @@ impl Arena {
             }
         } else {
             let (count, from, step) = offsets(h, room, need, align, max_offset);
-            debug_assert!(count > 0, "block {size} too small for {need} at {align}");
+            if count == 0 {
+                // A broken invariant of the callers, never an input: refuse to write
+                // outside the block.
+                os::fatal(
+                    "internal error: no aligned place in the drawn block",
+                    h + HEADER,
+                );
+            }
             let zero = (h + HEADER).is_multiple_of(align);
             let k = self.rng.below(count as u64) as usize;
             nth_offset(zero, from, step, k)

@@ -45,7 +45,9 @@
 //!   stand as a free block; both slacks go back to the lists. When there are fewer than 128
 //!   candidates holding less than 32 KiB, the object goes at a random offset within the
 //!   first 8 KiB of a larger free block or of the chunk's untouched end (the wilderness)
-//!   instead, which refills the pool. Blocks above 256 KiB get their own mapping.
+//!   instead, which refills the pool. In a block above 64 KiB the object goes within its
+//!   first 8 KiB. Blocks above 1 MiB get their own mapping (one mapping per block would
+//!   cost several system calls and a page fault per page for every block recycled).
 //! * **Free** checks the pointer (in a mapping of this heap, a header whose keyed tag
 //!   verifies, busy), then coalesces with both neighbours. A freed block joins the back of
 //!   its list, behind every other free block of its class. Free regions of 1 MiB and more

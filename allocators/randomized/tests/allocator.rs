@@ -15,7 +15,7 @@ use common::{Rng, blocks_with_a_sandwich, expect_filled, fill, layout};
 use proptest::prelude::*;
 
 /// Blocks above this (header and alignment slack included) get their own mapping.
-const LARGE_MAX: usize = 256 << 10;
+const LARGE_MAX: usize = 1 << 20;
 
 /// Whether a block of `size` bytes aligned to `align` gets a mapping of its own (as
 /// `allocate_block` decides: payload rounded to 16, header, and the alignment if over 16).
@@ -47,7 +47,7 @@ fn size() -> impl Strategy<Value = usize> {
     prop_oneof![
         8 => 0..=1024usize,
         4 => 0..=70_000usize,
-        1 => (LARGE_MAX + 1)..=(600 << 10),
+        1 => (LARGE_MAX - (64 << 10))..=(LARGE_MAX + (300 << 10)),
     ]
 }
 
@@ -307,6 +307,40 @@ fn every_size_and_alignment_is_served_aligned_and_disjoint() {
 }
 
 // ----- edge cases ----------------------------------------------------------------------
+
+/// Blocks up to 1 MiB (the 16-256 KiB tiles of a sliding-window map, say) come from the
+/// arenas' chunks, not from a mapping of their own each: recycling them costs no system
+/// call. Mapped bytes stay at a few chunks however many times they are recycled.
+#[test]
+fn blocks_up_to_a_mebibyte_are_recycled_in_chunks_without_mappings_of_their_own() {
+    let heap = Randomized::with_seed(31).unwrap();
+    let mut rng = Rng::new(32);
+    let mut live = Vec::new();
+    for round in 0..2000 {
+        let size = [16usize << 10, 64 << 10, 256 << 10][rng.below(3)];
+        live.push((heap.allocate(layout(size, 64)).unwrap(), size));
+        if live.len() > 8 {
+            let (p, size) = live.swap_remove(rng.below(live.len()));
+            // SAFETY: live, allocated with this layout, freed once.
+            unsafe { heap.deallocate(p, layout(size, 64)) };
+        }
+        if round % 256 == 0 {
+            let shape = heap.check().unwrap();
+            assert_eq!(shape.huge_blocks, 0, "{shape:?}");
+        }
+    }
+    let counters = heap.counters();
+    assert!(counters.peak_mapped_bytes <= 4 * (4 << 20), "{counters:?}");
+    for (p, size) in live {
+        // SAFETY: as above.
+        unsafe { heap.deallocate(p, layout(size, 64)) };
+    }
+    assert!(is_huge(LARGE_MAX, 16) && !is_huge(LARGE_MAX - 32, 16));
+    let p = heap.allocate(layout(LARGE_MAX, 16)).unwrap();
+    assert_eq!(heap.check().unwrap().huge_blocks, 1);
+    // SAFETY: as above.
+    unsafe { heap.deallocate(p, layout(LARGE_MAX, 16)) };
+}
 
 #[test]
 fn zero_size_requests_get_unique_live_blocks() {
