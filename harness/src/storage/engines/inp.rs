@@ -54,7 +54,7 @@ use super::columns::{
     value_len, write_column_tuple,
 };
 use super::log::{FreeKind, TxLog};
-use super::{check_range, write_word};
+use super::{check_range, free_retired, write_word};
 use crate::storage::{Engine, PHeap, Phase, Split};
 
 const MAGIC: u64 = 0x494E_5030_454E_4701;
@@ -253,13 +253,9 @@ impl<H: PHeap> Engine<H> for Inp<H> {
         let fences = self.split.fences;
         let frees = self.log.commit(heap, &mut self.split);
         if self.split.fences > fences {
-            for off in std::mem::take(&mut self.retired) {
-                self.split.time(Phase::Mm, || {
-                    // SAFETY: unlinked by an earlier committed transaction, and no durable
-                    // free line names it any more (cleared before the fence just made).
-                    unsafe { heap.dealloc(off) }
-                })?;
-            }
+            // SAFETY: unlinked by an earlier committed transaction, and no durable free
+            // line names them any more (cleared before the fence just made).
+            unsafe { free_retired(heap, &mut self.split, &mut self.retired) }?;
         }
         if !frees.is_empty() {
             self.retired.extend(

@@ -55,7 +55,7 @@ use super::columns::{
     write_tombstone,
 };
 use super::log::{FreeKind, TxLog};
-use super::{check_range, hide, read_word, unhide, write_word};
+use super::{check_range, free_retired, hide, read_word, unhide, write_word};
 use crate::storage::{Engine, PHeap, Phase, Split};
 
 const MAGIC: u64 = 0x4C53_4D30_454E_4701;
@@ -638,13 +638,9 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
         let fences = self.split.fences;
         let frees = self.log.commit(heap, &mut self.split);
         if self.split.fences > fences {
-            for off in std::mem::take(&mut self.retired) {
-                self.split.time(Phase::Mm, || {
-                    // SAFETY: unlinked by an earlier committed transaction, and no durable
-                    // free line names it any more (cleared before the fence just made).
-                    unsafe { heap.dealloc(off) }
-                })?;
-            }
+            // SAFETY: unlinked by an earlier committed transaction, and no durable free
+            // line names them any more (cleared before the fence just made).
+            unsafe { free_retired(heap, &mut self.split, &mut self.retired) }?;
         }
         if !frees.is_empty() {
             self.retired.extend(frees.iter().map(|&(_, off)| off));

@@ -30,9 +30,32 @@ pub mod inp;
 pub mod log;
 pub mod lsm;
 
-use super::PHeap;
-#[cfg(test)]
-use super::{Phase, Split};
+use super::{PHeap, Phase, Split};
+
+/// Frees, in one [`Phase::Mm`] span, the blocks that an earlier committed transaction
+/// unlinked (InP's and LSM's deferred frees), emptying `retired`; stops at the first error.
+///
+/// # Errors
+///
+/// The heap refused a block (not a live block); the blocks after it stay unfreed.
+///
+/// # Safety
+///
+/// Every block in `retired` was unlinked by a committed transaction, and a fence made
+/// since has made durable that no free line of the log names it any more: the heap may
+/// hand it out again at once.
+pub(crate) unsafe fn free_retired<H: PHeap>(
+    heap: &H,
+    split: &mut Split,
+    retired: &mut Vec<u64>,
+) -> Result<(), String> {
+    split.time(Phase::Mm, || {
+        retired
+            .drain(..)
+            // SAFETY: the caller's contract.
+            .try_for_each(|off| unsafe { heap.dealloc(off) })
+    })
+}
 
 /// Hides a data word from conservative reachability (see the module documentation);
 /// [`unhide`] is its inverse.
