@@ -32,6 +32,7 @@ mod from_global;
 mod global;
 mod global_tests;
 mod handle;
+pub mod rng;
 mod stats;
 pub mod sync;
 

@@ -99,7 +99,7 @@ impl Kernel {
 
     /// Draws one invocation.
     pub(crate) fn invocation(self, rng: &mut SplitMix64) -> Invocation {
-        let mut r = |lo: u64, hi: u64| rng.range(lo, hi) as u32;
+        let mut r = |lo: u64, hi: u64| rng.range_inclusive(lo, hi) as u32;
         let (buffers, release_eighths, compute_cycles): (Vec<u32>, Vec<u8>, u64) = match self {
             Self::Histogram => {
                 let pixels = r(256, 2048);

@@ -102,11 +102,11 @@ impl Trace {
                     config.seed ^ (i as u64 + 1).wrapping_mul(0xA076_1D64_78BD_642F),
                 );
                 let kernel = config.kernels[i % config.kernels.len()];
-                let start_cycle = rng.range(0, config.max_idle_cycles);
+                let start_cycle = rng.range_inclusive(0, config.max_idle_cycles);
                 let invocations = (0..config.invocations)
                     .map(|_| {
                         let inv = kernel.invocation(&mut rng);
-                        (inv, rng.range(0, config.max_idle_cycles))
+                        (inv, rng.range_inclusive(0, config.max_idle_cycles))
                     })
                     .collect();
                 AcceleratorTrace {

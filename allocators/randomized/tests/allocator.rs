@@ -11,7 +11,7 @@ use std::sync::mpsc;
 
 use alloclab_core::{AllocErrorKind, Allocator, HostAllocator, MallocHeap};
 use alloclab_randomized::Randomized;
-use common::{Rng, blocks_with_a_sandwich, expect_filled, fill, layout};
+use common::{Rng, blocks_with_a_sandwich, expect_filled, fill, layout, log_uniform};
 use proptest::prelude::*;
 
 /// Blocks above this (header and alignment slack included) get their own mapping.
@@ -603,7 +603,7 @@ fn cross_thread_workload(heap: &Randomized) {
                             free(own.swap_remove(i));
                         }
                         _ => {
-                            let size = rng.log_uniform(1, 8192);
+                            let size = log_uniform(&mut rng, 1, 8192);
                             let p = heap.allocate(layout(size, 8)).unwrap();
                             fill(p, size.min(64), (size % 251) as u8);
                             if rng.below(3) == 0 {

@@ -14,7 +14,7 @@ use core::ptr::NonNull;
 
 use alloclab_core::{Allocator, HostAllocator, MallocHeap};
 use alloclab_randomized::Randomized;
-use common::{Rng, blocks_with_a_sandwich, expect_abort, fill, layout};
+use common::{Rng, blocks_with_a_sandwich, expect_abort, fill, layout, log_uniform};
 
 const DOUBLE: &str = "free(): double free detected";
 const BAD_HEADER: &str = "free(): invalid pointer or corrupted block header";
@@ -75,7 +75,7 @@ fn delayed_double_free_aborts() {
         let size = if i % 4 == 0 {
             64
         } else {
-            rng.log_uniform(16, 4096)
+            log_uniform(&mut rng, 16, 4096)
         };
         churn.push(heap.allocate(layout(size, 16)).unwrap());
         if churn.len() > 20 || i == 999 {

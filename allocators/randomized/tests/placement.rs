@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use alloclab_core::{Allocator, ForkHooks};
 use alloclab_randomized::Randomized;
-use common::{CHUNK, Rng, layout};
+use common::{CHUNK, Rng, layout, log_uniform};
 
 /// How far past the wilderness front an object may land (the crate's `WINDOW`).
 const WINDOW: usize = 8 << 10;
@@ -183,7 +183,7 @@ fn a_just_freed_block_is_rarely_returned_again_in_a_steady_state_heap() {
     let mut rng = Rng::new(0x5eed_0002);
     let mut live: Vec<(NonNull<u8>, usize)> = (0..STEADY_LIVE)
         .map(|_| {
-            let size = rng.log_uniform(16, 1024);
+            let size = log_uniform(&mut rng, 16, 1024);
             (heap.allocate(layout(size, 8)).unwrap(), size)
         })
         .collect();
@@ -192,7 +192,7 @@ fn a_just_freed_block_is_rarely_returned_again_in_a_steady_state_heap() {
         let (p, size) = live[slot];
         // SAFETY: live, allocated with this layout, freed once.
         unsafe { heap.deallocate(p, layout(size, 8)) };
-        let size = rng.log_uniform(16, 1024);
+        let size = log_uniform(rng, 16, 1024);
         live[slot] = (heap.allocate(layout(size, 8)).unwrap(), size);
     };
     for _ in 0..STEADY_STEPS {
@@ -263,7 +263,7 @@ fn placements(heap: &Randomized, relative: &mut Relative) -> Vec<(usize, usize)>
             // SAFETY: live, allocated with this layout, freed once.
             unsafe { heap.deallocate(p, layout(size, 8)) };
         } else {
-            let size = rng.log_uniform(16, 16 << 10);
+            let size = log_uniform(&mut rng, 16, 16 << 10);
             let p = heap.allocate(layout(size, 8)).unwrap();
             out.push(relative.of(p));
             live.push((p, size));

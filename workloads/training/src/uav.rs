@@ -283,17 +283,17 @@ pub fn generate(config: &UavConfig) -> Result<UavWorkload, WorkloadError> {
                 let u = rng.f64();
                 if u < 0.5 {
                     Manoeuvre::Straight {
-                        length_m: rng.range(100.0, 500.0),
+                        length_m: rng.uniform(100.0, 500.0),
                     }
                 } else if u < 0.8 {
-                    let a = rng.range(30.0, 150.0).to_radians();
+                    let a = rng.uniform(30.0, 150.0).to_radians();
                     Manoeuvre::Turn {
                         angle_rad: if rng.f64() < 0.5 { a } else { -a },
-                        radius_m: rng.range(20.0, 80.0),
+                        radius_m: rng.uniform(20.0, 80.0),
                     }
                 } else {
                     Manoeuvre::Loiter {
-                        radius_m: rng.range(30.0, 80.0),
+                        radius_m: rng.uniform(30.0, 80.0),
                         laps: 1 + (rng.next_u64() % 3) as u32,
                     }
                 }

@@ -60,33 +60,9 @@ pub(crate) fn check(
     }
 }
 
-/// SplitMix64: small, seedable, the same stream on every platform.
-#[derive(Clone, Debug)]
-pub(crate) struct Rng(u64);
-
-impl Rng {
-    pub(crate) fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)`.
-    pub(crate) fn f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Uniform in `[lo, hi)`.
-    pub(crate) fn range(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * self.f64()
-    }
-}
+/// The workspace's SplitMix64 (`alloclab_core::rng`): small, seedable, the same stream on
+/// every platform.
+pub(crate) type Rng = alloclab_core::rng::SplitMix64;
 
 /// How a run's blocks were used: the check every workload's tests make.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -70,28 +70,9 @@ impl fmt::Debug for CrashCapture {
     }
 }
 
-/// SplitMix64 (Steele, Lea, Flood 2014): a small seeded generator, enough to draw
-/// surviving lines without a dependency on `rand`.
-#[derive(Clone, Debug)]
-pub struct SplitMix64 {
-    state: u64,
-}
-
-impl SplitMix64 {
-    /// A generator seeded with `seed`.
-    pub fn new(seed: u64) -> Self {
-        Self { state: seed }
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
+/// The workspace's SplitMix64 (`alloclab_core::rng`): enough to draw crash points
+/// reproducibly.
+pub use alloclab_core::rng::SplitMix64;
 
 /// Which fences to capture crash images at, how many, and the generator that draws them.
 #[derive(Debug)]

@@ -20,37 +20,15 @@ pub fn layout(size: usize, align: usize) -> Layout {
     Layout::from_size_align(size, align).unwrap()
 }
 
-/// SplitMix64: a tiny, deterministic generator for the workloads (the heap's own randomness
-/// comes from its seed; this one only chooses the requests).
-pub struct Rng(u64);
+/// The workspace's SplitMix64 (`alloclab_core::rng`) chooses the requests (the heap's own
+/// randomness comes from its seed).
+pub use alloclab_core::rng::SplitMix64 as Rng;
 
-impl Rng {
-    /// A generator seeded with `seed`.
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    /// 64 pseudo-random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// An integer in `[0, n)` (`n > 0`; the multiply-shift bias is far below what the
-    /// workloads could notice).
-    pub fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
-    }
-
-    /// A size in `[lo, hi]`, log-uniformly distributed (as the harness's churn draws them).
-    pub fn log_uniform(&mut self, lo: usize, hi: usize) -> usize {
-        let u = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-        let (a, b) = ((lo as f64).ln(), ((hi + 1) as f64).ln());
-        ((a + u * (b - a)).exp() as usize).clamp(lo, hi)
-    }
+/// A size in `[lo, hi]`, log-uniformly distributed (as the harness's churn draws them).
+pub fn log_uniform(rng: &mut Rng, lo: usize, hi: usize) -> usize {
+    let u = rng.f64();
+    let (a, b) = ((lo as f64).ln(), ((hi + 1) as f64).ln());
+    ((a + u * (b - a)).exp() as usize).clamp(lo, hi)
 }
 
 /// Fills `len` bytes at `ptr` with `seed`.
