@@ -165,12 +165,20 @@ pub(crate) unsafe fn wr(addr: usize, value: usize) {
     unsafe { word(addr) }.store(value, Ordering::Relaxed)
 }
 
-/// The keyed tag of a header at `h` with first word `w0` and previous size `prev`. The
-/// HUGE bit is left out: in a chunk it marks a block queued for a remote free (see
-/// [`claim_remote`]), set without rewriting the tag.
+/// The keyed tag of a header at `h` with first word `w0` (size and flags). The HUGE bit is
+/// left out: in a chunk it marks a block queued for a remote free (see [`claim_remote`]),
+/// set without rewriting the tag.
+///
+/// The previous-size field is not covered: it changes whenever the left neighbour is cut
+/// or merged, and leaving it out lets [`Arena::set_prev`] rewrite it with one store instead
+/// of checking and recomputing a tag. What it could mislead is checked where it is used:
+/// the left neighbour it names must lie in the same chunk and carry a valid tag, be free,
+/// and have exactly that size, which only the real left neighbour has (blocks tile the
+/// chunk); and a linear overflow cannot reach it without overwriting the first word and
+/// the tag before it.
 #[inline(always)]
-pub(crate) fn tag(key: u64, h: usize, w0: usize, prev: usize) -> u32 {
-    let x = (h as u64 ^ key ^ ((w0 & !HUGE) as u64).rotate_left(29) ^ ((prev as u64) << 7))
+pub(crate) fn tag(key: u64, h: usize, w0: usize) -> u32 {
+    let x = (h as u64 ^ key ^ ((w0 & !HUGE) as u64).rotate_left(29))
         .wrapping_mul(0x9E37_79B9_7F4A_7C15);
     (x >> 32) as u32
 }
@@ -182,7 +190,7 @@ pub(crate) fn tag(key: u64, h: usize, w0: usize, prev: usize) -> u32 {
 /// `h` is a block boundary of a mapping of this heap that the caller may write.
 #[inline(always)]
 pub(crate) unsafe fn put(key: u64, h: usize, w0: usize, prev: usize) {
-    let t = tag(key, h, w0, prev);
+    let t = tag(key, h, w0);
     // SAFETY: forwarded from the caller.
     unsafe {
         wr(h, w0);
@@ -201,7 +209,7 @@ pub(crate) unsafe fn get(key: u64, h: usize) -> Option<(usize, usize)> {
     // SAFETY: forwarded from the caller.
     let (w0, w1) = unsafe { (rd(h), rd(h + 8)) };
     let prev = (w1 >> 32) * GRANULE;
-    (tag(key, h, w0, prev) == w1 as u32).then_some((w0, prev))
+    (tag(key, h, w0) == w1 as u32).then_some((w0, prev))
 }
 
 /// The free-list class of a free block of `size` bytes.
@@ -539,18 +547,20 @@ impl Arena {
         unsafe { put(self.key, h, w0, prev) }
     }
 
-    /// Rewrites the previous-size field of the block at `h`.
+    /// Rewrites the previous-size field of the block at `h` (not covered by the tag: one
+    /// load and one store of the header's second word, which keeps its tag).
     ///
     /// # Safety
     ///
     /// `h` is a block of this arena.
     #[inline(always)]
     unsafe fn set_prev(&self, h: usize, prev: usize) {
-        // SAFETY: forwarded from the caller.
+        // SAFETY: forwarded from the caller. One whole-word store, so that a remote free
+        // checking the header without the lock (`claim_remote`) sees the old word or the
+        // new one, each with the same valid tag.
         unsafe {
-            let (w0, _) = self.get_or_die(h);
-            let t = tag(self.key, h, w0, prev);
-            wr(h + 8, ((prev / GRANULE) << 32) | t as usize);
+            let w1 = rd(h + 8);
+            wr(h + 8, ((prev / GRANULE) << 32) | (w1 & 0xFFFF_FFFF));
         }
     }
 
@@ -1139,6 +1149,12 @@ impl Arena {
         // SAFETY: (whole block) neighbours are found through checked headers of this arena.
         unsafe {
             if prev != 0 {
+                // The previous size is not covered by the tag: it must at least keep the
+                // left neighbour in this chunk (the neighbour's own tag and size checks
+                // do the rest).
+                if prev > h & (CHUNK - 1) {
+                    os::fatal("corrupted block header (heap overflow?)", h + HEADER);
+                }
                 let left = h - prev;
                 let (lw0, lprev) = self.get_or_die(left);
                 if lw0 & (BUSY | WILD) == 0 {
@@ -1155,14 +1171,17 @@ impl Arena {
             let (rw0, _) = self.get_or_die(right);
             let rsize = rw0 & !FLAGS;
             let wild = rw0 & WILD != 0;
+            // The right neighbour's header, if it merges, is left as it is: a free (or
+            // wilderness) header with a valid tag, which a free through it reports as a
+            // double (or invalid) free, and which nothing else reads (walks go by sizes
+            // from block boundaries). Only a busy header must never outlive its block
+            // (see `poison`).
             if wild {
                 // The wilderness past its front was never touched (or was given back).
-                self.poison(right);
                 total += rsize;
             } else if rw0 & BUSY == 0 {
                 neighbours_released &= rw0 & RELEASED != 0;
                 self.unlink(right, rsize);
-                self.poison(right);
                 total += rsize;
             }
             // Large free regions give their whole pages back, once the arena holds more
