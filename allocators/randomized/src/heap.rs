@@ -57,7 +57,7 @@
 //! size keeps small objects from being scattered through large free blocks, which would
 //! leave none for large requests (and touch pages all over the heap).
 
-use core::ptr;
+use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::os;
@@ -443,12 +443,16 @@ pub(crate) unsafe fn claim_remote(key: u64, payload: usize) -> Result<(), Invali
 /// the arena of its chunk.
 #[repr(C)]
 pub(crate) struct Arena {
+    /// Whether [`init`](Self::init) has run: the control block is mapped zeroed, and an
+    /// arena is set up by the first thread that locks it, so that the arenas no thread
+    /// uses never touch their pages (about 4 KiB of resident memory each).
+    ready: bool,
     /// This arena's index (written in the first word of its chunks).
     index: usize,
     /// Key of the header tags (the heap's; copied here to keep it on the arena's lines).
     key: u64,
-    /// The placement generator.
-    rng: Rng,
+    /// The placement generator (written by `init`).
+    rng: MaybeUninit<Rng>,
     /// Oldest free block of each class (0 if none).
     head: [usize; CLASSES],
     /// Newest free block of each class.
@@ -487,20 +491,29 @@ pub(crate) trait ChunkSource {
 }
 
 impl Arena {
-    /// Initialises the arena at `this` (zeroed memory).
-    ///
-    /// # Safety
-    ///
-    /// `this` points at zeroed memory for an `Arena` that nothing else uses.
-    pub(crate) unsafe fn init(this: *mut Arena, index: usize, key: u64, seed: [u8; 32]) {
-        // SAFETY: forwarded; zeroed memory is a valid `Arena` for every field but `rng`,
-        // which is written first.
-        unsafe {
-            ptr::addr_of_mut!((*this).rng).write(Rng::from_seed(seed));
-            let arena = &mut *this;
-            arena.index = index;
-            arena.key = key;
-        }
+    /// Whether [`init`](Self::init) has run.
+    #[inline(always)]
+    pub(crate) fn is_ready(&self) -> bool {
+        self.ready
+    }
+
+    /// Sets up the arena (zeroed memory, as the control block is mapped, is a valid
+    /// `Arena` that is not ready: every field is an integer, a flag or uninitialised).
+    #[cold]
+    pub(crate) fn init(&mut self, index: usize, key: u64, rng: Rng) {
+        self.rng.write(rng);
+        self.index = index;
+        self.key = key;
+        self.ready = true;
+    }
+
+    /// The generator.
+    #[inline(always)]
+    fn rng(&mut self) -> &mut Rng {
+        debug_assert!(self.ready);
+        // SAFETY: every arena is reached through a lock guard, which initialises it first
+        // (`Root`'s `ArenaGuard`), and `init` writes the generator.
+        unsafe { self.rng.assume_init_mut() }
     }
 
     /// Gives the arena `[start, sentinel)` of a fresh chunk as its first memory (the
@@ -518,7 +531,7 @@ impl Arena {
     /// Replaces the generator's state with a fresh one from the OS (after `fork`, so that
     /// parent and child do not place objects alike).
     pub(crate) fn reseed(&mut self) {
-        self.rng = Rng::from_seed(os::entropy());
+        *self.rng() = Rng::from_seed(os::entropy());
     }
 
     /// As [`get`], for a header the heap itself reached (a neighbour, a list member): a bad
@@ -955,7 +968,7 @@ impl Arena {
         below: Option<u64>,
         align: usize,
     ) -> (usize, usize, usize, usize, bool) {
-        let target = self.rng.below(blocks);
+        let target = self.rng().below(blocks);
         let class = match below {
             Some(below) => self.class_of_nth(below + target),
             None => self.class_of_block(first, last, target),
@@ -1026,7 +1039,7 @@ impl Arena {
             } else {
                 1
             };
-            match self.rng.below(count as u64) as usize {
+            match self.rng().below(count as u64) as usize {
                 0 => 0,
                 k => MIN_BLOCK + (k - 1) * GRANULE,
             }
@@ -1041,7 +1054,7 @@ impl Arena {
                 );
             }
             let zero = (h + HEADER).is_multiple_of(align);
-            let k = self.rng.below(count as u64) as usize;
+            let k = self.rng().below(count as u64) as usize;
             nth_offset(zero, from, step, k)
         };
         let tail = size - offset - need;

@@ -18,6 +18,14 @@ impl Rng {
         Self(ChaCha8Rng::from_seed(seed))
     }
 
+    /// The generator of stream `stream` of `seed` (ChaCha's 64-bit stream number: streams
+    /// of one seed are independent).
+    pub(crate) fn from_seed_stream(seed: [u8; 32], stream: u64) -> Self {
+        let mut rng = ChaCha8Rng::from_seed(seed);
+        rng.set_stream(stream);
+        Self(rng)
+    }
+
     /// 64 uniformly random bits.
     #[inline]
     pub(crate) fn next_u64(&mut self) -> u64 {

@@ -61,6 +61,9 @@ pub(crate) struct Root {
     slots: [Slot; ARENAS],
     /// Key of the header tags.
     key: u64,
+    /// Seed of the arenas' generators: arena `i` draws from its stream `i + 1` (the key
+    /// came from stream 0), set up when a thread first locks it.
+    seed: [u8; 32],
     /// Lock of the table's writers.
     table_lock: StateWord,
     /// Slots of the table in use (entries and tombstones), under `table_lock`.
@@ -100,10 +103,17 @@ impl core::ops::DerefMut for ArenaGuard<'_> {
 }
 
 impl<'a> ArenaGuard<'a> {
-    /// The guard of `slot`, whose lock the caller just took; first frees the blocks other
-    /// threads queued there while it was busy, so that every lock hold sees them freed.
-    fn drained(slot: &'a Slot) -> Self {
+    /// The guard of arena `index` of `root`, whose lock the caller just took; sets the
+    /// arena up at its first lock, and first frees the blocks other threads queued there
+    /// while it was busy, so that every lock hold sees them freed.
+    #[inline]
+    fn drained(root: &'a Root, index: usize) -> Self {
+        let slot = &root.slots[index];
         let mut guard = ArenaGuard { slot };
+        if !guard.is_ready() {
+            let rng = Rng::from_seed_stream(root.seed, index as u64 + 1);
+            guard.init(index, root.key, rng);
+        }
         if !slot.remote.is_empty() {
             let queued = slot.remote.take_all();
             // SAFETY: the stack holds blocks of this arena, whose lock is held.
@@ -139,27 +149,19 @@ impl Root {
     pub(crate) fn create(seed: [u8; 32]) -> Option<*mut Root> {
         let base = os::map_aligned(CHUNK, CHUNK)?.as_ptr() as usize;
         let root = base as *mut Root;
-        let mut rng = Rng::from_seed(seed);
-        let key = rng.next_u64();
-        // SAFETY: the mapping is fresh, zeroed (a valid `Root` apart from the arenas'
-        // generators, which `Arena::init` writes), aligned, and larger than `Root`; nothing
-        // else refers to it yet.
+        let key = Rng::from_seed_stream(seed, 0).next_u64();
+        // SAFETY: the mapping is fresh, zeroed (a valid `Root`, its arenas not ready),
+        // aligned, and larger than `Root`; nothing else refers to it yet.
         unsafe {
             ptr::addr_of_mut!((*root).key).write(key);
-            for i in 0..ARENAS {
-                let mut arena_seed = [0u8; 32];
-                for chunk in arena_seed.chunks_exact_mut(8) {
-                    chunk.copy_from_slice(&rng.next_u64().to_le_bytes());
-                }
-                Arena::init((*root).slots[i].arena.get(), i, key, arena_seed);
-            }
+            ptr::addr_of_mut!((*root).seed).write(seed);
             let r = &*root;
             r.table_insert(base | KIND_BLOCKS);
-            (*r.slots[0].arena.get()).adopt_first(
-                base + ROOT_SPACE,
-                base + CHUNK - HEADER,
-                CHUNK as u64,
-            );
+            // The first chunk is arena 0's: set it up now (its lock is not needed before
+            // the heap is published).
+            let arena = &mut *r.slots[0].arena.get();
+            arena.init(0, key, Rng::from_seed_stream(seed, 1));
+            arena.adopt_first(base + ROOT_SPACE, base + CHUNK - HEADER, CHUNK as u64);
         }
         Some(root)
     }
@@ -170,16 +172,18 @@ impl Root {
     pub(crate) fn lock_any(&self) -> ArenaGuard<'_> {
         let first = preferred_arena();
         (0..ARENAS)
-            .map(|i| &self.slots[(first + i) % ARENAS])
-            .find(|slot| slot.lock.try_lock().is_some())
-            .map_or_else(|| self.lock_arena(first), ArenaGuard::drained)
+            .map(|i| (first + i) % ARENAS)
+            .find(|&index| self.slots[index].lock.try_lock().is_some())
+            .map_or_else(
+                || self.lock_arena(first),
+                |index| ArenaGuard::drained(self, index),
+            )
     }
 
     /// Locks arena `index` (and frees what others queued there meanwhile).
     pub(crate) fn lock_arena(&self, index: usize) -> ArenaGuard<'_> {
-        let slot = &self.slots[index];
-        slot.lock.lock();
-        ArenaGuard::drained(slot)
+        self.slots[index].lock.lock();
+        ArenaGuard::drained(self, index)
     }
 
     // ----- chunk table ---------------------------------------------------------------
@@ -380,7 +384,7 @@ impl Root {
                 .push(payload, |next| unsafe { wr(payload, next) });
             return Ok(());
         }
-        let mut arena = ArenaGuard::drained(slot);
+        let mut arena = ArenaGuard::drained(self, index);
         // SAFETY: the chunk is the arena's and its lock is held.
         let live = unsafe { validate_in_chunk(self.key, payload) }?;
         // SAFETY: validated under this lock hold.
@@ -421,9 +425,9 @@ impl Root {
 
     /// Takes every lock (arenas by index, then the table): before `fork`.
     pub(crate) fn lock_all(&self) {
-        for slot in &self.slots {
+        for (index, slot) in self.slots.iter().enumerate() {
             slot.lock.lock();
-            core::mem::forget(ArenaGuard::drained(slot));
+            core::mem::forget(ArenaGuard::drained(self, index));
         }
         self.table_lock.lock();
     }
