@@ -20,11 +20,17 @@
 //!   after its header, so payloads are 16-byte aligned.
 //! * `prev size` is the size of the physically previous block (0 for the first block of a
 //!   chunk): free finds its left neighbour with it, and the right one by adding `size`.
-//! * `tag` is a 32-bit keyed hash of the header's address, its first word and the previous
-//!   size. The key is drawn from the OS at start and kept in the control block. A header
+//! * `tag` is a 32-bit keyed hash of the header's address and its first word (size and
+//!   flags). The key is drawn from the OS at start and kept in the control block. A header
 //!   that was overwritten, a pointer into the middle of a block and a pointer to memory the
 //!   heap never handed out all fail the check with probability 1 - 2^-32, and the process
-//!   aborts instead of trusting them.
+//!   aborts instead of trusting them. The previous size is left out of the tag, so that
+//!   cutting or merging a block rewrites its right neighbour's header with one store; the
+//!   left neighbour it names is checked instead (same chunk, valid tag, exactly that size
+//!   if free), and a linear overflow cannot reach it without breaking the tag first.
+//! * A header that stops being a block boundary is overwritten only where it was busy
+//!   (`poison`): a free header left inside a merged block still reads as free, so a free
+//!   through it is caught as a double free either way.
 //! * A free block is on the free list of its size class (a doubly linked list threaded
 //!   through the free blocks themselves); links are checked before every unlink
 //!   (`next.prev == self`, `prev.next == self`).

@@ -1,8 +1,8 @@
 //! Misuse of the randomized heap, each case in a forked child: double frees (immediate,
 //! delayed, interleaved), invalid frees (stack, unaligned, interior, foreign mapping,
 //! static, never returned, freed huge block) and overwritten headers (the block's own, its
-//! right neighbour's). Every one must abort the child with `SIGABRT` and the message glibc
-//! users expect; a child that survives fails the test.
+//! right neighbour's, its previous-size field alone). Every one must abort the child with
+//! `SIGABRT` and the message glibc users expect; a child that survives fails the test.
 //!
 //! All setup (allocations, first frees, churn) happens in the parent, with heaps built by
 //! `with_seed` so that the layouts are reproducible; the child only performs the final
@@ -244,6 +244,27 @@ fn overwriting_the_right_neighbours_header_aborts_the_free() {
         free(&heap, neighbour.as_ptr());
     });
     free(&heap, single.as_ptr());
+    free_rest(&heap, &blocks, &[]);
+}
+
+#[test]
+fn overwriting_only_the_previous_size_field_aborts_the_free() {
+    // The previous size is the one header field the keyed tag does not cover (cuts and
+    // merges rewrite it with one store); free must still refuse a left neighbour it names
+    // outside the chunk, or where no block of that size starts.
+    let heap = Randomized::with_seed(16).unwrap();
+    let (blocks, (p, _, _)) = blocks_with_a_sandwich(&heap, 64, 3000);
+    let target = blocks[p];
+    // SAFETY: the header's second word is the 8 bytes before the payload.
+    let prev = unsafe { target.as_ptr().sub(8).cast::<u64>().read() } >> 32;
+    for wrong in [u64::from(u32::MAX), prev + 1] {
+        expect_abort(&[NEIGHBOUR], || {
+            // SAFETY: none, on purpose: rewrites only the high half of the header's second
+            // word (the previous size, in 16-byte units), keeping size, flags and tag.
+            unsafe { target.as_ptr().sub(4).cast::<u32>().write(wrong as u32) };
+            free(&heap, target.as_ptr());
+        });
+    }
     free_rest(&heap, &blocks, &[]);
 }
 
