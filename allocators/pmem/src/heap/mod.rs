@@ -627,9 +627,13 @@ impl<M: Medium> PersistentHeap<M> {
     pub unsafe fn release_many(&self, ptrs: &[PPtr<u8>]) -> Result<(), HeapError> {
         let mut first = Ok(());
         let cached = self.with_cache(|slot| {
+            let mut freed = 0;
             for &p in ptrs {
                 match self.unmark(p) {
-                    Ok(block) => self.give_back_cached(slot, block, true),
+                    Ok(block) => {
+                        self.give_back_cached(slot, block, false);
+                        freed += 1;
+                    }
                     Err(e) => {
                         if first.is_ok() {
                             first = Err(e);
@@ -637,6 +641,7 @@ impl<M: Medium> PersistentHeap<M> {
                     }
                 }
             }
+            slot.count_frees(freed);
         });
         if cached.is_none() {
             for &p in ptrs {
@@ -724,9 +729,24 @@ impl<M: Medium> PersistentHeap<M> {
     }
 
     /// Checks that `p` is the start of a live block and clears its live mark: the first half
-    /// of a release, which changes nothing on error.
+    /// of a release, which changes nothing on error. The fast path is a small block's start
+    /// ([`small_block_at`](Self::small_block_at)); null, runs and errors take
+    /// [`unmark_slow`](Self::unmark_slow).
     #[inline]
     fn unmark(&self, p: PPtr<u8>) -> Result<Block, HeapError> {
+        if let Some(block) = usize::try_from(p.offset())
+            .ok()
+            .and_then(|offset| self.small_block_at(offset))
+            && self.clear_live(block.offset)
+        {
+            return Ok(block);
+        }
+        self.unmark_slow(p)
+    }
+
+    /// [`unmark`](Self::unmark) for anything but a live small block's start.
+    #[cold]
+    fn unmark_slow(&self, p: PPtr<u8>) -> Result<Block, HeapError> {
         if p.is_null() {
             return Err(HeapError::NullDest);
         }
@@ -740,6 +760,28 @@ impl<M: Medium> PersistentHeap<M> {
             return Err(not_a_block());
         }
         Ok(block)
+    }
+
+    /// The small block that starts exactly at pool offset `offset`, if one does (live or
+    /// not): a slab-kind load and a multiplication.
+    #[inline]
+    fn small_block_at(&self, offset: usize) -> Option<Block> {
+        // Below the heap, `rel` wraps to a huge value: no slab.
+        let rel = offset.wrapping_sub(self.geo.heap_off);
+        let kind = self.kinds.get(rel / SLAB_BYTES)?.load(Ordering::Acquire);
+        // Free (0) wraps around, run kinds have high bits: neither is a class.
+        let c = (kind as usize).wrapping_sub(1);
+        if c >= NCLASSES {
+            return None;
+        }
+        let in_slab = rel % SLAB_BYTES;
+        let index = block_index(c, in_slab);
+        let size = SIZE_CLASSES[c];
+        (index * size == in_slab && index < blocks_per_slab(c)).then_some(Block {
+            offset,
+            size,
+            class: Some(c),
+        })
     }
 
     /// Takes a small block for each of `layouts` from the thread's stacks (refilling an empty
@@ -1060,10 +1102,15 @@ impl<M: Medium> PersistentHeap<M> {
         let stack = &mut unsafe { slot.stacks() }[c];
         stack.push(block.offset as u64);
         if stack.len() > CACHE_LIMIT {
-            // The older half (the bottom of the stack) goes back.
-            let moved: Vec<u64> = stack.drain(..stack.len() / 2).collect();
-            lock(&self.global).free[c].extend(moved);
+            self.spill(stack, c);
         }
+    }
+
+    /// Moves the older half (the bottom) of a thread's stack of class `c` to the global list.
+    #[cold]
+    fn spill(&self, stack: &mut Vec<u64>, c: usize) {
+        let moved: Vec<u64> = stack.drain(..stack.len() / 2).collect();
+        lock(&self.global).free[c].extend(moved);
     }
 
     /// Returns the slabs of a run whose live mark is already clear to the slab pool.
