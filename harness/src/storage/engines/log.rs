@@ -529,6 +529,35 @@ impl TxLog {
         Ok((off, bytes))
     }
 
+    /// Allocates a block of at least each of `sizes` bytes for the open transaction, all in
+    /// one call into the heap ([`PHeap::alloc_many`], one [`Phase::Mm`] span), and logs
+    /// them as [`alloc`](Self::alloc) does each; appends each block's offset and usable
+    /// size to `out`, in order. All or nothing.
+    ///
+    /// # Errors
+    ///
+    /// The heap is out of space; the log would be full. Nothing is allocated.
+    pub fn alloc_many<H: PHeap>(
+        &mut self,
+        heap: &H,
+        split: &mut Split,
+        sizes: &[usize],
+        out: &mut Vec<(u64, usize)>,
+    ) -> Result<(), String> {
+        if self.allocs.len() + sizes.len() > MAX_ALLOCS {
+            return Err(format!(
+                "a transaction may allocate at most {MAX_ALLOCS} blocks"
+            ));
+        }
+        let usable: Vec<usize> = sizes.iter().map(|&s| heap.usable_size(s)).collect();
+        let start = self.allocs.len();
+        let allocs = &mut self.allocs;
+        split.time(Phase::Mm, || heap.alloc_many(&usable, allocs))?;
+        out.extend(self.allocs[start..].iter().copied().zip(usable));
+        self.dirty = true;
+        Ok(())
+    }
+
     /// Logs that the `new.len()` words at byte offset `target` (8-aligned, inside the
     /// engine's root or a block it reaches) become `new` at [`apply`](Self::apply), where
     /// they are stored timed as `phase`. Only the changed range is logged; nothing if
