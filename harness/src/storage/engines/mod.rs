@@ -34,7 +34,8 @@ use super::{PHeap, Phase, Split};
 
 /// Frees, in one [`Phase::Mm`] span and one call into the heap ([`PHeap::dealloc_many`]),
 /// the blocks that an earlier committed transaction unlinked (InP's and LSM's deferred
-/// frees), emptying `retired`; no span when there is nothing to free.
+/// frees, through [`log::TxLog::free_at_next_alloc`]), emptying `retired`; no span when
+/// there is nothing to free.
 ///
 /// # Errors
 ///
