@@ -332,6 +332,99 @@ fn bad_requests_and_bad_destinations_are_errors_that_write_nothing() {
 }
 
 #[test]
+fn many_at_once_allocates_and_releases_as_one_at_a_time_with_nothing_persistent() {
+    let heap = sim_heap(4 * MIB);
+    // Sizes of several classes, a repeated one, and a run (served block by block).
+    let sizes = [512, 1000, 512, 64, 4096, 100_000];
+    let layouts: Vec<Layout> = sizes.iter().map(|&s| layout(s)).collect();
+    let mut out = vec![PPtr::NULL; sizes.len()];
+    // The first block of a class carves a slab, and a run is assigned, with their tags
+    // persisted (off the fast path); after that, small blocks write nothing persistent.
+    heap.allocate_unlinked_many(&layouts, &mut out).unwrap();
+    let before = heap.stats().persist;
+    heap.allocate_unlinked_many(&layouts[..5], &mut out[..5])
+        .unwrap();
+    assert_eq!(
+        heap.stats().persist,
+        before,
+        "allocate_unlinked_many flushed or fenced"
+    );
+    let first_run = out[5];
+    out[5] = heap.allocate_unlinked(layout(100_000)).unwrap();
+    // SAFETY: named by nothing.
+    unsafe { heap.release(first_run) }.unwrap();
+    let before = heap.stats().persist;
+    assert_eq!(heap.stats().live_blocks, 5 + 6);
+    let mut blocks = BTreeMap::new();
+    for (p, &size) in out.iter().zip(&sizes) {
+        let got = heap.block_size(*p).expect("a live block");
+        assert!(got >= size, "{got} < {size}");
+        blocks.insert(p.offset(), got);
+    }
+    assert_eq!(blocks.len(), sizes.len(), "a block handed out twice");
+    assert_disjoint(&blocks);
+
+    // Release them all, with a double entry and a null in the list: those are refused,
+    // the rest freed, nothing persistent written.
+    let mut list = out.clone();
+    list.insert(2, out[0]);
+    list.push(PPtr::NULL);
+    // SAFETY: the blocks are named by nothing durable and not used again.
+    let released = unsafe { heap.release_many(&list) };
+    assert!(
+        matches!(released, Err(HeapError::NotABlock { offset }) if offset == out[0].offset()),
+        "{released:?}"
+    );
+    assert_eq!(
+        heap.stats().persist,
+        before,
+        "release_many flushed or fenced"
+    );
+    assert_eq!(heap.stats().live_blocks, 5);
+    for p in &out {
+        assert_eq!(heap.block_size(*p), None);
+    }
+    // Zero sizes and bad alignments are refused before anything is taken.
+    let bad = [layout(64), layout(0)];
+    let err = heap.allocate_unlinked_many(&bad, &mut out[..2]);
+    assert!(matches!(err, Err(HeapError::ZeroSize)), "{err:?}");
+    let aligned = Layout::from_size_align(64, 4096).unwrap();
+    let err = heap.allocate_unlinked_many(&[layout(64), aligned], &mut out[..2]);
+    assert!(
+        matches!(err, Err(HeapError::UnsupportedAlignment { .. })),
+        "{err:?}"
+    );
+    assert_eq!(heap.stats().live_blocks, 5, "a refused batch kept a block");
+}
+
+#[test]
+fn a_batch_that_runs_out_of_space_takes_nothing() {
+    // Room for four slabs.
+    let heap = sim_heap(4 * SLAB_BYTES + 64 * 1024);
+    let mut out = [PPtr::NULL; 4];
+    let layouts = [layout(4096); 4];
+    let mut live = 0;
+    let err = loop {
+        match heap.allocate_unlinked_many(&layouts, &mut out) {
+            Ok(()) => live += 4,
+            Err(e) => break e,
+        }
+    };
+    assert!(
+        matches!(err, HeapError::OutOfSpace { requested: 4096 }),
+        "{err}"
+    );
+    assert_eq!(heap.stats().live_blocks, live, "a failed batch kept blocks");
+    // What is left is still there, one at a time.
+    let mut more = 0;
+    while heap.allocate_unlinked(layout(4096)).is_ok() {
+        more += 1;
+    }
+    assert!(more < 4, "{more} blocks left, a batch of 4 should have fit");
+    assert_eq!(live + more, 4 * 16);
+}
+
+#[test]
 fn out_of_space_is_an_error_value_and_the_heap_recovers_from_it() {
     // Room for four slabs.
     let heap = sim_heap(4 * SLAB_BYTES + 64 * 1024);

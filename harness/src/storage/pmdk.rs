@@ -4,6 +4,7 @@
 //! | `PHeap` call | libpmemobj | crash-atomic? |
 //! |---|---|---|
 //! | [`alloc`](PHeap::alloc) | `pmemobj_reserve` + `pmemobj_publish` (what `pmemobj_alloc` into a DRAM `PMEMoid` does) | the allocation is; the caller's link is its own (a crash before it leaks the block, as in N-Store) |
+//! | [`alloc_many`](PHeap::alloc_many) | `pmemobj_reserve` of each + one `pmemobj_publish` (per 8) | as `alloc` |
 //! | [`dealloc`](PHeap::dealloc) | `pmemobj_free` of a DRAM `PMEMoid` | yes |
 //! | [`alloc_into`](PHeap::alloc_into) | `pmemobj_reserve` + `pmemobj_set_value(dest, off)` + `pmemobj_publish` of both | yes: one redo log |
 //! | [`free_from`](PHeap::free_from) | `pmemobj_defer_free` + `pmemobj_set_value(dest, 0)` + `pmemobj_publish` of both | yes: one redo log |
@@ -60,6 +61,8 @@ const OBJECT_ALIGN: u64 = 16;
 /// The heap's blocks are cache-line aligned, as alloclab-pmem's (the engines check that
 /// links are multiples of 64).
 const BLOCK_ALIGN: u64 = 64;
+/// Reservations [`PHeap::alloc_many`] publishes together.
+const MANY_CHUNK: usize = 8;
 /// The root is cache-line aligned: PMDK's root object is asked for this much more and the
 /// heap's root starts at the first 64-byte boundary inside it.
 const ROOT_ALIGN: usize = 64;
@@ -267,6 +270,51 @@ impl PHeap for PmdkStorage {
         self.publish(&mut action, "alloc")?;
         self.blocks.insert(block, size as u64);
         Ok(block)
+    }
+
+    /// One `pmemobj_publish` (one redo log) for each chunk of up to [`MANY_CHUNK`]
+    /// reservations, as an application that allocates several objects at once does with
+    /// PMDK's action API.
+    fn alloc_many(&self, sizes: &[usize], out: &mut Vec<u64>) -> Result<(), String> {
+        let start = out.len();
+        for chunk in sizes.chunks(MANY_CHUNK) {
+            let mut actions = [PobjAction::default(); MANY_CHUNK];
+            let mut reserved = 0;
+            let mut taken = Ok(());
+            for (action, &size) in actions.iter_mut().zip(chunk) {
+                match self.reserve(action, size) {
+                    Ok(block) => {
+                        out.push(block);
+                        reserved += 1;
+                    }
+                    Err(e) => {
+                        taken = Err(e);
+                        break;
+                    }
+                }
+            }
+            let taken = match taken {
+                Ok(()) => self.publish(&mut actions[..reserved], "alloc_many"),
+                Err(e) => {
+                    // SAFETY: reserved, not published: cancelling returns the blocks.
+                    unsafe {
+                        (self.lib.cancel)(self.pool.as_ptr(), actions.as_mut_ptr(), reserved)
+                    };
+                    Err(e)
+                }
+            };
+            if let Err(e) = taken {
+                out.truncate(out.len() - reserved);
+                // SAFETY: the earlier chunks' blocks, allocated just now and linked nowhere.
+                let _ = unsafe { self.dealloc_many(&out[start..]) };
+                out.truncate(start);
+                return Err(e);
+            }
+            for (&block, &size) in out[out.len() - reserved..].iter().zip(chunk) {
+                self.blocks.insert(block, size as u64);
+            }
+        }
+        Ok(())
     }
 
     unsafe fn dealloc(&self, off: u64) -> Result<(), String> {

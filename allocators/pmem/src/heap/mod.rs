@@ -50,6 +50,10 @@
 //!   operations for a caller that links and unlinks blocks durably itself (a storage
 //!   engine, inside the fence of its own log or commit): **no flush, no fence**; since a
 //!   block is live iff reachable, the caller's durable link is the allocation.
+//!   [`allocate_unlinked_many`](PersistentHeap::allocate_unlinked_many) and
+//!   [`release_many`](PersistentHeap::release_many) do the same for several blocks with one
+//!   visit to the thread's cache (an engine's copy-on-write path and tuple, a commit's
+//!   retired versions).
 //!
 //! The block's contents are the caller's (persist them with
 //! [`persist`](PersistentHeap::persist) before publishing, or after: a crash in between
@@ -59,7 +63,9 @@
 //!
 //! Each thread has its own per-class stacks of free block offsets for each heap it uses
 //! ([`thread_cache`]): the fast path pops or pushes with no lock and no locked instruction
-//! (a locked instruction after a flush waits for it like a fence). An empty stack refills (a
+//! (a locked instruction after a flush waits for it like a fence), and finds a request's
+//! class by a table lookup and a block's index in its slab by a multiplication (no
+//! division). An empty stack refills (a
 //! batch of [`REFILL_BATCH`]) from the global per-class lists, or carves a fresh slab, under
 //! the global mutex; a stack over [`CACHE_LIMIT`] hands its older half back. When both are
 //! empty the stacks of threads that exited are taken into the global lists before reporting
@@ -157,9 +163,49 @@ const fn blocks_per_slab(c: usize) -> usize {
     SLAB_BYTES / SIZE_CLASSES[c]
 }
 
-/// The smallest class whose blocks hold `size` bytes (`size <= MAX_SMALL`).
+/// The smallest class whose blocks hold `size` bytes (`size <= MAX_SMALL`): a table
+/// lookup by the size in cache lines.
+#[inline]
 fn class_of(size: usize) -> usize {
-    SIZE_CLASSES.partition_point(|&s| s < size)
+    CLASS_BY_LINES[size.div_ceil(CACHE_LINE)] as usize
+}
+
+/// [`class_of`] by the size in whole cache lines (`0..=MAX_SMALL / CACHE_LINE`).
+const CLASS_BY_LINES: [u8; MAX_SMALL / CACHE_LINE + 1] = {
+    let mut table = [0u8; MAX_SMALL / CACHE_LINE + 1];
+    let mut lines = 0;
+    while lines < table.len() {
+        let mut c = 0;
+        while SIZE_CLASSES[c] < lines * CACHE_LINE {
+            c += 1;
+        }
+        table[lines] = c as u8;
+        lines += 1;
+    }
+    table
+};
+
+/// Bits of the fixed-point reciprocals in [`LINE_RECIPROCALS`].
+const RECIPROCAL_SHIFT: u32 = 22;
+
+/// `ceil(2^22 / lines)` for each class's block size in cache lines: a block's index in its
+/// slab is `(line * LINE_RECIPROCALS[c]) >> 22` for every line of a slab (below 2^10), with
+/// no division (the error term is below `2^10 / 2^22`, far under the `1 / lines` that would
+/// change the quotient; a test checks every line of every class).
+const LINE_RECIPROCALS: [usize; NCLASSES] = {
+    let mut r = [0usize; NCLASSES];
+    let mut c = 0;
+    while c < NCLASSES {
+        r[c] = (1usize << RECIPROCAL_SHIFT).div_ceil(SIZE_CLASSES[c] / CACHE_LINE);
+        c += 1;
+    }
+    r
+};
+
+/// The index, in its slab, of the class-`c` block that holds byte `in_slab` of the slab.
+#[inline]
+fn block_index(c: usize, in_slab: usize) -> usize {
+    ((in_slab / CACHE_LINE) * LINE_RECIPROCALS[c]) >> RECIPROCAL_SHIFT
 }
 
 /// A block: its offset in the pool and what it belongs to.
@@ -513,20 +559,100 @@ impl<M: Medium> PersistentHeap<M> {
     /// keeps it live while the heap may have handed it out again), and no pointer to it may
     /// be used after this call.
     pub unsafe fn release(&self, p: PPtr<u8>) -> Result<(), HeapError> {
-        if p.is_null() {
-            return Err(HeapError::NullDest);
-        }
-        let not_a_block = || HeapError::NotABlock { offset: p.offset() };
-        let offset = usize::try_from(p.offset()).map_err(|_| not_a_block())?;
-        let block = match self.block_containing(offset) {
-            Some(b) if b.offset == offset => b,
-            _ => return Err(not_a_block()),
-        };
-        if !self.clear_live(offset) {
-            return Err(not_a_block());
-        }
+        let block = self.unmark(p)?;
         self.give_back(block, true);
         Ok(())
+    }
+
+    /// Allocates a block for each of `layouts`, in order, into `out` (one entry each), as
+    /// [`allocate_unlinked`](Self::allocate_unlinked) does for each, but with one visit to
+    /// the calling thread's cache for all of them: what a storage engine that needs several
+    /// blocks for one operation (a copy-on-write path and its tuple) pays once instead of
+    /// once a block.
+    ///
+    /// # Errors
+    ///
+    /// As [`allocate_unlinked`](Self::allocate_unlinked) for the first layout that fails;
+    /// the blocks taken for the layouts before it are given back (nothing is allocated), and
+    /// `out`'s entries are unspecified.
+    ///
+    /// # Panics
+    ///
+    /// If `out` and `layouts` differ in length.
+    pub fn allocate_unlinked_many(
+        &self,
+        layouts: &[Layout],
+        out: &mut [PPtr<u8>],
+    ) -> Result<(), HeapError> {
+        assert_eq!(
+            layouts.len(),
+            out.len(),
+            "allocate_unlinked_many: one destination per layout"
+        );
+        if self.with_cache(|slot| self.take_many_cached(slot, layouts, out)) == Some(true) {
+            return Ok(());
+        }
+        // A run, a class with no block cached and no slab to carve, or a thread exiting:
+        // block by block (reclaiming the caches of exited threads before out of space).
+        for (i, &layout) in layouts.iter().enumerate() {
+            match self.take(layout, false) {
+                Ok(block) => out[i] = PPtr::from_offset(block.offset as u64),
+                Err(e) => {
+                    for p in &out[..i] {
+                        // Taken just now: live, named by nothing.
+                        if let Ok(block) = self.unmark(*p) {
+                            self.give_back(block, false);
+                        }
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        self.count_allocations(layouts.len() as u64);
+        Ok(())
+    }
+
+    /// Gives back every block of `ptrs`, as [`release`](Self::release) does each, with one
+    /// visit to the calling thread's cache for all of them.
+    ///
+    /// # Errors
+    ///
+    /// The first refusal, as [`release`](Self::release) refuses: that entry changes nothing,
+    /// and every other entry is still given back (a block listed twice is refused the
+    /// second time).
+    ///
+    /// # Safety
+    ///
+    /// As [`release`](Self::release), for every entry.
+    pub unsafe fn release_many(&self, ptrs: &[PPtr<u8>]) -> Result<(), HeapError> {
+        let mut first = Ok(());
+        let cached = self.with_cache(|slot| {
+            let mut freed = 0;
+            for &p in ptrs {
+                match self.unmark(p) {
+                    Ok(block) => {
+                        self.give_back_cached(slot, block, false);
+                        freed += 1;
+                    }
+                    Err(e) => {
+                        if first.is_ok() {
+                            first = Err(e);
+                        }
+                    }
+                }
+            }
+            slot.count_frees(freed);
+        });
+        if cached.is_none() {
+            for &p in ptrs {
+                // SAFETY: the caller's contract, for each entry.
+                let released = unsafe { self.release(p) };
+                if first.is_ok() {
+                    first = released;
+                }
+            }
+        }
+        first
     }
 
     /// Takes a block for `layout` in DRAM only: nothing persistent changes until
@@ -602,11 +728,90 @@ impl<M: Medium> PersistentHeap<M> {
         }
     }
 
-    fn count_frees(&self, n: u64) {
-        if self.with_cache(|slot| slot.count_frees(n)).is_none() {
-            let _global = lock(&self.global);
-            self.fallback.count_frees(n);
+    /// Checks that `p` is the start of a live block and clears its live mark: the first half
+    /// of a release, which changes nothing on error. The fast path is a small block's start
+    /// ([`small_block_at`](Self::small_block_at)); null, runs and errors take
+    /// [`unmark_slow`](Self::unmark_slow).
+    #[inline]
+    fn unmark(&self, p: PPtr<u8>) -> Result<Block, HeapError> {
+        if let Some(block) = usize::try_from(p.offset())
+            .ok()
+            .and_then(|offset| self.small_block_at(offset))
+            && self.clear_live(block.offset)
+        {
+            return Ok(block);
         }
+        self.unmark_slow(p)
+    }
+
+    /// [`unmark`](Self::unmark) for anything but a live small block's start.
+    #[cold]
+    fn unmark_slow(&self, p: PPtr<u8>) -> Result<Block, HeapError> {
+        if p.is_null() {
+            return Err(HeapError::NullDest);
+        }
+        let not_a_block = || HeapError::NotABlock { offset: p.offset() };
+        let offset = usize::try_from(p.offset()).map_err(|_| not_a_block())?;
+        let block = match self.block_containing(offset) {
+            Some(b) if b.offset == offset => b,
+            _ => return Err(not_a_block()),
+        };
+        if !self.clear_live(offset) {
+            return Err(not_a_block());
+        }
+        Ok(block)
+    }
+
+    /// The small block that starts exactly at pool offset `offset`, if one does (live or
+    /// not): a slab-kind load and a multiplication.
+    #[inline]
+    fn small_block_at(&self, offset: usize) -> Option<Block> {
+        // Below the heap, `rel` wraps to a huge value: no slab.
+        let rel = offset.wrapping_sub(self.geo.heap_off);
+        let kind = self.kinds.get(rel / SLAB_BYTES)?.load(Ordering::Acquire);
+        // Free (0) wraps around, run kinds have high bits: neither is a class.
+        let c = (kind as usize).wrapping_sub(1);
+        if c >= NCLASSES {
+            return None;
+        }
+        let in_slab = rel % SLAB_BYTES;
+        let index = block_index(c, in_slab);
+        let size = SIZE_CLASSES[c];
+        (index * size == in_slab && index < blocks_per_slab(c)).then_some(Block {
+            offset,
+            size,
+            class: Some(c),
+        })
+    }
+
+    /// Takes a small block for each of `layouts` from the thread's stacks (refilling an empty
+    /// one), marks them live and counts them; `false`, with nothing taken, if a layout is not
+    /// a small class or a class has no block left to take.
+    fn take_many_cached(&self, slot: &CacheSlot, layouts: &[Layout], out: &mut [PPtr<u8>]) -> bool {
+        // SAFETY: this thread owns its slot, and nothing else holds its stacks.
+        let stacks = unsafe { slot.stacks() };
+        for (i, layout) in layouts.iter().enumerate() {
+            let size = layout.size();
+            let small = size != 0 && size <= MAX_SMALL && layout.align() <= CACHE_LINE;
+            let taken = small.then(|| class_of(size)).and_then(|c| {
+                let stack = &mut stacks[c];
+                if stack.is_empty() {
+                    self.refill(stack, c);
+                }
+                stack.pop()
+            });
+            let Some(offset) = taken else {
+                for (p, layout) in out[..i].iter().zip(layouts).rev() {
+                    self.clear_live(p.offset() as usize);
+                    stacks[class_of(layout.size())].push(p.offset());
+                }
+                return false;
+            };
+            self.set_live(offset as usize);
+            out[i] = PPtr::from_offset(offset);
+        }
+        slot.count_allocations(layouts.len() as u64);
+        true
     }
 
     fn line_of(&self, offset: usize) -> usize {
@@ -645,7 +850,7 @@ impl<M: Medium> PersistentHeap<M> {
             Kind::Free => None,
             Kind::Small(c) => {
                 let size = SIZE_CLASSES[c];
-                let index = (rel % SLAB_BYTES) / size;
+                let index = block_index(c, rel % SLAB_BYTES);
                 (index < blocks_per_slab(c)).then_some(Block {
                     offset: slab_start + index * size,
                     size,
@@ -868,42 +1073,57 @@ impl<M: Medium> PersistentHeap<M> {
     /// Gives a block whose live mark is already clear back to the thread's cache or the slab
     /// pool; counts a free when `count`.
     fn give_back(&self, block: Block, count: bool) {
-        match block.class {
-            Some(c) => {
-                let cached = self.with_cache(|slot| {
-                    slot.count_frees(u64::from(count));
-                    // SAFETY: this thread owns its slot, and nothing else holds its stacks.
-                    let stack = &mut unsafe { slot.stacks() }[c];
-                    stack.push(block.offset as u64);
-                    if stack.len() > CACHE_LIMIT {
-                        // The older half (the bottom of the stack) goes back.
-                        let moved: Vec<u64> = stack.drain(..stack.len() / 2).collect();
-                        lock(&self.global).free[c].extend(moved);
-                    }
-                });
-                if cached.is_none() {
-                    let mut global = lock(&self.global);
-                    global.free[c].push(block.offset as u64);
-                    if count {
-                        self.fallback.count_frees(1);
-                    }
-                }
-            }
-            None => {
-                if count {
-                    self.count_frees(1);
-                }
-                let head = (block.offset - self.geo.heap_off) / SLAB_BYTES;
-                let n = block.size / SLAB_BYTES;
-                // Tags stay as they are (stale tags are read safely at recovery).
-                for slab in head..head + n {
-                    self.kinds[slab].store(0, Ordering::Release);
-                }
-                let mut global = lock(&self.global);
-                global.slab_free[head..head + n].fill(true);
-                global.hint = global.hint.min(head);
-            }
+        let cached = self.with_cache(|slot| self.give_back_cached(slot, block, count));
+        if cached.is_some() {
+            return;
         }
+        // The thread's locals are gone (it is exiting): straight to the global lists.
+        match block.class {
+            Some(c) => lock(&self.global).free[c].push(block.offset as u64),
+            None => self.free_run(block),
+        }
+        if count {
+            let _global = lock(&self.global);
+            self.fallback.count_frees(1);
+        }
+    }
+
+    /// [`give_back`](Self::give_back) with the calling thread's cache at hand: a small block
+    /// goes onto its class's stack (the older half of a stack over [`CACHE_LIMIT`] to the
+    /// global list), a run to the slab pool.
+    #[inline]
+    fn give_back_cached(&self, slot: &CacheSlot, block: Block, count: bool) {
+        slot.count_frees(u64::from(count));
+        let Some(c) = block.class else {
+            self.free_run(block);
+            return;
+        };
+        // SAFETY: this thread owns its slot, and nothing else holds its stacks.
+        let stack = &mut unsafe { slot.stacks() }[c];
+        stack.push(block.offset as u64);
+        if stack.len() > CACHE_LIMIT {
+            self.spill(stack, c);
+        }
+    }
+
+    /// Moves the older half (the bottom) of a thread's stack of class `c` to the global list.
+    #[cold]
+    fn spill(&self, stack: &mut Vec<u64>, c: usize) {
+        let moved: Vec<u64> = stack.drain(..stack.len() / 2).collect();
+        lock(&self.global).free[c].extend(moved);
+    }
+
+    /// Returns the slabs of a run whose live mark is already clear to the slab pool.
+    fn free_run(&self, block: Block) {
+        let head = (block.offset - self.geo.heap_off) / SLAB_BYTES;
+        let n = block.size / SLAB_BYTES;
+        // Tags stay as they are (stale tags are read safely at recovery).
+        for slab in head..head + n {
+            self.kinds[slab].store(0, Ordering::Release);
+        }
+        let mut global = lock(&self.global);
+        global.slab_free[head..head + n].fill(true);
+        global.hint = global.hint.min(head);
     }
 }
 
@@ -972,6 +1192,33 @@ impl<M: Medium> Drop for Reservation<'_, M> {
     fn drop(&mut self) {
         if self.armed && self.heap.clear_live(self.block.offset) {
             self.heap.give_back(self.block, false);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_class_table_is_the_smallest_class_that_fits() {
+        for size in 1..=MAX_SMALL {
+            let c = class_of(size);
+            assert!(SIZE_CLASSES[c] >= size, "{size}");
+            assert!(c == 0 || SIZE_CLASSES[c - 1] < size, "{size}");
+        }
+    }
+
+    #[test]
+    fn reciprocal_block_indexes_equal_division_on_every_line_of_every_class() {
+        for (c, &size) in SIZE_CLASSES.iter().enumerate() {
+            for in_slab in (0..SLAB_BYTES).step_by(CACHE_LINE / 2) {
+                assert_eq!(
+                    block_index(c, in_slab),
+                    in_slab / size,
+                    "class {c}, {in_slab}"
+                );
+            }
         }
     }
 }

@@ -376,7 +376,8 @@ unsafe impl Medium for PmemFileMedium {
         if self.is_pmem {
             self.lib.drain();
         }
-        // After the drain: the counters' locked adds then wait on no flush.
+        // Counted with no locked instruction (see `counters`): the drain is an SFENCE that
+        // the code after it overlaps with the write-backs.
         self.stats.record_fence();
     }
 

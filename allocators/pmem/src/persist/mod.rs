@@ -18,6 +18,7 @@
 //! `create` refuses an existing file, `open` refuses an empty one, and a pool file is held
 //! under an exclusive `flock` for the medium's life, so a second open fails.
 
+mod counters;
 mod error;
 mod file;
 pub mod libpmem;
@@ -26,8 +27,7 @@ pub mod sim;
 
 use std::path::Path;
 
-use alloclab_core::sync::atomic::{AtomicU64, Ordering};
-
+pub use counters::AtomicPersistStats;
 pub use error::MediumError;
 pub use libpmem::{Libpmem, PmemFileMedium};
 pub use native::FileMedium;
@@ -170,168 +170,6 @@ pub fn lines_touched(offset: usize, len: usize) -> u64 {
     (last - first + 1) as u64
 }
 
-/// [`PersistStats`] kept with atomics, for media shared between threads.
-///
-/// **Flushes are counted per thread and published at the thread's next fence.** A locked
-/// read-modify-write (`fetch_add`) waits on x86 for every earlier `CLWB`/`CLFLUSHOPT` of its
-/// thread to complete, as a fence does; counting each flush with one would turn a batch of
-/// flushes followed by one fence into a fence per flush (measured: four 8-byte persists
-/// under one fence went from 200 ns to 740 ns). So [`record_flush`](Self::record_flush)
-/// only adds to plain thread-local counters, and [`record_fence`](Self::record_fence)
-/// publishes them with the fence's own count, when no flush is outstanding any more.
-/// Pending counts are also published when the thread flushes another medium and when it
-/// exits.
-///
-/// A [`snapshot`](Self::snapshot) sees every count of the calling thread, and every other
-/// thread's counts up to that thread's last fence (all of them once it has been joined);
-/// counters are relaxed, so a snapshot taken while threads run may mix counts from slightly
-/// different moments.
-#[derive(Debug, Default)]
-pub struct AtomicPersistStats {
-    shared: std::sync::Arc<SharedCounts>,
-}
-
-#[derive(Debug, Default)]
-struct SharedCounts {
-    lines_flushed: AtomicU64,
-    flushes: AtomicU64,
-    fences: AtomicU64,
-    bytes_flushed: AtomicU64,
-}
-
-/// One thread's flushes on one medium that no fence of the thread has published yet.
-struct PendingFlushes {
-    owner: std::sync::Weak<SharedCounts>,
-    lines_flushed: u64,
-    flushes: u64,
-    bytes_flushed: u64,
-}
-
-impl PendingFlushes {
-    fn is_for(&self, shared: &std::sync::Arc<SharedCounts>) -> bool {
-        std::ptr::eq(self.owner.as_ptr(), std::sync::Arc::as_ptr(shared))
-    }
-
-    /// Adds the pending counts to their medium's counters (if it still exists) and zeroes
-    /// them.
-    fn publish(&mut self) {
-        if self.flushes == 0 {
-            return;
-        }
-        if let Some(shared) = self.owner.upgrade() {
-            publish_to(&shared, self);
-        }
-        self.lines_flushed = 0;
-        self.flushes = 0;
-        self.bytes_flushed = 0;
-    }
-}
-
-fn publish_to(shared: &SharedCounts, p: &PendingFlushes) {
-    shared.flushes.fetch_add(p.flushes, Ordering::Relaxed);
-    shared
-        .lines_flushed
-        .fetch_add(p.lines_flushed, Ordering::Relaxed);
-    shared
-        .bytes_flushed
-        .fetch_add(p.bytes_flushed, Ordering::Relaxed);
-}
-
-/// The calling thread's pending flushes (on the last medium it flushed).
-struct PendingSlot(std::cell::RefCell<Option<PendingFlushes>>);
-
-impl Drop for PendingSlot {
-    fn drop(&mut self) {
-        if let Some(p) = self.0.get_mut() {
-            p.publish();
-        }
-    }
-}
-
-thread_local! {
-    static PENDING: PendingSlot = const { PendingSlot(std::cell::RefCell::new(None)) };
-}
-
-impl AtomicPersistStats {
-    /// All zero.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Counts one `flush(offset, len)` call (in the calling thread's pending counts).
-    pub fn record_flush(&self, offset: usize, len: usize) {
-        let lines = lines_touched(offset, len);
-        let counted = PENDING.try_with(|slot| {
-            let mut slot = slot.0.borrow_mut();
-            match &mut *slot {
-                Some(p) if p.is_for(&self.shared) => {
-                    p.lines_flushed += lines;
-                    p.flushes += 1;
-                    p.bytes_flushed += len as u64;
-                }
-                other => {
-                    if let Some(p) = other.as_mut() {
-                        p.publish();
-                    }
-                    *other = Some(PendingFlushes {
-                        owner: std::sync::Arc::downgrade(&self.shared),
-                        lines_flushed: lines,
-                        flushes: 1,
-                        bytes_flushed: len as u64,
-                    });
-                }
-            }
-        });
-        if counted.is_err() {
-            // The thread is exiting and its slot is gone: count directly.
-            publish_to(
-                &self.shared,
-                &PendingFlushes {
-                    owner: std::sync::Weak::new(),
-                    lines_flushed: lines,
-                    flushes: 1,
-                    bytes_flushed: len as u64,
-                },
-            );
-        }
-    }
-
-    /// Counts one `fence` call and publishes the calling thread's pending flushes on this
-    /// medium. Call it after the fence instruction, so that no flush is outstanding.
-    pub fn record_fence(&self) {
-        let _ = PENDING.try_with(|slot| {
-            if let Some(p) = slot
-                .0
-                .borrow_mut()
-                .as_mut()
-                .filter(|p| p.is_for(&self.shared))
-            {
-                p.publish();
-            }
-        });
-        self.shared.fences.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// The counters now: everything published, plus the calling thread's pending flushes.
-    pub fn snapshot(&self) -> PersistStats {
-        let s = &self.shared;
-        let mut stats = PersistStats {
-            lines_flushed: s.lines_flushed.load(Ordering::Relaxed),
-            flushes: s.flushes.load(Ordering::Relaxed),
-            fences: s.fences.load(Ordering::Relaxed),
-            bytes_flushed: s.bytes_flushed.load(Ordering::Relaxed),
-        };
-        let _ = PENDING.try_with(|slot| {
-            if let Some(p) = slot.0.borrow().as_ref().filter(|p| p.is_for(&self.shared)) {
-                stats.lines_flushed += p.lines_flushed;
-                stats.flushes += p.flushes;
-                stats.bytes_flushed += p.bytes_flushed;
-            }
-        });
-        stats
-    }
-}
-
 /// Panics unless `offset..offset + len` lies within a medium of `medium_len` bytes: flushing
 /// outside the mapping is a caller's bug, and on a file medium it would fault.
 #[track_caller]
@@ -408,53 +246,5 @@ mod stats_tests {
                 bytes_flushed: 0
             }
         );
-    }
-
-    #[test]
-    fn flushes_are_seen_by_their_thread_at_once_and_by_others_after_a_fence_or_exit() {
-        let a = std::sync::Arc::new(AtomicPersistStats::new());
-        let b = AtomicPersistStats::new();
-        a.record_flush(0, 64);
-        a.record_flush(60, 8);
-        assert_eq!(
-            a.snapshot().flushes,
-            2,
-            "the flushing thread sees its own counts"
-        );
-        assert_eq!(a.snapshot().lines_flushed, 3);
-        let other = {
-            let a = a.clone();
-            std::thread::spawn(move || a.snapshot()).join().unwrap()
-        };
-        assert_eq!(
-            other.flushes, 0,
-            "another thread sees them only after a fence"
-        );
-        // Flushing another medium publishes the first medium's pending counts.
-        b.record_flush(0, 1);
-        a.record_fence();
-        assert_eq!(a.snapshot().flushes, 2);
-        assert_eq!(b.snapshot().flushes, 1);
-        assert_eq!(b.snapshot().fences, 0);
-        let a2 = a.clone();
-        std::thread::spawn(move || {
-            a2.record_flush(128, 128);
-            // No fence: the thread's exit publishes it.
-        })
-        .join()
-        .unwrap();
-        let after = a.snapshot();
-        assert_eq!(
-            (
-                after.flushes,
-                after.lines_flushed,
-                after.fences,
-                after.bytes_flushed
-            ),
-            (3, 5, 1, 64 + 8 + 128)
-        );
-        b.record_fence();
-        let other = std::thread::spawn(move || b.snapshot()).join().unwrap();
-        assert_eq!((other.flushes, other.fences), (1, 1));
     }
 }

@@ -375,7 +375,7 @@ unsafe impl Medium for FileMedium {
             NativeFlush::Msync => {}
             _ => store_fence(),
         }
-        // After the fence: the counters' locked adds then wait on no flush.
+        // Counted with no locked instruction (see `counters`).
         self.stats.record_fence();
     }
 

@@ -56,7 +56,17 @@ use layout::{MIN_HEAP_BYTES, round_up_to_line};
 pub struct Pool<M: Medium> {
     medium: M,
     header: Header,
+    /// `medium.base()`, kept here: resolving an offset is a field load and an add, not a
+    /// call through the medium (a `Box<dyn Medium>` in pool files) each time.
+    base: *mut u8,
 }
+
+// SAFETY: `base` is a copy of the medium's base, which the `Medium` contract keeps valid
+// and unmoved for the medium's life; the pool shares it exactly as the medium (itself
+// `Send + Sync`) does.
+unsafe impl<M: Medium> Send for Pool<M> {}
+// SAFETY: as above.
+unsafe impl<M: Medium> Sync for Pool<M> {}
 
 impl<M: Medium> std::fmt::Debug for Pool<M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -124,7 +134,11 @@ impl<M: Medium> Pool<M> {
         write(&medium, BACKUP_OFFSET, &MAGIC);
         medium.persist(BACKUP_OFFSET, magic_len);
 
-        Ok(Self { medium, header })
+        Ok(Self {
+            base: medium.base(),
+            medium,
+            header,
+        })
     }
 
     /// Opens the pool on `medium`: validates a header copy against the medium, then (only
@@ -159,7 +173,11 @@ impl<M: Medium> Pool<M> {
             write(&medium, stale_copy, &image);
             medium.persist(stale_copy, HEADER_COPY_BYTES);
         }
-        Ok(Self { medium, header })
+        Ok(Self {
+            base: medium.base(),
+            medium,
+            header,
+        })
     }
 
     /// The validated header.
@@ -178,8 +196,9 @@ impl<M: Medium> Pool<M> {
     }
 
     /// The first byte of the pool in this mapping.
+    #[inline]
     pub fn base(&self) -> *mut u8 {
-        self.medium.base()
+        self.base
     }
 
     /// The root object: where the application keeps its entry points.

@@ -113,9 +113,17 @@ pub(crate) fn new_column<H: PHeap>(
 ) -> Result<u64, String> {
     let len: usize = parts.iter().map(|p| p.len()).sum();
     let (off, block) = log.alloc(heap, split, len.max(1))?;
+    fill_column(heap, split, off, block, parts);
+    Ok(off)
+}
+
+/// Writes `parts` concatenated into the fresh column block at `off` of `block` bytes,
+/// zeros to its end, and flushes it.
+fn fill_column<H: PHeap>(heap: &H, split: &mut Split, off: u64, block: usize, parts: &[&[u8]]) {
     let base = heap.at(off);
     split.time(Phase::Mod, || {
-        // SAFETY: a fresh block of `block >= len` bytes, this transaction's.
+        // SAFETY: a fresh block of `block` bytes, at least the parts' length (the caller
+        // asked for that many), this transaction's.
         unsafe {
             let mut at = 0;
             for part in parts {
@@ -126,11 +134,11 @@ pub(crate) fn new_column<H: PHeap>(
         }
     });
     split.flush(heap, base, block);
-    Ok(off)
 }
 
 /// Allocates, writes and flushes a column tuple of `value` (its columns, then the tuple) in
-/// `log`'s open transaction; returns the tuple's offset, for the caller to link.
+/// `log`'s open transaction, all its blocks in one call into the heap
+/// ([`TxLog::alloc_many`]); returns the tuple's offset, for the caller to link.
 ///
 /// # Errors
 ///
@@ -142,17 +150,25 @@ pub(crate) fn write_column_tuple<H: PHeap>(
     value: &[u8],
 ) -> Result<u64, String> {
     let n = columns(value.len());
+    let mut sizes: Vec<usize> = (0..n)
+        .map(|c| column_range(c, value.len()).len().max(1))
+        .collect();
+    sizes.push(TUPLE_HEADER + 8 * n);
+    let mut blocks = Vec::with_capacity(n + 1);
+    log.alloc_many(heap, split, &sizes, &mut blocks)?;
     let mut words = Vec::with_capacity(1 + n);
     words.push(hide(value.len() as u64));
-    for c in 0..n {
-        words.push(new_column(
+    for (c, &(off, block)) in blocks[..n].iter().enumerate() {
+        fill_column(
             heap,
             split,
-            log,
+            off,
+            block,
             &[&value[column_range(c, value.len())]],
-        )?);
+        );
+        words.push(off);
     }
-    let (off, block) = log.alloc(heap, split, TUPLE_HEADER + 8 * n)?;
+    let (off, block) = blocks[n];
     let base = heap.at(off);
     split.time(Phase::Mod, || {
         // SAFETY: a fresh block of `block >= 8 * (1 + n)` bytes, this transaction's.

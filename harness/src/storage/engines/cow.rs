@@ -63,7 +63,8 @@
 //!    flushed: a batch that only removed nodes);
 //! 2. store the dirty root into the master record (one failure-atomic 8-byte store), flush
 //!    it, **fence**;
-//! 3. free the retired blocks ([`PHeap::dealloc`]): no durable word names them any more.
+//! 3. free the retired blocks, all in one call ([`PHeap::dealloc_many`]): no durable word
+//!    names them any more.
 //!
 //! Two fences per commit, none per operation: with `COMMIT_EVERY = 32`, 1/16 of a fence
 //! per operation. A commit with nothing to commit issues nothing.
@@ -471,6 +472,8 @@ pub struct Cow<H: PHeap> {
     fresh: Vec<u64>,
     /// Blocks of this batch the current operation dropped, freed at its end.
     unlinked: Vec<u64>,
+    /// The block sizes the current operation asks the heap for (scratch).
+    sizes: Vec<usize>,
     split: Split,
 }
 
@@ -501,6 +504,7 @@ impl<H: PHeap> Cow<H> {
             path: Vec::new(),
             fresh: Vec::new(),
             unlinked: Vec::new(),
+            sizes: Vec::new(),
             split: Split::default(),
         }
     }
@@ -574,29 +578,26 @@ impl<H: PHeap> Cow<H> {
     }
 
     /// Allocates `nodes` node blocks into `fresh` and, if asked, one tuple block of
-    /// `tuple` bytes; on failure frees what it took and changes nothing.
+    /// `tuple` bytes (its offset returned; 0 if not asked), all in one call into the heap
+    /// ([`PHeap::alloc_many`]); on failure takes nothing and changes nothing. No call (and no
+    /// [`Phase::Mm`] time) when the operation needs no block.
     fn alloc_blocks(&mut self, nodes: usize, tuple: Option<usize>) -> Result<u64, String> {
         let heap = &*self.heap;
-        let fresh = &mut self.fresh;
+        let (fresh, sizes) = (&mut self.fresh, &mut self.sizes);
+        fresh.clear();
+        sizes.clear();
+        sizes.resize(nodes, NODE_BYTES);
+        sizes.extend(tuple);
+        if sizes.is_empty() {
+            return Ok(0);
+        }
         self.split.time(Phase::Mm, || {
-            fresh.clear();
-            let mut take = || -> Result<u64, String> {
-                for _ in 0..nodes {
-                    fresh.push(heap.alloc(NODE_BYTES)?);
-                }
-                match tuple {
-                    Some(size) => heap.alloc(size),
-                    None => Ok(0),
-                }
-            };
-            let taken = take();
-            if taken.is_err() {
-                for off in fresh.drain(..) {
-                    // SAFETY: just allocated, linked nowhere.
-                    let _ = unsafe { heap.dealloc(off) };
-                }
-            }
-            taken.map_err(|e| format!("cow: {e}"))
+            heap.alloc_many(sizes, fresh)
+                .map_err(|e| format!("cow: {e}"))?;
+            Ok(match tuple {
+                Some(_) => fresh.pop().expect("the tuple's block, allocated last"),
+                None => 0,
+            })
         })
     }
 
@@ -608,15 +609,10 @@ impl<H: PHeap> Cow<H> {
         let heap = &*self.heap;
         let unlinked = &mut self.unlinked;
         self.split.time(Phase::Mm, || {
-            let mut first = Ok(());
-            for off in unlinked.drain(..) {
-                // SAFETY: a block of this batch: no durable word names it.
-                let freed = unsafe { heap.dealloc(off) };
-                if first.is_ok() {
-                    first = freed.map_err(|e| format!("cow: {e}"));
-                }
-            }
-            first
+            // SAFETY: blocks of this batch: no durable word names them.
+            let freed = unsafe { heap.dealloc_many(unlinked) };
+            unlinked.clear();
+            freed.map_err(|e| format!("cow: {e}"))
         })
     }
 
@@ -748,10 +744,13 @@ impl<H: PHeap> Drop for Cow<H> {
     /// Frees the dirty directory and new tuples of an uncommitted batch (the batch is
     /// abandoned; nothing durable names them).
     fn drop(&mut self) {
-        for off in self.dirty_nodes.drain().chain(self.dirty_tuples.drain()) {
-            // SAFETY: allocated in this batch, named by no durable word; never used again.
-            let _ = unsafe { self.heap.dealloc(off) };
-        }
+        let batch: Vec<u64> = self
+            .dirty_nodes
+            .drain()
+            .chain(self.dirty_tuples.drain())
+            .collect();
+        // SAFETY: allocated in this batch, named by no durable word; never used again.
+        let _ = unsafe { self.heap.dealloc_many(&batch) };
     }
 }
 
@@ -974,17 +973,15 @@ impl<H: PHeap> Engine<H> for Cow<H> {
         self.committed = root;
         self.dirty_nodes.clear();
         self.dirty_tuples.clear();
+        if self.retired.is_empty() {
+            return Ok(());
+        }
         let retired = &mut self.retired;
         self.split.time(Phase::Mm, || {
-            let mut first = Ok(());
-            for off in retired.drain(..) {
-                // SAFETY: unlinked by the master switch just made durable; not used again.
-                let freed = unsafe { heap.dealloc(off) };
-                if first.is_ok() {
-                    first = freed.map_err(|e| format!("cow: committed, but freeing {off:#x}: {e}"));
-                }
-            }
-            first
+            // SAFETY: unlinked by the master switch just made durable; not used again.
+            let freed = unsafe { heap.dealloc_many(retired) };
+            retired.clear();
+            freed.map_err(|e| format!("cow: committed, but freeing a retired block: {e}"))
         })
     }
 

@@ -33,8 +33,11 @@
 //!   the log's free lines name them raw, which keeps them alive until then); apply:
 //!   **1 fence**.
 //! * **commit**: one 8-byte store of the log's sequence + flush + **1 fence**, then the
-//!   previous commit's deferred frees (`dealloc`, no fence; one commit late, so that no
-//!   durable free line names a block the heap may hand out again).
+//!   previous commit's deferred frees (`dealloc_many`, no fence; one commit late, so that
+//!   no durable free line names a block the heap may hand out again), handed to the log
+//!   ([`TxLog::free_at_next_alloc`]), which gives them back in the same heap call and
+//!   [`Phase::Mm`] span as the next transaction's allocation (or at the next commit if
+//!   none allocated).
 //!
 //! So two fences per committed write (`COMMIT_EVERY = 1`); reads take none. A failed
 //! operation (out of space, a full log) rolls its transaction back; an update past the
@@ -54,7 +57,7 @@ use super::columns::{
     value_len, write_column_tuple,
 };
 use super::log::{FreeKind, TxLog};
-use super::{check_range, free_retired, write_word};
+use super::{check_range, write_word};
 use crate::storage::{Engine, PHeap, Phase, Split};
 
 const MAGIC: u64 = 0x494E_5030_454E_4701;
@@ -255,7 +258,10 @@ impl<H: PHeap> Engine<H> for Inp<H> {
         if self.split.fences > fences {
             // SAFETY: unlinked by an earlier committed transaction, and no durable free
             // line names them any more (cleared before the fence just made).
-            unsafe { free_retired(heap, &mut self.split, &mut self.retired) }?;
+            unsafe {
+                self.log
+                    .free_at_next_alloc(heap, &mut self.split, &mut self.retired)
+            }?;
         }
         if !frees.is_empty() {
             self.retired.extend(
@@ -278,6 +284,7 @@ impl<H: PHeap> Engine<H> for Inp<H> {
         let mut out = vec![self.log.offset()];
         out.extend(self.tree.nodes(heap)?);
         out.extend(&self.retired);
+        out.extend(self.log.freeable());
         for (_, tuple) in self.tree.entries(heap)? {
             // SAFETY: a tuple the index links.
             out.extend(unsafe { column_tuple_blocks(heap, tuple) }?);

@@ -188,6 +188,10 @@ pub struct TxLog {
     links_of: u64,
     /// Whether the open transaction logged anything.
     dirty: bool,
+    /// Blocks the engine may give back to the heap at once (see
+    /// [`free_at_next_alloc`](TxLog::free_at_next_alloc)), given back in the [`Phase::Mm`]
+    /// span of the next allocation.
+    freeable: Vec<u64>,
 }
 
 fn checksum(words: impl IntoIterator<Item = u64>) -> u64 {
@@ -230,6 +234,7 @@ impl TxLog {
             links: Vec::new(),
             links_of: 0,
             dirty: false,
+            freeable: Vec::new(),
         };
         Ok((log, off))
     }
@@ -302,6 +307,7 @@ impl TxLog {
             links: Vec::new(),
             links_of: 0,
             dirty: false,
+            freeable: Vec::new(),
         };
         let recovered = log.roll(heap, split);
         Ok((log, recovered))
@@ -523,10 +529,80 @@ impl TxLog {
             ));
         }
         let bytes = heap.usable_size(size);
-        let off = split.time(Phase::Mm, || heap.alloc(bytes))?;
+        let freeable = &mut self.freeable;
+        let off = split.time(Phase::Mm, || {
+            // SAFETY: `free_at_next_alloc`'s contract.
+            unsafe { give_back(heap, freeable) }?;
+            heap.alloc(bytes)
+        })?;
         self.allocs.push(off);
         self.dirty = true;
         Ok((off, bytes))
+    }
+
+    /// Allocates a block of at least each of `sizes` bytes for the open transaction, all in
+    /// one call into the heap ([`PHeap::alloc_many`], one [`Phase::Mm`] span), and logs
+    /// them as [`alloc`](Self::alloc) does each; appends each block's offset and usable
+    /// size to `out`, in order. All or nothing.
+    ///
+    /// # Errors
+    ///
+    /// The heap is out of space; the log would be full. Nothing is allocated.
+    pub fn alloc_many<H: PHeap>(
+        &mut self,
+        heap: &H,
+        split: &mut Split,
+        sizes: &[usize],
+        out: &mut Vec<(u64, usize)>,
+    ) -> Result<(), String> {
+        if self.allocs.len() + sizes.len() > MAX_ALLOCS {
+            return Err(format!(
+                "a transaction may allocate at most {MAX_ALLOCS} blocks"
+            ));
+        }
+        let usable: Vec<usize> = sizes.iter().map(|&s| heap.usable_size(s)).collect();
+        let start = self.allocs.len();
+        let (allocs, freeable) = (&mut self.allocs, &mut self.freeable);
+        split.time(Phase::Mm, || {
+            // SAFETY: `free_at_next_alloc`'s contract.
+            unsafe { give_back(heap, freeable) }?;
+            heap.alloc_many(&usable, allocs)
+        })?;
+        out.extend(self.allocs[start..].iter().copied().zip(usable));
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Takes `blocks` (emptying it) to give back to the heap in the [`Phase::Mm`] span of
+    /// the log's next allocation, together with what that allocation takes (one span and
+    /// one heap call instead of two); blocks of the last call that no allocation has taken
+    /// since are given back now (one span). The heap's state evolves as if each block were
+    /// freed here: nothing allocates in between.
+    ///
+    /// # Errors
+    ///
+    /// The heap refused a block given back now (not a live block); the others are freed.
+    ///
+    /// # Safety
+    ///
+    /// Every block was unlinked by a committed transaction, and a fence made since has made
+    /// durable that no free line of the log names it any more (InP's and LSM's deferred
+    /// frees after the next commit's fence): the heap may hand it out again at once.
+    pub unsafe fn free_at_next_alloc<H: PHeap>(
+        &mut self,
+        heap: &H,
+        split: &mut Split,
+        blocks: &mut Vec<u64>,
+    ) -> Result<(), String> {
+        // SAFETY: the caller's contract, given when these blocks came.
+        let left = unsafe { super::free_retired(heap, split, &mut self.freeable) };
+        self.freeable.append(blocks);
+        left
+    }
+
+    /// The blocks [`free_at_next_alloc`](Self::free_at_next_alloc) holds, still allocated.
+    pub fn freeable(&self) -> &[u64] {
+        &self.freeable
     }
 
     /// Logs that the `new.len()` words at byte offset `target` (8-aligned, inside the
@@ -755,4 +831,19 @@ impl TxLog {
         let _ = self.roll(heap, split);
         self.finish_recovery(heap, split);
     }
+}
+
+/// Gives `blocks` back to the heap in one call and empties it (nothing if empty).
+///
+/// # Safety
+///
+/// As [`TxLog::free_at_next_alloc`], for every block.
+unsafe fn give_back<H: PHeap>(heap: &H, blocks: &mut Vec<u64>) -> Result<(), String> {
+    if blocks.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: the caller's contract.
+    let freed = unsafe { heap.dealloc_many(blocks) };
+    blocks.clear();
+    freed
 }

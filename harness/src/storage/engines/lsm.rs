@@ -55,7 +55,7 @@ use super::columns::{
     write_tombstone,
 };
 use super::log::{FreeKind, TxLog};
-use super::{check_range, free_retired, hide, read_word, unhide, write_word};
+use super::{check_range, hide, read_word, unhide, write_word};
 use crate::storage::{Engine, PHeap, Phase, Split};
 
 const MAGIC: u64 = 0x4C53_4D30_454E_4701;
@@ -640,7 +640,10 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
         if self.split.fences > fences {
             // SAFETY: unlinked by an earlier committed transaction, and no durable free
             // line names them any more (cleared before the fence just made).
-            unsafe { free_retired(heap, &mut self.split, &mut self.retired) }?;
+            unsafe {
+                self.log
+                    .free_at_next_alloc(heap, &mut self.split, &mut self.retired)
+            }?;
         }
         if !frees.is_empty() {
             self.retired.extend(frees.iter().map(|&(_, off)| off));
@@ -663,6 +666,7 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
         let mut out = vec![self.log.offset()];
         out.extend(self.mem.nodes(heap)?);
         out.extend(&self.retired);
+        out.extend(self.log.freeable());
         let mut tuples: Vec<u64> = self
             .mem
             .entries(heap)?

@@ -32,12 +32,14 @@ pub mod lsm;
 
 use super::{PHeap, Phase, Split};
 
-/// Frees, in one [`Phase::Mm`] span, the blocks that an earlier committed transaction
-/// unlinked (InP's and LSM's deferred frees), emptying `retired`; stops at the first error.
+/// Frees, in one [`Phase::Mm`] span and one call into the heap ([`PHeap::dealloc_many`]),
+/// the blocks that an earlier committed transaction unlinked (InP's and LSM's deferred
+/// frees, through [`log::TxLog::free_at_next_alloc`]), emptying `retired`; no span when
+/// there is nothing to free.
 ///
 /// # Errors
 ///
-/// The heap refused a block (not a live block); the blocks after it stay unfreed.
+/// The heap refused a block (not a live block); every other block is still freed.
 ///
 /// # Safety
 ///
@@ -49,11 +51,14 @@ pub(crate) unsafe fn free_retired<H: PHeap>(
     split: &mut Split,
     retired: &mut Vec<u64>,
 ) -> Result<(), String> {
+    if retired.is_empty() {
+        return Ok(());
+    }
     split.time(Phase::Mm, || {
-        retired
-            .drain(..)
-            // SAFETY: the caller's contract.
-            .try_for_each(|off| unsafe { heap.dealloc(off) })
+        // SAFETY: the caller's contract.
+        let freed = unsafe { heap.dealloc_many(retired) };
+        retired.clear();
+        freed
     })
 }
 
