@@ -66,8 +66,36 @@ static SMALL_CLASS: [u8; TABLE_MAX / MIN_BLOCK_BYTES + 1] = {
     table
 };
 
+/// Above [`TABLE_MAX`] every class size is a multiple of this, so sizes are classed in
+/// steps of it.
+const COARSE_STEP: usize = 256;
+/// Sizes up to this are classed by one of the two tables (16 KiB: the largest class of the
+/// default span size).
+const COARSE_TABLE_MAX: usize = 16 << 10;
+
+/// `COARSE_CLASS[(size + 255) / 256]` is the class of `size` for
+/// `TABLE_MAX < size <= COARSE_TABLE_MAX`.
+static COARSE_CLASS: [u8; COARSE_TABLE_MAX / COARSE_STEP + 1] = {
+    let mut table = [0u8; COARSE_TABLE_MAX / COARSE_STEP + 1];
+    let mut i = TABLE_MAX / COARSE_STEP + 1;
+    while i < table.len() {
+        table[i] = class_of(i * COARSE_STEP) as u8;
+        i += 1;
+    }
+    table
+};
+
+// Every class boundary above the fine table is a multiple of the coarse step.
+const _: () = {
+    let mut class = class_of(TABLE_MAX) + 1;
+    while class_bytes(class) <= COARSE_TABLE_MAX {
+        assert!(class_bytes(class).is_multiple_of(COARSE_STEP));
+        class += 1;
+    }
+};
+
 /// The class of a request with at most 16-byte alignment among classes up to `max_class`
-/// (the fast path: a table load up to 1 KiB, a bit scan above), or `None`.
+/// (the fast path: a table load up to 16 KiB, a bit scan above), or `None`.
 #[inline]
 pub fn small_class(size: usize, align: usize, max_class: usize) -> Option<usize> {
     if align > MIN_BLOCK_BYTES {
@@ -76,7 +104,11 @@ pub fn small_class(size: usize, align: usize, max_class: usize) -> Option<usize>
     if size <= TABLE_MAX {
         return Some(SMALL_CLASS[size.div_ceil(MIN_BLOCK_BYTES)] as usize);
     }
-    let class = class_of(size);
+    let class = if size <= COARSE_TABLE_MAX {
+        COARSE_CLASS[size.div_ceil(COARSE_STEP)] as usize
+    } else {
+        class_of(size)
+    };
     (class <= max_class).then_some(class)
 }
 
@@ -119,6 +151,18 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_class_tables_agree_with_the_computed_class() {
+        for size in 0..=(COARSE_TABLE_MAX + 4096) {
+            for max_class in [class_count(16 << 10) - 1, 35, MAX_CLASSES - 1] {
+                let expected = Some(class_of(size)).filter(|&c| c <= max_class);
+                assert_eq!(small_class(size, 16, max_class), expected, "size {size}");
+                assert_eq!(small_class(size, 8, max_class), expected, "size {size}");
+            }
+        }
+        assert_eq!(small_class(64, 32, 35), None);
     }
 
     #[test]
