@@ -15,13 +15,16 @@
 //! thread may take them with one attempt. A heap's help record lets a thread whose search
 //! failed ask the others for a span.
 //!
-//! **Fast paths.** Allocation: pop the active span's local free list, or carve the next
-//! block. Free by the owner: push on the span's local free list. Free by another thread:
-//! push on the span's remote list (one swap, one store) and count it.
+//! **Fast paths.** Allocation: pop the free list in the class's [`ClassSlot`] (the active
+//! span's local free list, kept in the heap while the span is active), touching one heap
+//! cache line and the block. Free by the owner: push on that list if the block is in the
+//! active span (found by address when the caller gives the layout), else on the span's
+//! local free list. Free by another thread: push on the span's remote list (one swap, one
+//! store) and count it.
 //!
 //! **Slow path (span acquisition)**, in this order, each step bounded:
 //! take one remote free of the active span (the owner takes remote frees one at a time,
-//! never walking the whole list); take a partial span; look at **one** full span for remote
+//! never walking the whole list), or carve its next block; take a partial span; look at **one** full span for remote
 //! frees (round robin); the spare span a helper left; the private cache; the own
 //! public list (one attempt); help **one** other heap (H = 1); publish a help request, then
 //! try every other heap's public list once (P = N) and the orphan list; collect the request;
