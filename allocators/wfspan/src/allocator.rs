@@ -453,6 +453,29 @@ impl WfSpan {
         Ok(unsafe { NonNull::new_unchecked(object as *mut u8) })
     }
 
+    /// Frees a block of this allocator allocated with `layout`. The layout only picks the
+    /// size class whose active span is compared with the block's span (by address): a block
+    /// of the caller's own active span goes back without reading its span's header. Any
+    /// other block takes [`free_block`](Self::free_block).
+    ///
+    /// # Safety
+    ///
+    /// `block` is a live block of `self`.
+    #[inline]
+    unsafe fn free_block_sized(&self, block: NonNull<u8>, layout: Layout) {
+        let me = self.heap_if_any();
+        if !me.is_null()
+            && let Some(class) = small_class(layout.size(), layout.align(), self.max_class)
+            // SAFETY: our own heap (never unmapped); `class` is within the class count; the
+            // block is live, and goes back only if it lies in our active span of `class`.
+            && unsafe { (*me).free_to_active(class, block.as_ptr(), self.config.span_bytes) }
+        {
+            return;
+        }
+        // SAFETY: per the contract.
+        unsafe { self.free_block_of(block.as_ptr(), me) }
+    }
+
     /// Frees any block of this allocator.
     ///
     /// # Safety
@@ -460,12 +483,21 @@ impl WfSpan {
     /// `block` is a live block of `self`.
     #[inline]
     unsafe fn free_block(&self, block: NonNull<u8>) {
-        let block = block.as_ptr();
+        // SAFETY: per the contract.
+        unsafe { self.free_block_of(block.as_ptr(), self.heap_if_any()) }
+    }
+
+    /// Frees any block of this allocator; `me` is the caller's heap (or null).
+    ///
+    /// # Safety
+    ///
+    /// `block` is a live block of `self`; `me` is `self.heap_if_any()`.
+    #[inline]
+    unsafe fn free_block_of(&self, block: *mut u8, me: *mut Heap) {
         let span = SpanHeader::of(block, self.config.span_bytes);
         // SAFETY: `block` is live, so its header is initialised; a small span's owner is
         // compared, not dereferenced, and equals our heap only if we own the span.
         unsafe {
-            let me = self.heap_if_any();
             if (*span).kind == Kind::Small
                 && !me.is_null()
                 && (*span).owner.load(Ordering::Relaxed) == me
@@ -525,9 +557,10 @@ impl WfSpan {
         // SAFETY: (for the whole block) per the contract; a reclaimed span is held exclusively.
         unsafe {
             let bytes = u64::from((*span).block_bytes);
-            (*span).remote.push(block.cast::<Node>());
+            let class = usize::from((*span).class);
+            (*span).remote_list().push(block.cast::<Node>());
             let mut steps = 1;
-            if (*span).reclaim.remote_free_done() {
+            if (*span).reclaim().remote_free_done() {
                 SpanHeader::reset(span);
                 if me.is_null() {
                     self.orphans[0].push((*span).index, &(*span).link);
@@ -539,7 +572,7 @@ impl WfSpan {
                 self.heapless_frees.fetch_add(1, Ordering::Relaxed);
                 self.heapless_bytes.fetch_add(bytes, Ordering::Relaxed);
             } else {
-                (*me).count_remote_free(bytes, steps);
+                (*me).count_remote_free(class, steps);
             }
         }
     }
@@ -636,9 +669,9 @@ impl Allocator for WfSpan {
     }
 
     #[inline]
-    unsafe fn deallocate(&self, handle: NonNull<u8>, _layout: Layout) {
+    unsafe fn deallocate(&self, handle: NonNull<u8>, layout: Layout) {
         // SAFETY: the caller guarantees `handle` is a live block of ours.
-        unsafe { self.free_block(handle) }
+        unsafe { self.free_block_sized(handle, layout) }
     }
 
     fn name(&self) -> &str {
@@ -657,9 +690,12 @@ impl Allocator for WfSpan {
             // SAFETY: heaps are never unmapped; the counters are atomics.
             unsafe {
                 let c = &(*heap).counters;
-                allocs += c.allocations.load(Ordering::Relaxed);
-                frees += c.deallocations.load(Ordering::Relaxed);
-                net_bytes = net_bytes.wrapping_add(c.net_bytes.load(Ordering::Relaxed));
+                let (small_allocs, small_frees) = (*heap).small_counts();
+                allocs += c.allocations.load(Ordering::Relaxed) + small_allocs;
+                frees += c.deallocations.load(Ordering::Relaxed) + small_frees;
+                net_bytes = net_bytes
+                    .wrapping_add(c.net_bytes.load(Ordering::Relaxed))
+                    .wrapping_add((*heap).small_net_bytes(self.max_class + 1));
                 alloc_steps = c.max_alloc_steps.load(Ordering::Relaxed).max(alloc_steps);
                 free_steps = c.max_free_steps.load(Ordering::Relaxed).max(free_steps);
                 heap = (*heap).registry_next.load(Ordering::Acquire);

@@ -15,13 +15,16 @@
 //! thread may take them with one attempt. A heap's help record lets a thread whose search
 //! failed ask the others for a span.
 //!
-//! **Fast paths.** Allocation: pop the active span's local free list, or carve the next
-//! block. Free by the owner: push on the span's local free list. Free by another thread:
-//! push on the span's remote list (one swap, one store) and count it.
+//! **Fast paths.** Allocation: pop the free list in the class's [`ClassSlot`] (the active
+//! span's local free list, kept in the heap while the span is active), touching one heap
+//! cache line and the block. Free by the owner: push on that list if the block is in the
+//! active span (found by address when the caller gives the layout), else on the span's
+//! local free list. Free by another thread: push on the span's remote list (one swap, one
+//! store) and count it.
 //!
 //! **Slow path (span acquisition)**, in this order, each step bounded:
 //! take one remote free of the active span (the owner takes remote frees one at a time,
-//! never walking the whole list); take a partial span; look at **one** full span for remote
+//! never walking the whole list), or carve its next block; take a partial span; look at **one** full span for remote
 //! frees (round robin); the spare span a helper left; the private cache; the own
 //! public list (one attempt); help **one** other heap (H = 1); publish a help request, then
 //! try every other heap's public list once (P = N) and the orphan list; collect the request;
@@ -40,8 +43,8 @@ use crossbeam_utils::CachePadded;
 
 use crate::WfSpan;
 use crate::help::{Collected, HelpRecord};
-use crate::size_class::MAX_CLASSES;
-use crate::span::{HEADER_BYTES, Kind, ListId, MAX_COLOUR_BYTES, SpanHeader, span_base};
+use crate::size_class::{MAX_CLASSES, class_bytes};
+use crate::span::{HEADER_BYTES, Kind, ListId, MAX_COLOUR_BYTES, SpanHeader, prefetch, span_base};
 use crate::span_list::SpanList;
 
 /// Empty active spans remembered as candidates for reuse by other classes.
@@ -121,14 +124,62 @@ impl SpanQueue {
     }
 }
 
-/// A heap's spans of one size class.
+/// A heap's spans of one size class, but the active one (see [`ClassSlot`]).
 #[derive(Clone, Copy)]
 struct ClassState {
-    active: *mut SpanHeader,
     partial: SpanQueue,
     full: SpanQueue,
     /// Spans of this class the heap owns (active + partial + full).
     owned: u32,
+}
+
+/// The active span of one size class and the part of its state the common allocation and
+/// free touch, on one cache line of the heap: while a span is active its local free list and
+/// its count of blocks out live here, not in its header (whose copies are stale until the
+/// span is deactivated). The common allocation reads this line and the block it hands out,
+/// nothing else; a local free of the active span's blocks writes this line and the block.
+#[repr(C, align(64))]
+pub struct ClassSlot {
+    /// Owner only.
+    active: UnsafeCell<ActiveSpan>,
+    /// Allocations of this class by the heap's thread. One writer (plain load + store);
+    /// anyone may read.
+    allocations: AtomicU64,
+    /// Frees of blocks of this class by the heap's thread, local or remote. As above.
+    deallocations: AtomicU64,
+}
+
+/// See [`ClassSlot`].
+#[derive(Clone, Copy)]
+struct ActiveSpan {
+    /// The active span, or null.
+    span: *mut SpanHeader,
+    /// The address its blocks mask to (`span_base`), or 0: a free compares this with the
+    /// block's address, without computing the header's colour.
+    base: usize,
+    /// Its local free list (`SpanLocal::free` while active); null when `span` is.
+    free: *mut u8,
+    /// Its blocks out (`SpanLocal::allocated` while active).
+    allocated: u32,
+}
+
+impl ActiveSpan {
+    const NONE: Self = Self {
+        span: ptr::null_mut(),
+        base: 0,
+        free: ptr::null_mut(),
+        allocated: 0,
+    };
+}
+
+impl ClassSlot {
+    const fn new() -> Self {
+        Self {
+            active: UnsafeCell::new(ActiveSpan::NONE),
+            allocations: AtomicU64::new(0),
+            deallocations: AtomicU64::new(0),
+        }
+    }
 }
 
 /// A private cache of free span runs of one run class, linked through `SpanLocal::next`.
@@ -157,15 +208,16 @@ pub struct HeapLocal {
 }
 
 /// Counters a heap's owner updates (plain load + store: one writer) and anyone may read.
+/// Small blocks are counted per class in the [`ClassSlot`]s; these count the rest.
 #[derive(Default)]
 pub struct Counters {
-    /// Successful allocations.
+    /// Successful allocations of span runs, and reallocations in place.
     pub allocations: AtomicU64,
-    /// Frees performed by this heap's thread (local or remote).
+    /// Frees of span runs performed by this heap's thread, and reallocations in place.
     pub deallocations: AtomicU64,
-    /// Block bytes handed out minus block bytes freed by this heap's thread, wrapping: a
-    /// heap whose thread frees other heaps' blocks goes "negative", and the sum over all
-    /// heaps is the live total.
+    /// Span-run bytes handed out minus span-run bytes freed by this heap's thread,
+    /// wrapping: a heap whose thread frees other heaps' runs goes "negative", and the sum
+    /// over all heaps is the live total.
     pub net_bytes: AtomicU64,
     /// Most steps of one allocation.
     pub max_alloc_steps: AtomicU64,
@@ -199,6 +251,8 @@ pub struct Heap {
     pub instance: u64,
     /// This heap's help record.
     pub help: CachePadded<HelpRecord>,
+    /// Per size class: the active span and the counters of the common paths.
+    slots: [ClassSlot; MAX_CLASSES],
     /// Public lists of free span runs, one per run class.
     pub public: [SpanList; RUN_CLASSES],
     /// Counters.
@@ -221,6 +275,7 @@ impl Heap {
                 registry_next: AtomicPtr::new(ptr::null_mut()),
                 instance,
                 help: CachePadded::new(HelpRecord::new()),
+                slots: [const { ClassSlot::new() }; MAX_CLASSES],
                 public: [const { SpanList::new() }; RUN_CLASSES],
                 counters: Counters {
                     max_alloc_steps: AtomicU64::new(1),
@@ -230,7 +285,6 @@ impl Heap {
                 local: UnsafeCell::new(HeapLocal {
                     bound_next: ptr::null_mut(),
                     classes: [ClassState {
-                        active: ptr::null_mut(),
                         partial: SpanQueue::EMPTY,
                         full: SpanQueue::EMPTY,
                         owned: 0,
@@ -264,6 +318,18 @@ impl Heap {
         self as *const Heap as *mut Heap
     }
 
+    /// The slot of `class`.
+    ///
+    /// # Safety
+    ///
+    /// `class < MAX_CLASSES`.
+    #[inline(always)]
+    unsafe fn slot(&self, class: usize) -> &ClassSlot {
+        debug_assert!(class < MAX_CLASSES);
+        // SAFETY: in bounds per the contract.
+        unsafe { self.slots.get_unchecked(class) }
+    }
+
     /// Allocates a block of size class `class`. Null if out of memory.
     ///
     /// # Safety
@@ -271,20 +337,69 @@ impl Heap {
     /// Called by the heap's owner; `class` is below the allocator's class count.
     #[inline]
     pub unsafe fn alloc_small(&self, wf: &WfSpan, class: usize) -> *mut u8 {
-        // SAFETY: owner-only access per the contract.
-        let span = unsafe { self.local().classes[class].active };
-        if !span.is_null() {
-            // SAFETY: the active span is owned by this heap.
-            let block = unsafe { (*span).take_local(wf.config.span_bytes) };
+        // SAFETY: owner-only access to the slot per the contract; `class` is in bounds.
+        unsafe {
+            let slot = self.slot(class);
+            let active = slot.active.get();
+            let block = (*active).free;
             if !block.is_null() {
+                // A block on the free list holds the next link in its first word.
+                let next = block.cast::<*mut u8>().read();
+                (*active).free = next;
+                (*active).allocated += 1;
+                // The next allocation of this class reads `next`'s first word: start loading
+                // it now, so that miss is not paid inside that allocation.
+                prefetch(next);
                 // One step: no need to raise the step maximum (heaps start at 1).
-                bump(&self.counters.allocations, 1);
-                bump(&self.counters.net_bytes, class_block_bytes(span));
+                bump(&slot.allocations, 1);
                 return block;
             }
+            self.alloc_small_slow(wf, class)
         }
-        // SAFETY: as above.
-        unsafe { self.alloc_small_slow(wf, class) }
+    }
+
+    /// Makes `span` the active span of `class`: its free list and count move into the slot.
+    ///
+    /// # Safety
+    /// Owner only; `class` has no active span; `span` is owned by this heap and on no list.
+    #[inline]
+    unsafe fn install(&self, wf: &WfSpan, class: usize, span: *mut SpanHeader) {
+        // SAFETY: per the contract.
+        unsafe {
+            let local = (*span).local();
+            *self.slot(class).active.get() = ActiveSpan {
+                span,
+                base: span_base(span, wf.config.span_bytes),
+                free: local.free,
+                allocated: local.allocated,
+            };
+        }
+    }
+
+    /// Gives the active span of `class` (if any) its state back and returns it (null if
+    /// none); the class has no active span after this.
+    ///
+    /// # Safety
+    /// Owner only; `class < MAX_CLASSES`.
+    #[inline]
+    unsafe fn uninstall(&self, class: usize) -> *mut SpanHeader {
+        // SAFETY: per the contract.
+        unsafe {
+            let active = self.slot(class).active.get();
+            let ActiveSpan {
+                span,
+                free,
+                allocated,
+                ..
+            } = *active;
+            if !span.is_null() {
+                let local = (*span).local();
+                local.free = free;
+                local.allocated = allocated;
+                *active = ActiveSpan::NONE;
+            }
+            span
+        }
     }
 
     #[cold]
@@ -293,7 +408,7 @@ impl Heap {
         // SAFETY: (for the whole block) owner-only access to this heap and the spans it owns.
         unsafe {
             let cs: *mut ClassState = ptr::addr_of_mut!((*self.local.get()).classes[class]);
-            let active = (*cs).active;
+            let active = self.uninstall(class);
             if !active.is_null() {
                 // 1. A remote free of the active span, or a block still to carve.
                 let mut block = (*active).take_remote(&mut steps);
@@ -301,10 +416,10 @@ impl Heap {
                     block = (*active).carve(wf.config.span_bytes);
                 }
                 if !block.is_null() {
-                    return self.finish_alloc(active, block, steps);
+                    self.install(wf, class, active);
+                    return self.finish_alloc(class, block, steps);
                 }
                 (*cs).full.push_back(active, ListId::Full);
-                (*cs).active = ptr::null_mut();
             }
             // 2. A span with local free blocks.
             let span = (*cs).partial.pop_front();
@@ -330,7 +445,7 @@ impl Heap {
     /// holds `K`), makes it active and takes a block from it.
     ///
     /// # Safety
-    /// Owner only; `cs` is this heap's state of `class`, whose active span is null.
+    /// Owner only; `cs` is this heap's state of `class`, which has no active span.
     unsafe fn alloc_small_fresh(
         &self,
         wf: &WfSpan,
@@ -363,7 +478,7 @@ impl Heap {
     /// linked yet), the span goes back to the full list and a new span is taken instead.
     ///
     /// # Safety
-    /// Owner only; `span` is owned by this heap and on no list.
+    /// Owner only; `span` is owned by this heap and on no list; `class` has no active span.
     unsafe fn activate(
         &self,
         wf: &WfSpan,
@@ -374,7 +489,6 @@ impl Heap {
     ) -> *mut u8 {
         // SAFETY: per the contract.
         unsafe {
-            (*cs).active = span;
             let mut block = (*span).take_local(wf.config.span_bytes);
             if block.is_null() {
                 block = (*span).take_remote(&mut steps);
@@ -384,31 +498,28 @@ impl Heap {
             }
             if block.is_null() {
                 // Nothing after all: fall back to a fresh acquisition next time round.
-                (*cs).active = ptr::null_mut();
                 (*cs).full.push_back(span, ListId::Full);
                 return self.alloc_small_fresh(wf, cs, class, steps);
             }
-            self.finish_alloc(span, block, steps)
+            self.install(wf, class, span);
+            self.finish_alloc(class, block, steps)
         }
     }
 
+    /// Counts a slow-path allocation of `class`.
+    ///
+    /// # Safety
+    /// Owner only; `class < MAX_CLASSES`.
     #[inline]
-    fn finish_alloc(&self, span: *mut SpanHeader, block: *mut u8, steps: u64) -> *mut u8 {
-        self.count_alloc(class_block_bytes(span), steps);
+    unsafe fn finish_alloc(&self, class: usize, block: *mut u8, steps: u64) -> *mut u8 {
+        // SAFETY: per the contract.
+        bump(unsafe { &self.slot(class).allocations }, 1);
+        raise(&self.counters.max_alloc_steps, steps);
         block
     }
 
     #[inline]
-    fn count_alloc(&self, bytes: u64, steps: u64) {
-        bump(&self.counters.allocations, 1);
-        bump(&self.counters.net_bytes, bytes);
-        raise(&self.counters.max_alloc_steps, steps);
-    }
-
-    #[inline]
-    fn count_free(&self, bytes: u64, steps: u64) {
-        bump(&self.counters.deallocations, 1);
-        bump(&self.counters.net_bytes, bytes.wrapping_neg());
+    fn count_free_steps(&self, steps: u64) {
         if steps > 1 {
             raise(&self.counters.max_free_steps, steps);
         }
@@ -420,27 +531,75 @@ impl Heap {
     /// Owner only; `block` is a live block of `span`, and `span.owner` is this heap.
     #[inline]
     pub unsafe fn free_local(&self, wf: &WfSpan, span: *mut SpanHeader, block: *mut u8) {
-        // SAFETY: per the contract.
+        // SAFETY: per the contract: the block is free memory of ours now; the slot and the
+        // span's owner-only state are ours.
         unsafe {
-            (*span).put_local(block);
             let class = (*span).class as usize;
-            let cs: *mut ClassState = ptr::addr_of_mut!((*self.local.get()).classes[class]);
-            let steps = if (*cs).active != span && (*span).local().list != ListId::Partial
-                || (*span).local().allocated == 0
-            {
-                self.free_local_moves(wf, cs, span)
-            } else {
-                1
-            };
-            self.count_free(u64::from((*span).block_bytes), steps);
+            let slot = self.slot(class);
+            bump(&slot.deallocations, 1);
+            let active = slot.active.get();
+            if (*active).span == span {
+                block.cast::<*mut u8>().write((*active).free);
+                (*active).free = block;
+                (*active).allocated -= 1;
+                if (*active).allocated == 0 {
+                    self.note_idle(span, class);
+                }
+                return;
+            }
+            (*span).put_local(block);
+            if (*span).local().list != ListId::Partial || (*span).local().allocated == 0 {
+                let cs: *mut ClassState = ptr::addr_of_mut!((*self.local.get()).classes[class]);
+                let steps = self.free_local_moves(wf, cs, span);
+                self.count_free_steps(steps);
+            }
         }
+    }
+
+    /// Frees `block` if it lies in the active span of `class` (found from its address
+    /// alone: no header is read); returns whether it did.
+    ///
+    /// # Safety
+    /// Owner only; `class < MAX_CLASSES`; `block` is a live block of the allocator whose
+    /// spans are `span_bytes` long.
+    #[inline]
+    pub unsafe fn free_to_active(&self, class: usize, block: *mut u8, span_bytes: usize) -> bool {
+        // SAFETY: per the contract: a live block of our active span is ours to put back.
+        unsafe {
+            let slot = self.slot(class);
+            let active = slot.active.get();
+            // A block's span starts at `(block - 1)` masked (see `SpanHeader::of`).
+            if (*active).base != (block as usize - 1) & !(span_bytes - 1) {
+                return false;
+            }
+            block.cast::<*mut u8>().write((*active).free);
+            (*active).free = block;
+            (*active).allocated -= 1;
+            if (*active).allocated == 0 {
+                self.note_idle((*active).span, class);
+            }
+            bump(&slot.deallocations, 1);
+            true
+        }
+    }
+
+    /// Remembers that the active span of `class` went empty.
+    ///
+    /// # Safety
+    /// Owner only.
+    #[cold]
+    unsafe fn note_idle(&self, span: *mut SpanHeader, class: usize) {
+        // SAFETY: owner-only access per the contract.
+        let local = unsafe { self.local() };
+        local.idle[local.idle_cursor] = (span, class);
+        local.idle_cursor = (local.idle_cursor + 1) % IDLE_HINTS;
     }
 
     /// After a local free into an inactive span: a full span becomes partial; a span whose
     /// blocks are all back returns to the run cache. Returns the free's steps.
     ///
     /// # Safety
-    /// Owner only; `cs` is the state of `span`'s class.
+    /// Owner only; `cs` is the state of `span`'s class; `span` is not the active span.
     #[cold]
     unsafe fn free_local_moves(
         &self,
@@ -450,14 +609,6 @@ impl Heap {
     ) -> u64 {
         // SAFETY: per the contract.
         unsafe {
-            if (*cs).active == span {
-                if (*span).local().allocated == 0 {
-                    let local = self.local();
-                    local.idle[local.idle_cursor] = (span, (*span).class as usize);
-                    local.idle_cursor = (local.idle_cursor + 1) % IDLE_HINTS;
-                }
-                return 1;
-            }
             let local = (*span).local();
             if local.allocated == 0 {
                 match local.list {
@@ -493,7 +644,7 @@ impl Heap {
             (*span).owner.store(ptr::null_mut(), Ordering::Relaxed);
             let local = (*span).local();
             let total = local.remote_consumed + u64::from(local.allocated);
-            if (*span).reclaim.discard(total) {
+            if (*span).reclaim().discard(total) {
                 SpanHeader::reset(span);
                 return self.give_run(wf, span, 0);
             }
@@ -626,12 +777,12 @@ impl Heap {
                 }
                 *steps += 1;
                 (*heap).idle[slot] = (ptr::null_mut(), 0);
-                let cs = ptr::addr_of_mut!((*heap).classes[class]);
-                if (*cs).active != span || (*span).local().allocated != 0 {
+                let active = *self.slot(class).active.get();
+                if active.span != span || active.allocated != 0 {
                     continue;
                 }
-                (*cs).active = ptr::null_mut();
-                (*cs).owned -= 1;
+                self.uninstall(class);
+                (*heap).classes[class].owned -= 1;
                 if self.give_up_empty(span) {
                     return span;
                 }
@@ -653,7 +804,7 @@ impl Heap {
         unsafe {
             (*span).owner.store(ptr::null_mut(), Ordering::Relaxed);
             let consumed = (*span).local().remote_consumed;
-            if (*span).reclaim.discard(consumed) {
+            if (*span).reclaim().discard(consumed) {
                 SpanHeader::reset(span);
                 true
             } else {
@@ -733,7 +884,12 @@ impl Heap {
             (*span).kind = Kind::Run;
             (*span).run_class = run as u8;
             (*span).object_offset = offset;
-            self.count_alloc((wf.config.span_bytes << run) as u64 - offset as u64, steps);
+            bump(&self.counters.allocations, 1);
+            bump(
+                &self.counters.net_bytes,
+                (wf.config.span_bytes << run) as u64 - offset as u64,
+            );
+            raise(&self.counters.max_alloc_steps, steps);
             (base + offset) as *mut u8
         }
     }
@@ -751,7 +907,9 @@ impl Heap {
             (*span).kind = Kind::Small;
             (*span).local().list = ListId::None;
             let steps = 1 + self.give_run(wf, span, run);
-            self.count_free(bytes, steps);
+            bump(&self.counters.deallocations, 1);
+            bump(&self.counters.net_bytes, bytes.wrapping_neg());
+            self.count_free_steps(steps);
         }
     }
 
@@ -762,17 +920,39 @@ impl Heap {
         bump(&self.counters.deallocations, 1);
     }
 
-    /// Counts a remote free of a small block performed by this heap's thread.
-    pub fn count_remote_free(&self, bytes: u64, steps: u64) {
-        self.count_free(bytes, steps);
+    /// Counts a remote free of a small block of `class` performed by this heap's thread.
+    ///
+    /// # Safety
+    /// Owner only; `class < MAX_CLASSES`.
+    pub unsafe fn count_remote_free(&self, class: usize, steps: u64) {
+        // SAFETY: per the contract.
+        bump(unsafe { &self.slot(class).deallocations }, 1);
+        self.count_free_steps(steps);
     }
-}
 
-/// Block size of a small span, as a counter value.
-#[inline]
-fn class_block_bytes(span: *mut SpanHeader) -> u64 {
-    // SAFETY: `span` is a formatted small span; `block_bytes` is immutable while it is.
-    u64::from(unsafe { (*span).block_bytes })
+    /// Live bytes of small blocks counted by this heap, wrapping (see
+    /// [`Counters::net_bytes`]), over the first `classes` classes. Any thread may call this.
+    pub fn small_net_bytes(&self, classes: usize) -> u64 {
+        let mut net = 0u64;
+        for (class, slot) in self.slots.iter().enumerate().take(classes) {
+            let out = slot
+                .allocations
+                .load(Ordering::Relaxed)
+                .wrapping_sub(slot.deallocations.load(Ordering::Relaxed));
+            net = net.wrapping_add(out.wrapping_mul(class_bytes(class) as u64));
+        }
+        net
+    }
+
+    /// Allocations and frees of small blocks counted by this heap. Any thread may call this.
+    pub fn small_counts(&self) -> (u64, u64) {
+        self.slots.iter().fold((0, 0), |(a, f), slot| {
+            (
+                a + slot.allocations.load(Ordering::Relaxed),
+                f + slot.deallocations.load(Ordering::Relaxed),
+            )
+        })
+    }
 }
 
 /// The farthest from its run's start an object aligned to `align` can be: after a header of

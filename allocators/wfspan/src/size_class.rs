@@ -52,31 +52,69 @@ pub const fn class_align(class: usize) -> usize {
     1 << class_bytes(class).trailing_zeros()
 }
 
-/// Sizes up to this are classed by a table lookup (the common case: no bit scan).
+/// Sizes up to this are classed in 16-byte steps.
 const TABLE_MAX: usize = 1024;
+/// Above [`TABLE_MAX`] every class size is a multiple of this, so sizes are classed in
+/// steps of it.
+const COARSE_STEP: usize = 256;
+/// Sizes up to this are classed by a table lookup, without a bit scan (16 KiB: the largest
+/// class of the default span size).
+const COARSE_TABLE_MAX: usize = 16 << 10;
+/// Where the coarse half of [`CLASS_TABLE`] starts.
+const FINE_ENTRIES: usize = TABLE_MAX / MIN_BLOCK_BYTES + 1;
 
-/// `SMALL_CLASS[(size + 15) / 16]` is the class of `size` for `size <= TABLE_MAX`.
-static SMALL_CLASS: [u8; TABLE_MAX / MIN_BLOCK_BYTES + 1] = {
-    let mut table = [0u8; TABLE_MAX / MIN_BLOCK_BYTES + 1];
+/// The class of `size <= COARSE_TABLE_MAX`: `CLASS_TABLE[table_index(size)]`. Entries up to
+/// [`FINE_ENTRIES`] are 16-byte steps up to 1 KiB, the rest 256-byte steps above; one table
+/// and an index chosen without a branch, because request sizes are often random (a branch
+/// on "fine or coarse" would be mispredicted in a large share of calls).
+static CLASS_TABLE: [u8; FINE_ENTRIES + COARSE_TABLE_MAX / COARSE_STEP + 1] = {
+    let mut table = [0u8; FINE_ENTRIES + COARSE_TABLE_MAX / COARSE_STEP + 1];
     let mut i = 1;
-    while i < table.len() {
+    while i < FINE_ENTRIES {
         table[i] = class_of(i * MIN_BLOCK_BYTES) as u8;
+        i += 1;
+    }
+    let mut i = TABLE_MAX / COARSE_STEP + 1;
+    while FINE_ENTRIES + i < table.len() {
+        table[FINE_ENTRIES + i] = class_of(i * COARSE_STEP) as u8;
         i += 1;
     }
     table
 };
 
+/// The index of `size <= COARSE_TABLE_MAX` in [`CLASS_TABLE`].
+#[inline(always)]
+fn table_index(size: usize) -> usize {
+    // Shifts rather than `div_ceil` (`size` is small: no overflow).
+    let fine = (size + MIN_BLOCK_BYTES - 1) >> MIN_BLOCK_BYTES.trailing_zeros();
+    let coarse = FINE_ENTRIES + ((size + COARSE_STEP - 1) >> COARSE_STEP.trailing_zeros());
+    // A select, not a branch (the compiler emits a conditional move).
+    if size <= TABLE_MAX { fine } else { coarse }
+}
+
+// Every class boundary above the fine steps is a multiple of the coarse step.
+const _: () = {
+    let mut class = class_of(TABLE_MAX) + 1;
+    while class_bytes(class) <= COARSE_TABLE_MAX {
+        assert!(class_bytes(class).is_multiple_of(COARSE_STEP));
+        class += 1;
+    }
+};
+
 /// The class of a request with at most 16-byte alignment among classes up to `max_class`
-/// (the fast path: a table load up to 1 KiB, a bit scan above), or `None`.
+/// (the fast path: a table load up to 16 KiB, a bit scan above), or `None`.
 #[inline]
 pub fn small_class(size: usize, align: usize, max_class: usize) -> Option<usize> {
     if align > MIN_BLOCK_BYTES {
         return None;
     }
-    if size <= TABLE_MAX {
-        return Some(SMALL_CLASS[size.div_ceil(MIN_BLOCK_BYTES)] as usize);
-    }
-    let class = class_of(size);
+    let class = if size <= COARSE_TABLE_MAX {
+        // SAFETY: `table_index` of a size up to `COARSE_TABLE_MAX` is at most
+        // `FINE_ENTRIES + COARSE_TABLE_MAX / COARSE_STEP`, the table's last index.
+        unsafe { *CLASS_TABLE.get_unchecked(table_index(size)) as usize }
+    } else {
+        class_of(size)
+    };
     (class <= max_class).then_some(class)
 }
 
@@ -119,6 +157,18 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_class_tables_agree_with_the_computed_class() {
+        for size in 0..=(COARSE_TABLE_MAX + 4096) {
+            for max_class in [class_count(16 << 10) - 1, 35, MAX_CLASSES - 1] {
+                let expected = Some(class_of(size)).filter(|&c| c <= max_class);
+                assert_eq!(small_class(size, 16, max_class), expected, "size {size}");
+                assert_eq!(small_class(size, 8, max_class), expected, "size {size}");
+            }
+        }
+        assert_eq!(small_class(64, 32, 35), None);
     }
 
     #[test]

@@ -27,11 +27,14 @@
 //!
 //! * owner-only ([`SpanLocal`]): the local free list, the carving cursor, how many blocks
 //!   are out, the deferred stalled remote frees, list links. Only the thread that owns the
-//!   span's heap touches them.
+//!   span's heap touches them. While the span is its class's active span, the free list and
+//!   the count of blocks out live in the heap's slot for the class instead (`heap`), and
+//!   these copies are stale.
 //! * shared: the read-mostly fields every free reads (kind, owner, block size), the
-//!   public-list link, the remote-free list and the reclaim counter. The owner-only state,
-//!   the remote list and the reclaim counter each have a cache line of their own, so a
-//!   remote free neither invalidates the owner's line nor reads a line the owner writes.
+//!   public-list link, and what remote frees write ([`RemoteSide`]: the remote-free list
+//!   and the reclaim counter). The owner-only state and the remote side each have a cache
+//!   line of their own, so a remote free touches two lines of the header, neither
+//!   invalidates the owner's line nor reads a line the owner writes in its common paths.
 
 use core::cell::UnsafeCell;
 use core::ptr;
@@ -115,10 +118,18 @@ pub struct SpanHeader {
     /// Owner-only state, on a line of its own: every free reads the fields above (kind,
     /// owner, block size), so the owner's writes must not invalidate them on other cores.
     pub local: CachePadded<UnsafeCell<SpanLocal>>,
+    /// What remote frees write, on one line of its own.
+    pub remote: CachePadded<RemoteSide>,
+}
+
+/// The part of a span header that frees from threads other than the owner write: both on
+/// one cache line, so that a remote free touches one line of the span's besides the
+/// read-mostly fields (the owner reads it only to take remote frees, and to discard).
+pub struct RemoteSide {
     /// Frees from threads other than the owner.
-    pub remote: CachePadded<RemoteFreeList>,
+    pub list: RemoteFreeList,
     /// Who reclaims a discarded span.
-    pub reclaim: CachePadded<ReclaimCounter>,
+    pub reclaim: ReclaimCounter,
 }
 
 /// Bytes reserved for the header at the start of a span.
@@ -182,8 +193,10 @@ impl SpanHeader {
                     next: ptr::null_mut(),
                     list: ListId::None,
                 })),
-                remote: CachePadded::new(RemoteFreeList::new()),
-                reclaim: CachePadded::new(ReclaimCounter::new()),
+                remote: CachePadded::new(RemoteSide {
+                    list: RemoteFreeList::new(),
+                    reclaim: ReclaimCounter::new(),
+                }),
             })
         }
     }
@@ -238,8 +251,8 @@ impl SpanHeader {
         // SAFETY: exclusive ownership per the contract.
         unsafe {
             (*span).owner.store(ptr::null_mut(), Ordering::Relaxed);
-            (*span).remote.reset();
-            (*span).reclaim.reset();
+            (*span).remote_list().reset();
+            (*span).reclaim().reset();
             let local = &mut *(*span).local.get();
             local.free = ptr::null_mut();
             local.carved = 0;
@@ -248,6 +261,18 @@ impl SpanHeader {
             local.remote = Consumer::new();
             local.list = ListId::None;
         }
+    }
+
+    /// The remote-free list.
+    #[inline]
+    pub fn remote_list(&self) -> &RemoteFreeList {
+        &self.remote.list
+    }
+
+    /// The reclaim counter.
+    #[inline]
+    pub fn reclaim(&self) -> &ReclaimCounter {
+        &self.remote.reclaim
     }
 
     /// Owner-only state.
@@ -285,7 +310,7 @@ impl SpanHeader {
             prefetch(next);
             return block;
         }
-        if self.remote.has_nodes(&local.remote) {
+        if self.remote_list().has_nodes(&local.remote) {
             return ptr::null_mut();
         }
         // SAFETY: owner-only access per the contract.
@@ -339,7 +364,7 @@ impl SpanHeader {
         // two references to the owner-only state overlap.
         unsafe {
             let mut consumer = core::mem::take(&mut self.local().remote);
-            let node = self.remote.pop(&mut consumer, steps);
+            let node = self.remote_list().pop(&mut consumer, steps);
             let local = self.local();
             local.remote = consumer;
             if !node.is_null() {
@@ -362,13 +387,13 @@ impl SpanHeader {
         let local = unsafe { self.local() };
         !local.free.is_null()
             || local.carved < self.block_count
-            || self.remote.has_nodes(&local.remote)
+            || self.remote_list().has_nodes(&local.remote)
     }
 }
 
 /// Starts loading the cache line at `at` (a hint: no effect on what the program computes).
 #[inline(always)]
-fn prefetch(at: *const u8) {
+pub(crate) fn prefetch(at: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch never faults and changes no memory, whatever the address.
     unsafe {
