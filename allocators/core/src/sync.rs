@@ -70,3 +70,18 @@ mod imp {
 }
 
 pub use imp::*;
+
+/// Adds `n` to a counter that only the calling thread writes: a relaxed load and a relaxed
+/// store, not a locked add.
+///
+/// Readers on other threads see each count whole (the store is atomic), possibly a little
+/// late. On x86 a locked read-modify-write waits for the thread's pending cache-line
+/// write-backs as a fence does, so counters on paths that follow a `CLWB` or that must stay
+/// short use this. Two writers would lose counts: the caller guarantees a single writer.
+#[inline]
+pub fn bump_single_writer(counter: &atomic::AtomicU64, n: u64) {
+    counter.store(
+        counter.load(atomic::Ordering::Relaxed).wrapping_add(n),
+        atomic::Ordering::Relaxed,
+    );
+}

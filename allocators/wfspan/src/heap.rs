@@ -39,6 +39,7 @@ use core::cell::UnsafeCell;
 use core::ptr;
 
 use alloclab_core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use alloclab_core::sync::bump_single_writer;
 use crossbeam_utils::CachePadded;
 
 use crate::WfSpan;
@@ -226,14 +227,6 @@ pub struct Counters {
 }
 
 #[inline]
-fn bump(counter: &AtomicU64, by: u64) {
-    counter.store(
-        counter.load(Ordering::Relaxed).wrapping_add(by),
-        Ordering::Relaxed,
-    );
-}
-
-#[inline]
 fn raise(max: &AtomicU64, value: u64) {
     if value > max.load(Ordering::Relaxed) {
         max.store(value, Ordering::Relaxed);
@@ -351,7 +344,7 @@ impl Heap {
                 // it now, so that miss is not paid inside that allocation.
                 prefetch(next);
                 // One step: no need to raise the step maximum (heaps start at 1).
-                bump(&slot.allocations, 1);
+                bump_single_writer(&slot.allocations, 1);
                 return block;
             }
             self.alloc_small_slow(wf, class)
@@ -513,7 +506,7 @@ impl Heap {
     #[inline]
     unsafe fn finish_alloc(&self, class: usize, block: *mut u8, steps: u64) -> *mut u8 {
         // SAFETY: per the contract.
-        bump(unsafe { &self.slot(class).allocations }, 1);
+        bump_single_writer(unsafe { &self.slot(class).allocations }, 1);
         raise(&self.counters.max_alloc_steps, steps);
         block
     }
@@ -536,7 +529,7 @@ impl Heap {
         unsafe {
             let class = (*span).class as usize;
             let slot = self.slot(class);
-            bump(&slot.deallocations, 1);
+            bump_single_writer(&slot.deallocations, 1);
             let active = slot.active.get();
             if (*active).span == span {
                 block.cast::<*mut u8>().write((*active).free);
@@ -578,7 +571,7 @@ impl Heap {
             if (*active).allocated == 0 {
                 self.note_idle((*active).span, class);
             }
-            bump(&slot.deallocations, 1);
+            bump_single_writer(&slot.deallocations, 1);
             true
         }
     }
@@ -884,8 +877,8 @@ impl Heap {
             (*span).kind = Kind::Run;
             (*span).run_class = run as u8;
             (*span).object_offset = offset;
-            bump(&self.counters.allocations, 1);
-            bump(
+            bump_single_writer(&self.counters.allocations, 1);
+            bump_single_writer(
                 &self.counters.net_bytes,
                 (wf.config.span_bytes << run) as u64 - offset as u64,
             );
@@ -907,8 +900,8 @@ impl Heap {
             (*span).kind = Kind::Small;
             (*span).local().list = ListId::None;
             let steps = 1 + self.give_run(wf, span, run);
-            bump(&self.counters.deallocations, 1);
-            bump(&self.counters.net_bytes, bytes.wrapping_neg());
+            bump_single_writer(&self.counters.deallocations, 1);
+            bump_single_writer(&self.counters.net_bytes, bytes.wrapping_neg());
             self.count_free_steps(steps);
         }
     }
@@ -916,8 +909,8 @@ impl Heap {
     /// Counts a reallocation that kept its block: one free and one allocation of the same
     /// bytes. Owner only (the counters have one writer).
     pub fn count_realloc_in_place(&self) {
-        bump(&self.counters.allocations, 1);
-        bump(&self.counters.deallocations, 1);
+        bump_single_writer(&self.counters.allocations, 1);
+        bump_single_writer(&self.counters.deallocations, 1);
     }
 
     /// Counts a remote free of a small block of `class` performed by this heap's thread.
@@ -926,7 +919,7 @@ impl Heap {
     /// Owner only; `class < MAX_CLASSES`.
     pub unsafe fn count_remote_free(&self, class: usize, steps: u64) {
         // SAFETY: per the contract.
-        bump(unsafe { &self.slot(class).deallocations }, 1);
+        bump_single_writer(unsafe { &self.slot(class).deallocations }, 1);
         self.count_free_steps(steps);
     }
 

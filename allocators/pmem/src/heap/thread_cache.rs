@@ -31,8 +31,8 @@
 
 use std::cell::{RefCell, UnsafeCell};
 
-use alloclab_core::sync::Arc;
 use alloclab_core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use alloclab_core::sync::{Arc, bump_single_writer};
 
 use super::NCLASSES;
 
@@ -68,13 +68,13 @@ impl CacheSlot {
     /// Adds `n` allocations (owner only).
     #[inline]
     pub(super) fn count_allocations(&self, n: u64) {
-        bump(&self.allocations, n);
+        bump_single_writer(&self.allocations, n);
     }
 
     /// Adds `n` frees (owner only).
     #[inline]
     pub(super) fn count_frees(&self, n: u64) {
-        bump(&self.frees, n);
+        bump_single_writer(&self.frees, n);
     }
 
     /// (allocations, frees) counted so far.
@@ -110,15 +110,6 @@ impl CacheSlot {
         // registry mutex excludes other takers.
         Some(std::mem::take(unsafe { &mut *self.free.get() }))
     }
-}
-
-/// A single-writer counter increment: a load and a store, not a locked add.
-#[inline]
-fn bump(counter: &AtomicU64, n: u64) {
-    counter.store(
-        counter.load(Ordering::Relaxed).wrapping_add(n),
-        Ordering::Relaxed,
-    );
 }
 
 /// A thread's hold on its slot of one heap.

@@ -35,8 +35,8 @@
 use std::cell::RefCell;
 use std::sync::{Arc, Weak};
 
-use alloclab_core::sync::Mutex;
 use alloclab_core::sync::atomic::{AtomicU64, Ordering};
+use alloclab_core::sync::{Mutex, bump_single_writer};
 
 use super::{PersistStats, lines_touched};
 
@@ -47,15 +47,6 @@ struct ThreadCounts {
     flushes: AtomicU64,
     fences: AtomicU64,
     bytes_flushed: AtomicU64,
-}
-
-/// Adds `n` to a counter that only the calling thread writes: a load and a store.
-#[inline]
-fn bump(counter: &AtomicU64, n: u64) {
-    counter.store(
-        counter.load(Ordering::Relaxed).wrapping_add(n),
-        Ordering::Relaxed,
-    );
 }
 
 impl ThreadCounts {
@@ -126,16 +117,16 @@ impl AtomicPersistStats {
     pub fn record_flush(&self, offset: usize, len: usize) {
         let lines = lines_touched(offset, len);
         self.with_counts(|c| {
-            bump(&c.lines_flushed, lines);
-            bump(&c.flushes, 1);
-            bump(&c.bytes_flushed, len as u64);
+            bump_single_writer(&c.lines_flushed, lines);
+            bump_single_writer(&c.flushes, 1);
+            bump_single_writer(&c.bytes_flushed, len as u64);
         });
     }
 
     /// Counts one `fence` call.
     #[inline]
     pub fn record_fence(&self) {
-        self.with_counts(|c| bump(&c.fences, 1));
+        self.with_counts(|c| bump_single_writer(&c.fences, 1));
     }
 
     /// The counters now, all threads together (see the [module documentation](self)).
