@@ -30,6 +30,23 @@ fn clock_per_ns() -> f64 {
     }
 }
 
+const USAGE: &str = "usage: storage_split [WORKLOADS] [HEAPS] [THREADS] [RUNS]";
+
+/// Prints what is wrong and the usage, and exits with status 2.
+fn usage(why: &str) -> ! {
+    eprintln!("storage_split: {why}\n{USAGE}");
+    std::process::exit(2)
+}
+
+/// A positional count in `1..=1024`, `default` when absent.
+fn count(arg: Option<&String>, default: usize, what: &str) -> usize {
+    match arg.map(|s| s.parse::<usize>()) {
+        None => default,
+        Some(Ok(n)) if (1..=1024).contains(&n) => n,
+        Some(_) => usage(&format!("{what} must be a number in 1..=1024")),
+    }
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -43,13 +60,25 @@ fn main() {
         std::env::set_var("PMEM_NO_FLUSH", "0");
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.len() > 4 {
+        usage("too many arguments");
+    }
     let workloads = args.first().map_or("inp-g", String::as_str).to_owned();
+    let specs: Vec<(&str, Spec)> = workloads
+        .split(',')
+        .map(|w| match Spec::parse(w) {
+            Some(spec) => (w, spec),
+            None => usage(&format!(
+                "'{w}' is not a storage workload (e.g. inp-g, cow-h)"
+            )),
+        })
+        .collect();
     let heaps = args
         .get(1)
         .map_or("alloclab-pmem,pmdk,dram", String::as_str)
         .to_owned();
-    let threads: usize = args.get(2).map_or(1, |s| s.parse().expect("threads"));
-    let runs: usize = args.get(3).map_or(5, |s| s.parse().expect("runs"));
+    let threads = count(args.get(2), 1, "THREADS");
+    let runs = count(args.get(3), 5, "RUNS");
     let per_ns = clock_per_ns();
     let dir = alloclab_harness::workloads::pmem::pool_dir();
     let params = Params {
@@ -71,14 +100,16 @@ fn main() {
             split.cycles(Phase::Mm) as f64 / per_ns / n as f64
         );
     }
-    for workload in workloads.split(',') {
-        let spec = Spec::parse(workload).expect("a storage workload");
+    for (workload, spec) in specs {
         let heaps: Vec<&str> = heaps.split(',').collect();
         // Per heap: ops/s and ns/op of each phase, one entry per run.
         let mut table = vec![vec![Vec::new(); 5]; heaps.len()];
         for _ in 0..runs {
             for (h, heap) in heaps.iter().enumerate() {
-                let r = measure_by_name(spec, heap, &params, &dir).expect("the run");
+                let r = measure_by_name(spec, heap, &params, &dir).unwrap_or_else(|e| {
+                    eprintln!("storage_split: {workload} on {heap}: {e}");
+                    std::process::exit(1)
+                });
                 let ops = r.ops as f64;
                 table[h][0].push(ops / r.elapsed.as_secs_f64());
                 for (i, phase) in Phase::ALL.into_iter().enumerate() {
