@@ -120,8 +120,9 @@ pub struct StepBound {
 /// With `n` threads — so at most `n` heaps, and at most `n` producers stalled mid-push, each
 /// parking one chain (threads that only free count too: they can stall a push):
 ///
-/// * alloc ≤ `28 + 4n`. The fast path is 1 step. The slow path takes one remote free of the
-///   active span (≤ `3 + n`: the backlog, each parked chain, one swap), a partial span (1),
+/// * alloc ≤ `29 + 4n`. The fast path is 1 step. The slow path takes the next remote free of
+///   the chain kept in the active span's slot (1), else one remote free of the active span
+///   (≤ `3 + n`: the backlog, each parked chain, one swap), a partial span (1),
 ///   one full span (1, then ≤ `3 + n` to take its remote free), and otherwise acquires a new
 ///   span: a discard (≤ 3), the spare, cache, idle spans (≤ 8) and own public list (≤ 3),
 ///   helping one heap
@@ -137,7 +138,7 @@ pub struct StepBound {
 pub const fn step_bound(span_bytes: usize, threads: u64) -> StepBound {
     let _ = span_bytes;
     StepBound {
-        alloc: 28 + 4 * threads,
+        alloc: 29 + 4 * threads,
         free: 4,
     }
 }

@@ -56,6 +56,7 @@
 #![cfg_attr(loom, allow(dead_code))]
 
 pub mod help;
+mod hint;
 pub mod remote_free;
 pub mod span_list;
 

@@ -10,7 +10,7 @@ use alloclab_core::sync::atomic::Ordering;
 use alloclab_core::sync::{Arc, model, thread};
 
 use crate::help::{Collected, HelpRecord};
-use crate::remote_free::{Consumer, Node, ReclaimCounter, RemoteFreeList};
+use crate::remote_free::{Consumer, Node, ReclaimCounter, RemoteFreeList, take_linked};
 use crate::span_list::{Link, SpanList};
 
 /// Nodes for a model, leaked so raw pointers stay valid across threads.
@@ -98,6 +98,85 @@ fn loom_remote_free_list_never_hands_out_a_node_its_producer_will_still_write() 
         // SAFETY: as above.
         unsafe { list.drain(&mut deferred, &mut reuse) };
         assert_eq!(got.len(), 2, "a block was lost");
+        for node in &blocks {
+            // SAFETY: nodes of this model.
+            let word = unsafe { (*(*node as *mut Node)).link_word().load(Ordering::Relaxed) };
+            assert_eq!(
+                word, reused,
+                "a producer wrote a block after it was handed out"
+            );
+        }
+    });
+}
+
+/// Takes nodes the way the allocator does: from the backlog lent to the active span's slot
+/// ([`take_linked`]), and when that runs dry or stalls, one [`RemoteFreeList::pop`] (which
+/// parks a stalled node or swaps the list) before lending the backlog again. Stops when
+/// `pop` has nothing.
+fn take_like_the_allocator(
+    list: &RemoteFreeList,
+    consumer: &mut Consumer,
+    mut consume: impl FnMut(*mut Node),
+) {
+    loop {
+        let mut lent = consumer.lend_backlog();
+        loop {
+            // SAFETY: the lent backlog is the one consumer's chain of pushed nodes.
+            let node = unsafe { take_linked(&mut lent) };
+            if node.is_null() {
+                break;
+            }
+            consume(node);
+        }
+        consumer.return_backlog(lent);
+        let mut steps = 0;
+        // SAFETY: the model's one consumer, always with the same `consumer`.
+        let node = unsafe { list.pop(consumer, &mut steps) };
+        if node.is_null() {
+            return;
+        }
+        consume(node);
+    }
+}
+
+#[test]
+fn loom_remote_frees_taken_from_a_lent_backlog_are_linked_and_taken_once() {
+    // As the allocator's slot path: nodes taken from the backlog lent to the slot are
+    // reused at once, so none may be handed out before its producer linked it, and parking
+    // a stalled node must still work after a lend and return.
+    model(|| {
+        let reused = core::ptr::without_provenance_mut::<Node>(0x40);
+        let list = Arc::new(RemoteFreeList::new());
+        let blocks = nodes(3);
+        let producer = {
+            let (list, mine) = (list.clone(), [blocks[1], blocks[2]]);
+            thread::spawn(move || {
+                for node in mine {
+                    // SAFETY: each node is pushed once, by this producer.
+                    unsafe { list.push(node as *mut Node) };
+                }
+            })
+        };
+        // SAFETY: pushed once, by this thread, before it turns consumer.
+        unsafe { list.push(blocks[0] as *mut Node) };
+        let mut consumer = Consumer::new();
+        let mut got = Vec::new();
+        let mut reuse = |node: *mut Node| {
+            got.push(node as usize);
+            // SAFETY: a node of this model, handed to us.
+            unsafe { (*node).link_word().store(reused, Ordering::Relaxed) };
+        };
+        take_like_the_allocator(&list, &mut consumer, &mut reuse);
+        producer.join().unwrap();
+        take_like_the_allocator(&list, &mut consumer, &mut reuse);
+        assert_eq!(consumer.parked(), 0, "a chain stayed parked");
+        let unique: HashSet<_> = got.iter().copied().collect();
+        assert_eq!(
+            unique.len(),
+            got.len(),
+            "a block was handed out twice: {got:?}"
+        );
+        assert_eq!(unique, blocks.iter().copied().collect(), "a block was lost");
         for node in &blocks {
             // SAFETY: nodes of this model.
             let word = unsafe { (*(*node as *mut Node)).link_word().load(Ordering::Relaxed) };

@@ -34,6 +34,8 @@ use core::ptr;
 
 use alloclab_core::sync::atomic::{AtomicPtr, Ordering};
 
+use crate::hint::prefetch;
+
 /// The first two words of a free block on a remote-free list.
 #[repr(C)]
 pub struct Node {
@@ -108,24 +110,36 @@ impl Consumer {
     /// Consumer only; backlog nodes were pushed with [`RemoteFreeList::push`].
     #[inline]
     unsafe fn pop_backlog(&mut self, steps: &mut u64) -> *mut Node {
-        let node = self.backlog;
-        if node.is_null() {
-            return node;
-        }
-        *steps += 1;
-        // SAFETY: `node` was pushed and not yet handed out: its first word is the atomic link,
-        // written by its producer only.
-        let next = unsafe { (*node).next.load(Ordering::Acquire) };
-        if next == PENDING {
-            // SAFETY: the second word is consumer-only; the producer writes only `next`.
-            unsafe { (*node).deferred_next = self.parked };
-            self.parked = node;
-            self.parked_len += 1;
-            self.backlog = ptr::null_mut();
+        if self.backlog.is_null() {
             return ptr::null_mut();
         }
-        self.backlog = next;
+        *steps += 1;
+        // SAFETY: per the contract, the backlog is a chain of pushed nodes.
+        let node = unsafe { take_linked(&mut self.backlog) };
+        if node.is_null() {
+            // The first node's producer has not linked it yet: park it.
+            let stalled = self.backlog;
+            // SAFETY: the second word is consumer-only; the producer writes only `next`.
+            unsafe { (*stalled).deferred_next = self.parked };
+            self.parked = stalled;
+            self.parked_len += 1;
+            self.backlog = ptr::null_mut();
+        }
         node
+    }
+
+    /// Lends the backlog out (see [`take_linked`]): the owner keeps it beside its active
+    /// span's free list while the span is active, and gives it back with
+    /// [`return_backlog`](Self::return_backlog). Leaves the backlog empty.
+    pub fn lend_backlog(&mut self) -> *mut Node {
+        core::mem::replace(&mut self.backlog, ptr::null_mut())
+    }
+
+    /// Takes back a backlog lent with [`lend_backlog`](Self::lend_backlog), after
+    /// [`take_linked`] took any number of nodes from its front.
+    pub fn return_backlog(&mut self, backlog: *mut Node) {
+        debug_assert!(self.backlog.is_null(), "a lent backlog is returned once");
+        self.backlog = backlog;
     }
 
     /// Makes the first parked node whose link has arrived the backlog. Returns whether one
@@ -158,6 +172,36 @@ impl Consumer {
         }
         false
     }
+}
+
+/// Takes the first node of a backlog chain (a chain taken by the consumer's swap, as in
+/// [`Consumer`]) if its producer has linked it, advancing `backlog` to the next node: one
+/// step, no write to shared memory. Null, and `backlog` unchanged, if the chain is empty or
+/// its first node is still [`PENDING`] (the caller must then not hand it out; the
+/// [`Consumer`] parks it).
+///
+/// Also starts loading the next node's line (written by the thread that freed it), which
+/// the next take reads.
+///
+/// # Safety
+///
+/// Consumer only; `backlog` is null or a chain of nodes pushed with
+/// [`RemoteFreeList::push`] and taken by the consumer's swap, none handed out yet.
+#[inline]
+pub unsafe fn take_linked(backlog: &mut *mut Node) -> *mut Node {
+    let node = *backlog;
+    if node.is_null() {
+        return node;
+    }
+    // SAFETY: `node` was pushed and not yet handed out: its first word is the atomic link,
+    // written by its producer only.
+    let next = unsafe { (*node).next.load(Ordering::Acquire) };
+    if next == PENDING {
+        return ptr::null_mut();
+    }
+    *backlog = next;
+    prefetch(next.cast());
+    node
 }
 
 impl Default for Consumer {

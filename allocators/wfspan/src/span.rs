@@ -43,6 +43,7 @@ use alloclab_core::sync::atomic::{AtomicPtr, Ordering};
 use crossbeam_utils::CachePadded;
 
 use crate::heap::Heap;
+pub(crate) use crate::hint::prefetch;
 use crate::remote_free::{Consumer, ReclaimCounter, RemoteFreeList};
 use crate::size_class::class_bytes;
 use crate::span_list::Link;
@@ -389,18 +390,6 @@ impl SpanHeader {
             || local.carved < self.block_count
             || self.remote_list().has_nodes(&local.remote)
     }
-}
-
-/// Starts loading the cache line at `at` (a hint: no effect on what the program computes).
-#[inline(always)]
-pub(crate) fn prefetch(at: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults and changes no memory, whatever the address.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(at.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = at;
 }
 
 #[cfg(test)]
