@@ -21,7 +21,8 @@ use crate::thread;
 pub struct Config {
     /// Span size: a power of two from 16 KiB to 4 MiB (default 64 KiB).
     pub span_bytes: usize,
-    /// `K`: the most spans one heap keeps per size class (default 40, as in the paper).
+    /// `K`: the most spans one heap keeps per size class (default 40, as in the paper; at
+    /// most [`MAX_SPANS_PER_CLASS`]).
     pub spans_per_class: u32,
     /// Free span runs (and empty spans) a heap keeps privately per run class before
     /// publishing them for other threads (default 4).
@@ -44,8 +45,8 @@ impl Config {
     ///
     /// # Errors
     ///
-    /// A span size that is not a power of two in 16 KiB..=4 MiB, `spans_per_class` or
-    /// `cached_runs` of zero, or a region smaller than 1 GiB or 32 spans.
+    /// A span size that is not a power of two in 16 KiB..=4 MiB, `spans_per_class` of zero
+    /// or above [`MAX_SPANS_PER_CLASS`], `cached_runs` of zero, or a region smaller than 1 GiB or 32 spans.
     pub const fn validate(&self) -> Result<(), &'static str> {
         if !self.span_bytes.is_power_of_two()
             || self.span_bytes < (16 << 10)
@@ -53,8 +54,8 @@ impl Config {
         {
             return Err("span_bytes must be a power of two from 16 KiB to 4 MiB");
         }
-        if self.spans_per_class == 0 {
-            return Err("spans_per_class must be at least 1");
+        if self.spans_per_class == 0 || self.spans_per_class > MAX_SPANS_PER_CLASS {
+            return Err("spans_per_class must be from 1 to 64");
         }
         if self.cached_runs == 0 {
             return Err("cached_runs must be at least 1");
@@ -65,6 +66,10 @@ impl Config {
         Ok(())
     }
 }
+
+/// The most spans a heap can keep per size class (`Config::spans_per_class`): a heap's
+/// spans of a class sit in a table of this many entries, marked by 64-bit masks.
+pub const MAX_SPANS_PER_CLASS: u32 = 64;
 
 impl Default for Config {
     fn default() -> Self {

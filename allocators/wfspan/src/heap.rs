@@ -22,17 +22,19 @@
 //! local free list. Free by another thread: push on the span's remote list (one swap, one
 //! store) and count it.
 //!
-//! **Slow path (span acquisition)**, in this order, each step bounded:
-//! hand out the next remote free of the chain the active span's last swap took (kept in the
-//! [`ClassSlot`] while the span is active, so this reads the slot and the block, not the
-//! span's header); take one remote free of the active span (the owner takes remote frees one at a time,
-//! never walking the whole list), or carve its next block; take a partial span; look at **one** full span for remote
-//! frees (round robin); the spare span a helper left; the private cache; the own
-//! public list (one attempt); help **one** other heap (H = 1); publish a help request, then
-//! try every other heap's public list once (P = N) and the orphan list; collect the request;
-//! finally carve a fresh span from the region (one `fetch_add`). When the class already
-//! holds `K` spans, the oldest full span is **discarded** first: the owner forgets it and
-//! its last remote freer reclaims it.
+//! **Slow path (span acquisition)**, in this order, each step bounded: hand out the next
+//! remote free of the chain the active span's last swap took (kept in the [`ClassSlot`]
+//! while the span is active, so this reads the slot and the block, not the span's header);
+//! take one remote free of the active span (the owner takes remote frees one at a time,
+//! never walking the whole list), or carve its next block; take a partial span; look at
+//! **one** full span for remote frees (round robin); the spare span a helper left; the
+//! private cache; the own public list (one attempt); help **one** other heap (H = 1);
+//! publish a help request, then try every other heap's public list once (P = N) and the
+//! orphan list; collect the request; finally carve a fresh span from the region (one
+//! `fetch_add`). When the class already holds `K` spans, the oldest full span is **discarded**
+//! first: the owner forgets it and its last remote freer reclaims
+//! it. The partial and full spans of a class are entries of a table in the heap
+//! ([`ClassState`]): moving a span between them touches no other span.
 //!
 //! Every operation counts its steps (list nodes visited, CAS attempts, spans looked at);
 //! [`step_bound`](crate::step_bound) states the bound.
@@ -44,6 +46,7 @@ use alloclab_core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use alloclab_core::sync::bump_single_writer;
 use crossbeam_utils::CachePadded;
 
+use crate::MAX_SPANS_PER_CLASS;
 use crate::WfSpan;
 use crate::help::{Collected, HelpRecord};
 use crate::remote_free::{Node, take_linked};
@@ -58,83 +61,115 @@ const IDLE_HINTS: usize = 8;
 /// waiting to be formatted for any size class.
 pub const RUN_CLASSES: usize = 6;
 
-/// A doubly linked list of a class's spans (partial or full), owner only.
-#[derive(Clone, Copy)]
-struct SpanQueue {
-    head: *mut SpanHeader,
-    tail: *mut SpanHeader,
-    len: u32,
-}
-
-impl SpanQueue {
-    const EMPTY: Self = Self {
-        head: ptr::null_mut(),
-        tail: ptr::null_mut(),
-        len: 0,
-    };
-
-    /// # Safety
-    /// Owner only; `span` is on no list.
-    unsafe fn push_back(&mut self, span: *mut SpanHeader, id: ListId) {
-        // SAFETY: owner-only links of spans this heap owns.
-        unsafe {
-            let l = (*span).local();
-            l.prev = self.tail;
-            l.next = ptr::null_mut();
-            l.list = id;
-            if self.tail.is_null() {
-                self.head = span;
-            } else {
-                (*self.tail).local().next = span;
-            }
-        }
-        self.tail = span;
-        self.len += 1;
-    }
-
-    /// # Safety
-    /// Owner only; `span` is on this list.
-    unsafe fn unlink(&mut self, span: *mut SpanHeader) {
-        // SAFETY: owner-only links of spans on this list.
-        unsafe {
-            let (prev, next) = {
-                let l = (*span).local();
-                (l.prev, l.next)
-            };
-            if prev.is_null() {
-                self.head = next;
-            } else {
-                (*prev).local().next = next;
-            }
-            if next.is_null() {
-                self.tail = prev;
-            } else {
-                (*next).local().prev = prev;
-            }
-            (*span).local().list = ListId::None;
-        }
-        self.len -= 1;
-    }
-
-    /// # Safety
-    /// Owner only.
-    unsafe fn pop_front(&mut self) -> *mut SpanHeader {
-        let span = self.head;
-        if !span.is_null() {
-            // SAFETY: `span` is on this list.
-            unsafe { self.unlink(span) };
-        }
-        span
-    }
-}
-
-/// A heap's spans of one size class, but the active one (see [`ClassSlot`]).
-#[derive(Clone, Copy)]
+/// A heap's spans of one size class, but the active one (see [`ClassSlot`]), owner only.
+///
+/// The spans sit in a table of [`MAX_SPANS_PER_CLASS`] entries in the heap, and two bit
+/// masks say which entries are *partial* (free blocks on their local free list) and which
+/// are *full* (free blocks, if any, on their remote list); a span records its entry. So
+/// every move (full to partial on a local free, partial to active, active to full, out when
+/// its blocks are all back) reads and writes only this state and the moved span's own
+/// header, never another span's: with lists linked through span headers each move also
+/// wrote one or two neighbours' headers, cold lines in spans of their own.
+///
+/// Both lists are first in, first out: a span goes into the first free entry after the
+/// last one filled (going round the table), so the first entry in use after that point
+/// is the one that has waited longest. That order matters: the full span looked at for
+/// remote frees is the one exhausted longest ago, the partial span taken is the one that
+/// had the most time to collect free blocks. (Taking the lowest entry instead made the
+/// heap take fresh spans four times as often when every free is remote.)
 struct ClassState {
-    partial: SpanQueue,
-    full: SpanQueue,
+    /// Entries holding partial spans.
+    partial: u64,
+    /// Entries holding full spans.
+    full: u64,
+    /// The entry after the last one filled: where the next span goes in (the first free
+    /// entry from here) and where the oldest span is found (the first entry in use from
+    /// here).
+    tail: u32,
     /// Spans of this class the heap owns (active + partial + full).
     owned: u32,
+    spans: [*mut SpanHeader; MAX_SPANS_PER_CLASS as usize],
+}
+
+/// The first entry set in `mask` (not 0) at or after `from`, going round.
+#[inline]
+fn next_entry(mask: u64, from: u32) -> u32 {
+    let start = from % MAX_SPANS_PER_CLASS;
+    (start + mask.rotate_right(start).trailing_zeros()) % MAX_SPANS_PER_CLASS
+}
+
+impl ClassState {
+    const EMPTY: Self = Self {
+        partial: 0,
+        full: 0,
+        tail: 0,
+        owned: 0,
+        spans: [ptr::null_mut(); MAX_SPANS_PER_CLASS as usize],
+    };
+
+    /// Puts `span` at the back of `list` (partial or full).
+    ///
+    /// # Safety
+    /// Owner only; `span` is owned by this heap, of this class, on no list. Fewer than
+    /// [`MAX_SPANS_PER_CLASS`] spans are on the lists (the class owns at most
+    /// `Config::spans_per_class` spans, one of them not on a list when this is called:
+    /// the active span being retired, or a span just taken off).
+    unsafe fn push(&mut self, span: *mut SpanHeader, list: ListId) {
+        let used = self.partial | self.full;
+        debug_assert!(
+            used != u64::MAX,
+            "more spans on a class's lists than entries"
+        );
+        let entry = next_entry(!used, self.tail);
+        self.tail = entry + 1;
+        self.spans[entry as usize] = span;
+        match list {
+            ListId::Partial => self.partial |= 1 << entry,
+            ListId::Full => self.full |= 1 << entry,
+            ListId::None => debug_assert!(false, "push on no list"),
+        }
+        // SAFETY: owner-only state of a span this heap owns.
+        let local = unsafe { (*span).local() };
+        local.entry = entry as u8;
+        local.list = list;
+    }
+
+    /// Takes `span` off its list (partial or full).
+    ///
+    /// # Safety
+    /// Owner only; `span` is on one of this state's lists.
+    unsafe fn unlink(&mut self, span: *mut SpanHeader) {
+        // SAFETY: owner-only state of a span this heap owns.
+        let local = unsafe { (*span).local() };
+        let bit = !(1u64 << local.entry);
+        self.partial &= bit;
+        self.full &= bit;
+        local.list = ListId::None;
+    }
+
+    /// Takes the oldest partial span off its list; null if none.
+    ///
+    /// # Safety
+    /// Owner only.
+    unsafe fn pop_partial(&mut self) -> *mut SpanHeader {
+        if self.partial == 0 {
+            return ptr::null_mut();
+        }
+        let entry = next_entry(self.partial, self.tail);
+        self.partial &= !(1 << entry);
+        let span = self.spans[entry as usize];
+        // SAFETY: owner-only state of a span on our list.
+        unsafe { (*span).local().list = ListId::None };
+        span
+    }
+
+    /// The oldest full span, left on its list; null if none.
+    fn oldest_full(&self) -> *mut SpanHeader {
+        if self.full == 0 {
+            return ptr::null_mut();
+        }
+        self.spans[next_entry(self.full, self.tail) as usize]
+    }
 }
 
 /// The active span of one size class and the part of its state the common allocation and
@@ -292,11 +327,7 @@ impl Heap {
                 },
                 local: UnsafeCell::new(HeapLocal {
                     bound_next: ptr::null_mut(),
-                    classes: [ClassState {
-                        partial: SpanQueue::EMPTY,
-                        full: SpanQueue::EMPTY,
-                        owned: 0,
-                    }; MAX_CLASSES],
+                    classes: [const { ClassState::EMPTY }; MAX_CLASSES],
                     runs: [RunCache {
                         head: ptr::null_mut(),
                         len: 0,
@@ -446,29 +477,30 @@ impl Heap {
                     self.install(wf, class, active);
                     return self.finish_alloc(class, block, steps);
                 }
-                (*cs).full.push_back(active, ListId::Full);
+                (*cs).push(active, ListId::Full);
             }
             // 2. A span with local free blocks.
-            let span = (*cs).partial.pop_front();
+            let span = (*cs).pop_partial();
             if !span.is_null() {
                 steps += 1;
                 return self.activate(wf, cs, class, span, steps);
             }
             // 3. One full span's remote frees (round robin: it goes to the back).
-            let span = (*cs).full.pop_front();
+            let span = (*cs).oldest_full();
             if !span.is_null() {
                 steps += 1;
+                (*cs).unlink(span);
                 if (*span).has_free_block() {
                     return self.activate(wf, cs, class, span, steps);
                 }
-                (*cs).full.push_back(span, ListId::Full);
+                (*cs).push(span, ListId::Full);
             }
             // 4. A new span.
             self.alloc_small_fresh(wf, cs, class, steps)
         }
     }
 
-    /// Takes a new span for `class` (discarding the oldest full span first if the class
+    /// Takes a new span for `class` (discarding a full span first if the class
     /// holds `K`), makes it active and takes a block from it.
     ///
     /// # Safety
@@ -483,8 +515,9 @@ impl Heap {
         // SAFETY: (for the whole block) owner-only access to this heap and its spans.
         unsafe {
             if (*cs).owned >= wf.config.spans_per_class {
-                let old = (*cs).full.pop_front();
+                let old = (*cs).oldest_full();
                 if !old.is_null() {
+                    (*cs).unlink(old);
                     (*cs).owned -= 1;
                     steps += 1 + self.discard(wf, old);
                 }
@@ -525,7 +558,7 @@ impl Heap {
             }
             if block.is_null() {
                 // Nothing after all: fall back to a fresh acquisition next time round.
-                (*cs).full.push_back(span, ListId::Full);
+                (*cs).push(span, ListId::Full);
                 return self.alloc_small_fresh(wf, cs, class, steps);
             }
             self.install(wf, class, span);
@@ -638,10 +671,8 @@ impl Heap {
         unsafe {
             let local = (*span).local();
             if local.allocated == 0 {
-                match local.list {
-                    ListId::Partial => (*cs).partial.unlink(span),
-                    ListId::Full => (*cs).full.unlink(span),
-                    ListId::None => {}
+                if local.list != ListId::None {
+                    (*cs).unlink(span);
                 }
                 (*cs).owned -= 1;
                 if self.give_up_empty(span) {
@@ -650,8 +681,9 @@ impl Heap {
                     1
                 }
             } else if local.list == ListId::Full {
-                (*cs).full.unlink(span);
-                (*cs).partial.push_back(span, ListId::Partial);
+                (*cs).partial |= 1 << local.entry;
+                (*cs).full &= !(1 << local.entry);
+                local.list = ListId::Partial;
                 2
             } else {
                 1

@@ -75,7 +75,9 @@ mod thread;
 mod allocator;
 
 #[cfg(not(loom))]
-pub use allocator::{Config, StepBound, WfSpan, step_bound, stranded_bound_bytes};
+pub use allocator::{
+    Config, MAX_SPANS_PER_CLASS, StepBound, WfSpan, step_bound, stranded_bound_bytes,
+};
 
 #[cfg(all(test, loom))]
 mod loom_tests;

@@ -84,12 +84,12 @@ pub struct SpanLocal {
     pub remote_consumed: u64,
     /// The owner's side of the remote-free list: taken, not yet handed out, and stalled.
     pub remote: Consumer,
-    /// Links in the owner's partial/full list, or in a run cache (`next` only).
-    pub prev: *mut SpanHeader,
-    /// See `prev`.
+    /// Link in a run cache.
     pub next: *mut SpanHeader,
-    /// Which list the span is on.
+    /// Which of its class's lists the span is on (see `heap::ClassState`) ...
     pub list: ListId,
+    /// ... and in which entry of the class's table.
+    pub entry: u8,
 }
 
 /// The header at the start of every span, span run and huge mapping.
@@ -190,9 +190,9 @@ impl SpanHeader {
                     allocated: 0,
                     remote_consumed: 0,
                     remote: Consumer::new(),
-                    prev: ptr::null_mut(),
                     next: ptr::null_mut(),
                     list: ListId::None,
+                    entry: 0,
                 })),
                 remote: CachePadded::new(RemoteSide {
                     list: RemoteFreeList::new(),
@@ -235,7 +235,6 @@ impl SpanHeader {
             local.allocated = 0;
             local.remote_consumed = 0;
             local.remote = Consumer::new();
-            local.prev = ptr::null_mut();
             local.next = ptr::null_mut();
             local.list = ListId::None;
         }

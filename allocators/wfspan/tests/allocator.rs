@@ -6,7 +6,7 @@ use core::ptr::NonNull;
 use std::sync::mpsc;
 
 use alloclab_core::{Allocator, Checked, HostAllocator, MallocHeap, Policy};
-use alloclab_wfspan::{Config, WfSpan, step_bound};
+use alloclab_wfspan::{Config, MAX_SPANS_PER_CLASS, WfSpan, step_bound, stranded_bound_bytes};
 
 fn layout(size: usize, align: usize) -> Layout {
     Layout::from_size_align(size, align).unwrap()
@@ -188,6 +188,16 @@ fn steps_stay_within_the_bound_when_every_free_is_remote() {
         stats.max_free_steps.unwrap(),
     );
     assert!(alloc >= 2, "the slow path never ran: {alloc}");
+    // Spans whose blocks all went to other threads must come back to their owner (round
+    // robin over its full spans) or be discarded and reclaimed, not pile up: the footprint
+    // stays within the paper's bound on memory that helping and the non-linearizable lists
+    // can strand, A(N), which is far above what this run holds live (a few MiB).
+    let footprint = stats.footprint_bytes.unwrap();
+    let stranded = stranded_bound_bytes(Config::DEFAULT.span_bytes, heap.heap_count() as u64);
+    assert!(
+        footprint <= stranded,
+        "footprint {footprint} B above A(N) = {stranded} B"
+    );
     assert!(
         alloc <= bound.alloc,
         "alloc took {alloc} steps, bound {}",
@@ -288,4 +298,64 @@ fn discarded_spans_are_reclaimed_by_their_last_remote_freer_and_reused() {
         footprint < 40 * config.span_bytes,
         "footprint {footprint} B: discarded spans were not reused"
     );
+}
+
+#[test]
+fn spans_per_class_is_checked_against_the_class_table() {
+    for (k, ok) in [
+        (0, false),
+        (1, true),
+        (MAX_SPANS_PER_CLASS, true),
+        (65, false),
+    ] {
+        let config = Config {
+            spans_per_class: k,
+            ..Config::DEFAULT
+        };
+        assert_eq!(config.validate().is_ok(), ok, "spans_per_class = {k}");
+    }
+}
+
+#[test]
+fn a_class_with_a_full_span_table_keeps_every_block() {
+    // K = 64: one thread holds blocks in many more spans of one class than its table has
+    // entries, frees them in a scattered order (spans move from full to partial to empty
+    // while others are discarded), and allocates them again; the checker sees every block
+    // stay distinct and every free match.
+    let config = Config {
+        spans_per_class: MAX_SPANS_PER_CLASS,
+        ..Config::DEFAULT
+    };
+    let heap = Checked::with_policy(WfSpan::with_config(config), Policy::Record);
+    let l = layout(4096, 16);
+    let per_span = config.span_bytes / 4096;
+    let count = 3 * MAX_SPANS_PER_CLASS as usize * per_span;
+    let mut blocks: Vec<usize> = (0..count)
+        .map(|_| heap.allocate(l).unwrap().as_ptr() as usize)
+        .collect();
+    for round in 0..4 {
+        // Free every third block (a different third each round), then allocate them back.
+        let mut kept = Vec::with_capacity(blocks.len());
+        let mut freed = 0;
+        for (i, &b) in blocks.iter().enumerate() {
+            if (i + round) % 3 == 0 {
+                // SAFETY: allocated above with `l`, freed once.
+                unsafe { heap.deallocate(NonNull::new(b as *mut u8).unwrap(), l) };
+                freed += 1;
+            } else {
+                kept.push(b);
+            }
+        }
+        for _ in 0..freed {
+            kept.push(heap.allocate(l).unwrap().as_ptr() as usize);
+        }
+        blocks = kept;
+    }
+    let distinct: std::collections::HashSet<_> = blocks.iter().copied().collect();
+    assert_eq!(distinct.len(), count, "a block was handed out twice");
+    for &b in &blocks {
+        // SAFETY: live blocks of `l`, each freed once.
+        unsafe { heap.deallocate(NonNull::new(b as *mut u8).unwrap(), l) };
+    }
+    assert!(heap.violations().is_empty(), "{:?}", heap.violations());
 }
