@@ -27,6 +27,9 @@ use crate::rng::Rng;
 pub(crate) const ARENAS: usize = 16;
 /// Entries of the chunk table (a power of two); at most 3/4 are used.
 const TABLE: usize = 1 << 14;
+// The free-list tallies (`heap::tally_of`) count an arena's free bytes / 16 in 32 bits:
+// the table's chunks must stay under that.
+const _: () = assert!(TABLE / 4 * 3 * CHUNK / crate::heap::GRANULE <= u32::MAX as usize);
 /// Chunk-table kind of a chunk of blocks.
 const KIND_BLOCKS: usize = 1;
 /// Chunk-table kind of a huge block's mapping.
