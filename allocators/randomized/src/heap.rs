@@ -47,8 +47,9 @@
 //! An allocation of block size `want` draws a free block among those that fit and are at
 //! most [`RANGE`] times larger (at least [`RANGE_MIN`] bytes; for requests above 1 KiB, at
 //! most twice the request plus [`WINDOW`]): a class with probability proportional to its
-//! number of free blocks (per-class counts summed in groups of eight classes, and running
-//! totals of the classes up to [`RANGE_MIN`], where most requests' candidates end), as the
+//! number of free blocks (per-class tallies of blocks and bytes, each one word, summed in
+//! groups of eight classes, and a running tally of the classes up to [`RANGE_MIN`], where
+//! most requests' candidates end), as the
 //! class of a uniformly drawn block would be, then the oldest block of that class. It
 //! places the object at a uniformly random 16-byte-aligned offset inside the block; the
 //! slack on either side goes back to the free lists. Drawing by count rather than by bytes
@@ -240,6 +241,31 @@ pub(crate) fn class_floor(class: usize) -> usize {
         let log = 10 + k / 4;
         (1 << log) + (k % 4) * (1 << (log - 2))
     }
+}
+
+/// One free block of `bytes` bytes as a free-list *tally*: bytes / 16 in the high 32 bits,
+/// the number of blocks in the low 32 (so that a count is read as a 32-bit word, without a
+/// shift), so that one addition counts both and one load reads both. Neither half can
+/// carry into the other: an arena's free bytes are at most the heap's chunks (at most `3/4`
+/// of the chunk table's entries, 48 GiB; asserted in `root`), under `2^32 * 16` bytes, and
+/// its free blocks at most a 32nd of that.
+#[inline(always)]
+fn tally_of(bytes: u64) -> u64 {
+    debug_assert!(bytes.is_multiple_of(GRANULE as u64) && bytes < 1 << 32);
+    // `(bytes / 16) << 32`, as one shift: `bytes` is a multiple of 16.
+    bytes << (32 - GRANULE.trailing_zeros()) | 1
+}
+
+/// The blocks a [tally](tally_of) counts.
+#[inline(always)]
+fn tally_blocks(tally: u64) -> u64 {
+    u64::from(tally as u32)
+}
+
+/// The bytes a [tally](tally_of) counts.
+#[inline(always)]
+fn tally_bytes(tally: u64) -> u64 {
+    (tally >> 32) * GRANULE as u64
 }
 
 /// The first class all of whose blocks are at least `want` bytes, and the class below it
@@ -463,20 +489,12 @@ pub(crate) struct Arena {
     head: [usize; CLASSES],
     /// Newest free block of each class.
     tail: [usize; CLASSES],
-    /// Bytes on each class's list.
-    class_bytes: [u64; CLASSES],
-    /// Free blocks on each class's list.
-    class_count: [u64; CLASSES],
-    /// Free blocks on the lists of each group of [`GROUP`] classes.
-    group_count: [u64; CLASSES / GROUP],
-    /// Bytes on the lists of each group of [`GROUP`] classes.
-    group_bytes: [u64; CLASSES / GROUP],
-    /// Bit `c` set iff class `c` has a free block.
-    nonempty: [u64; CLASSES / 64],
-    /// Free blocks on the lists of classes `0..=SMALL_LAST`.
-    small_count: u64,
-    /// Bytes on the lists of classes `0..=SMALL_LAST`.
-    small_bytes: u64,
+    /// Free blocks and bytes on each class's list, as a [tally](tally_of).
+    class_tally: [u64; CLASSES],
+    /// Free blocks and bytes on the lists of each group of [`GROUP`] classes.
+    group_tally: [u64; CLASSES / GROUP],
+    /// Free blocks and bytes on the lists of classes `0..=SMALL_LAST`.
+    small_tally: u64,
     /// Header of the wilderness (0 if none).
     wild: usize,
     /// Address of the newest chunk's sentinel (the wilderness ends there).
@@ -599,31 +617,32 @@ impl Arena {
 
     // ----- free lists ----------------------------------------------------------------
 
+    /// Counts a block of `bytes` bytes onto (`add`) or off class `class`'s list: its
+    /// class's, group's and (for a small class) the small classes' tallies, one
+    /// read-modify-write each.
     #[inline(always)]
     fn count(&mut self, class: usize, bytes: u64, add: bool) {
+        let t = tally_of(bytes);
+        // Branch-free: whether a slack lands in the small classes is a coin toss.
+        let small = t & u64::from(class <= SMALL_LAST).wrapping_neg();
+        let (c, g) = (
+            class & (CLASSES - 1),
+            (class / GROUP) & (CLASSES / GROUP - 1),
+        );
         if add {
-            self.class_bytes[class] += bytes;
-            self.group_bytes[class / GROUP] += bytes;
-            self.class_count[class] += 1;
-            self.group_count[class / GROUP] += 1;
-            // Branch-free: whether a slack lands in the small classes is a coin toss.
-            let small = u64::from(class <= SMALL_LAST);
-            self.small_count += small;
-            self.small_bytes += bytes & small.wrapping_neg();
+            self.class_tally[c] += t;
+            self.group_tally[g] += t;
+            self.small_tally += small;
         } else {
-            self.class_bytes[class] -= bytes;
-            self.group_bytes[class / GROUP] -= bytes;
-            self.class_count[class] -= 1;
-            self.group_count[class / GROUP] -= 1;
-            let small = u64::from(class <= SMALL_LAST);
-            self.small_count -= small;
-            self.small_bytes -= bytes & small.wrapping_neg();
+            self.class_tally[c] -= t;
+            self.group_tally[g] -= t;
+            self.small_tally -= small;
         }
     }
 
-    /// Bytes on all free lists (the group totals summed: read rarely, so not kept).
+    /// Bytes on all free lists (the group tallies summed: read rarely, so not kept).
     fn pool(&self) -> u64 {
-        self.group_bytes.iter().sum()
+        tally_bytes(self.group_tally.iter().sum())
     }
 
     /// Free blocks and their bytes on the lists of classes `lo..=hi` (`lo <= hi`), in one
@@ -633,7 +652,7 @@ impl Arena {
     #[inline]
     fn candidates(&self, lo: usize, hi: usize) -> (u64, u64) {
         let (glo, ghi) = (lo / GROUP, hi / GROUP);
-        let (mut blocks, mut bytes) = (0u64, 0u64);
+        let mut sum = 0u64;
         let head_end = if glo == ghi {
             hi + 1
         } else {
@@ -641,46 +660,40 @@ impl Arena {
         };
         let mut c = lo;
         while c < head_end {
-            blocks += self.class_count[c & (CLASSES - 1)];
-            bytes += self.class_bytes[c & (CLASSES - 1)];
+            sum += self.class_tally[c & (CLASSES - 1)];
             c += 1;
         }
-        if glo == ghi {
-            return (blocks, bytes);
+        if glo != ghi {
+            let mut g = glo + 1;
+            while g < ghi {
+                sum += self.group_tally[g & (CLASSES / GROUP - 1)];
+                g += 1;
+            }
+            c = ghi * GROUP;
+            while c <= hi {
+                sum += self.class_tally[c & (CLASSES - 1)];
+                c += 1;
+            }
         }
-        let mut g = glo + 1;
-        while g < ghi {
-            blocks += self.group_count[g & (CLASSES / GROUP - 1)];
-            bytes += self.group_bytes[g & (CLASSES / GROUP - 1)];
-            g += 1;
-        }
-        c = ghi * GROUP;
-        while c <= hi {
-            blocks += self.class_count[c & (CLASSES - 1)];
-            bytes += self.class_bytes[c & (CLASSES - 1)];
-            c += 1;
-        }
-        (blocks, bytes)
+        (tally_blocks(sum), tally_bytes(sum))
     }
 
-    /// Free blocks and their bytes on the lists of classes `0..lo` (`lo <= SMALL_LAST`):
-    /// whole groups, then the classes of `lo`'s group.
+    /// The [tally](tally_of) of the lists of classes `0..lo` (`lo <= SMALL_LAST`): whole
+    /// groups, then the classes of `lo`'s group.
     #[inline]
-    fn candidates_below(&self, lo: usize) -> (u64, u64) {
-        let (mut blocks, mut bytes) = (0u64, 0u64);
+    fn candidates_below(&self, lo: usize) -> u64 {
+        let mut sum = 0u64;
         let mut g = 0;
         while g < lo / GROUP {
-            blocks += self.group_count[g & (CLASSES / GROUP - 1)];
-            bytes += self.group_bytes[g & (CLASSES / GROUP - 1)];
+            sum += self.group_tally[g & (CLASSES / GROUP - 1)];
             g += 1;
         }
         let mut c = lo / GROUP * GROUP;
         while c < lo {
-            blocks += self.class_count[c & (CLASSES - 1)];
-            bytes += self.class_bytes[c & (CLASSES - 1)];
+            sum += self.class_tally[c & (CLASSES - 1)];
             c += 1;
         }
-        (blocks, bytes)
+        sum
     }
 
     /// The class in `lo..=hi` holding block number `target` of their lists.
@@ -689,7 +702,7 @@ impl Arena {
         let mut class = lo;
         let first_end = hi.min((lo / GROUP + 1) * GROUP - 1);
         while class <= first_end {
-            let n = self.class_count[class & (CLASSES - 1)];
+            let n = tally_blocks(self.class_tally[class & (CLASSES - 1)]);
             if target < n {
                 return class;
             }
@@ -698,7 +711,7 @@ impl Arena {
         }
         let mut group = class / GROUP;
         while group < hi / GROUP {
-            let n = self.group_count[group & (CLASSES / GROUP - 1)];
+            let n = tally_blocks(self.group_tally[group & (CLASSES / GROUP - 1)]);
             if target < n {
                 break;
             }
@@ -707,7 +720,7 @@ impl Arena {
         }
         class = class.max(group * GROUP);
         while class < hi {
-            let n = self.class_count[class & (CLASSES - 1)];
+            let n = tally_blocks(self.class_tally[class & (CLASSES - 1)]);
             if target < n {
                 return class;
             }
@@ -723,7 +736,7 @@ impl Arena {
     fn class_of_nth(&self, mut target: u64) -> usize {
         let mut group = 0;
         while group < CLASSES / GROUP - 1 {
-            let n = self.group_count[group];
+            let n = tally_blocks(self.group_tally[group]);
             if target < n {
                 break;
             }
@@ -732,7 +745,7 @@ impl Arena {
         }
         let mut class = group * GROUP;
         while class < group * GROUP + GROUP - 1 {
-            let n = self.class_count[class & (CLASSES - 1)];
+            let n = tally_blocks(self.class_tally[class & (CLASSES - 1)]);
             if target < n {
                 break;
             }
@@ -742,19 +755,21 @@ impl Arena {
         class
     }
 
-    /// The smallest non-empty class above `class`, if any.
+    /// The smallest non-empty class above `class`, if any, from the tallies: the classes
+    /// to the end of its group, then the first non-empty group's. It runs only when an
+    /// allocation finds too few candidates, so the lists keep no bitmap of non-empty
+    /// classes for it (every push and unlink would pay to keep one).
     fn next_nonempty_above(&self, class: usize) -> Option<usize> {
-        let from = class + 1;
-        for word in from / 64..CLASSES / 64 {
-            let mut bits = self.nonempty[word];
-            if word == from / 64 {
-                bits &= !0u64 << (from % 64);
+        let mut c = class + 1;
+        while c < CLASSES && !c.is_multiple_of(GROUP) {
+            if tally_blocks(self.class_tally[c]) != 0 {
+                return Some(c);
             }
-            if bits != 0 {
-                return Some(word * 64 + bits.trailing_zeros() as usize);
-            }
+            c += 1;
         }
-        None
+        let group =
+            (c / GROUP..CLASSES / GROUP).find(|&g| tally_blocks(self.group_tally[g]) != 0)?;
+        (group * GROUP..(group + 1) * GROUP).find(|&c| tally_blocks(self.class_tally[c]) != 0)
     }
 
     /// Appends the free block `h` of `size` bytes to its class (oldest first out, so a
@@ -773,7 +788,6 @@ impl Arena {
             wr(h + PREV, tail);
             if tail == 0 {
                 self.head[class] = h;
-                self.nonempty[class / 64] |= 1 << (class % 64);
             } else {
                 wr(tail + NEXT, h);
             }
@@ -831,9 +845,6 @@ impl Arena {
                 wr(next + PREV, prev);
             }
         }
-        if self.head[class] == 0 {
-            self.nonempty[class / 64] &= !(1 << (class % 64));
-        }
         self.count(class, size as u64, false);
     }
 
@@ -844,6 +855,9 @@ impl Arena {
     ///
     /// `payload` rounded up, plus the header and `align` (if over 16), must be at most
     /// [`LARGE_MAX`]; larger requests are the root's.
+    // Inlined into its one caller (`Randomized::allocate`): a call here cost a second
+    // prologue and epilogue (about 18 instructions) on every allocation.
+    #[inline(always)]
     pub(crate) fn alloc(
         &mut self,
         payload: usize,
@@ -872,11 +886,12 @@ impl Arena {
         let last = class_of(cap.min(CHUNK)).max(first);
         // `below`: for the small classes, the blocks of the classes below `first`.
         let (blocks, bytes, below) = if last == SMALL_LAST {
-            let (blocks, bytes) = self.candidates_below(first);
+            let below = self.candidates_below(first);
+            let fitting = self.small_tally - below;
             (
-                self.small_count - blocks,
-                self.small_bytes - bytes,
-                Some(blocks),
+                tally_blocks(fitting),
+                tally_bytes(fitting),
+                Some(tally_blocks(below)),
             )
         } else {
             let (blocks, bytes) = self.candidates(first, last);
@@ -1486,63 +1501,43 @@ impl Arena {
                     0,
                 ));
             }
-            if self.class_count[class] != members {
+            let tally = self.class_tally[class];
+            if tally_blocks(tally) != members {
                 return Err(Corruption::with(
                     "class block count disagrees with the list",
                     class,
-                    self.class_count[class] as usize,
+                    tally_blocks(tally) as usize,
                     members as usize,
                 ));
             }
-            if self.class_bytes[class] != bytes {
+            if tally_bytes(tally) != bytes {
                 return Err(Corruption::with(
                     "class byte total disagrees with the list",
                     class,
-                    self.class_bytes[class] as usize,
+                    tally_bytes(tally) as usize,
                     bytes as usize,
                 ));
             }
             listed += bytes;
         }
-        for class in 0..CLASSES {
-            let bit = (self.nonempty[class / 64] >> (class % 64)) & 1 == 1;
-            if bit != (self.head[class] != 0) {
-                return Err(Corruption::with(
-                    "free-list non-empty bit wrong",
-                    self.head[class],
-                    class,
-                    0,
-                ));
-            }
-        }
         for g in 0..CLASSES / GROUP {
-            let count: u64 = self.class_count[g * GROUP..(g + 1) * GROUP].iter().sum();
-            if count != self.group_count[g] {
+            let sum: u64 = self.class_tally[g * GROUP..(g + 1) * GROUP].iter().sum();
+            if sum != self.group_tally[g] {
                 return Err(Corruption::with(
-                    "group block count disagrees with its classes",
-                    g,
-                    count as usize,
-                    self.group_count[g] as usize,
-                ));
-            }
-            let sum: u64 = self.class_bytes[g * GROUP..(g + 1) * GROUP].iter().sum();
-            if sum != self.group_bytes[g] {
-                return Err(Corruption::with(
-                    "group byte total disagrees with its classes",
+                    "group tally (blocks and bytes) disagrees with its classes",
                     g,
                     sum as usize,
-                    self.group_bytes[g] as usize,
+                    self.group_tally[g] as usize,
                 ));
             }
         }
-        let small_count: u64 = self.class_count[..=SMALL_LAST].iter().sum();
-        let small_bytes: u64 = self.class_bytes[..=SMALL_LAST].iter().sum();
-        if (small_count, small_bytes) != (self.small_count, self.small_bytes) {
+        let small: u64 = self.class_tally[..=SMALL_LAST].iter().sum();
+        if small != self.small_tally {
             return Err(Corruption::with(
-                "running totals of the small classes disagree with the lists",
+                "running tally of the small classes disagrees with the lists",
                 self.index,
-                small_count as usize,
-                self.small_count as usize,
+                small as usize,
+                self.small_tally as usize,
             ));
         }
         if listed != free_bytes || listed != self.pool() {

@@ -27,6 +27,9 @@ use crate::rng::Rng;
 pub(crate) const ARENAS: usize = 16;
 /// Entries of the chunk table (a power of two); at most 3/4 are used.
 const TABLE: usize = 1 << 14;
+// The free-list tallies (`heap::tally_of`) count an arena's free bytes / 16 in 32 bits:
+// the table's chunks must stay under that.
+const _: () = assert!(TABLE / 4 * 3 * CHUNK / crate::heap::GRANULE <= u32::MAX as usize);
 /// Chunk-table kind of a chunk of blocks.
 const KIND_BLOCKS: usize = 1;
 /// Chunk-table kind of a huge block's mapping.
@@ -352,6 +355,9 @@ impl Root {
     }
 
     /// Frees `payload`: checks it and frees it, or says why not (nothing changed then).
+    // Inlined into its one caller (`Randomized::free_block`), for the same reason as
+    // `Arena::alloc`.
+    #[inline(always)]
     pub(crate) fn free(&self, payload: usize) -> Result<(), Invalid> {
         let (base, kind) = self.locate(payload)?;
         if kind == KIND_HUGE {
