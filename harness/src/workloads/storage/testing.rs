@@ -183,4 +183,8 @@ impl<H: PHeap> Engine<H> for ListEngine<H> {
     fn split(&self) -> &Split {
         &self.split
     }
+
+    fn split_mut(&mut self) -> &mut Split {
+        &mut self.split
+    }
 }
