@@ -4,18 +4,11 @@
 //! `cargo run --release -p alloclab-harness --example storage_split -- WORKLOADS [HEAPS]
 //! [THREADS] [RUNS]` (comma-separated workloads such as `inp-g,cow-h`; heaps default to
 //! `alloclab-pmem,pmdk,dram`; 1 thread; 5 runs). Prints, per workload, heap and run, the
-//! throughput and each phase's ns/op (each span less the clock's per-span overhead, as the
-//! suite's shares are; memory management also raw), then the medians.
-//!
-//! First it prints the clock's cost (an empty span) and checks the per-span correction
-//! against a batched measurement: one alloclab-pmem `alloc_many` of one CoW node (and one
-//! `dealloc_many`) per span, raw and corrected, against one span around
-//! [`SPAN_CHECK_CALLS`] such calls, per call (medians of rounds).
+//! throughput and each phase's ns/op, then the medians.
 
 use std::time::{Duration, Instant};
 
-use alloclab_harness::storage::engines::cow::NODE_BYTES;
-use alloclab_harness::storage::{AlloclabPmemStorage, PHeap, Phase, PoolFile, Split};
+use alloclab_harness::storage::Phase;
 use alloclab_harness::workloads::storage::{Spec, measure_by_name};
 use alloclab_harness::workloads::{Params, Scale};
 
@@ -52,61 +45,6 @@ fn count(arg: Option<&String>, default: usize, what: &str) -> usize {
         Some(Ok(n)) if (1..=1024).contains(&n) => n,
         Some(_) => usage(&format!("{what} must be a number in 1..=1024")),
     }
-}
-
-/// Calls per round of the span check.
-const SPAN_CHECK_CALLS: usize = 256;
-
-/// Per call, ns (medians of rounds): `alloc_many` of one node and `dealloc_many` of it, each
-/// in its own span (raw, then less the calibrated per-span overhead), and K of them in one
-/// span; and the overhead itself.
-fn span_check(per_ns: f64, dir: &std::path::Path) -> Result<[f64; 7], String> {
-    let path = dir.join(format!(
-        "alloclab-storage-split-{}.pool",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&path);
-    let heap = <AlloclabPmemStorage as PoolFile>::create(&path, 16 << 20, 64)?;
-    let mut rows: Vec<[f64; 7]> = Vec::new();
-    let mut out = Vec::with_capacity(SPAN_CHECK_CALLS);
-    let k = SPAN_CHECK_CALLS as f64 * per_ns;
-    for _ in 0..21 {
-        let mut each = Split::default();
-        let overhead = each.calibrate();
-        out.clear();
-        for _ in 0..SPAN_CHECK_CALLS {
-            each.time(Phase::Mm, || heap.alloc_many(&[NODE_BYTES], &mut out))?;
-        }
-        for &off in &out {
-            // SAFETY: allocated just now, linked nowhere.
-            each.time(Phase::Cc, || unsafe { heap.dealloc_many(&[off]) })?;
-        }
-        let mut batched = Split::default();
-        out.clear();
-        batched.time(Phase::Mm, || {
-            (0..SPAN_CHECK_CALLS).try_for_each(|_| heap.alloc_many(&[NODE_BYTES], &mut out))
-        })?;
-        batched.time(Phase::Cc, || {
-            // SAFETY: as above.
-            out.iter()
-                .try_for_each(|&off| unsafe { heap.dealloc_many(&[off]) })
-        })?;
-        rows.push([
-            each.raw_cycles(Phase::Mm) as f64 / k,
-            each.cycles(Phase::Mm) as f64 / k,
-            batched.cycles(Phase::Mm) as f64 / k,
-            each.raw_cycles(Phase::Cc) as f64 / k,
-            each.cycles(Phase::Cc) as f64 / k,
-            batched.cycles(Phase::Cc) as f64 / k,
-            overhead as f64 / per_ns,
-        ]);
-    }
-    drop(heap);
-    let _ = std::fs::remove_file(&path);
-    Ok(std::array::from_fn(|c| {
-        let mut v: Vec<f64> = rows.iter().map(|r| r[c]).collect();
-        median(&mut v)
-    }))
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -162,18 +100,10 @@ fn main() {
             split.cycles(Phase::Mm) as f64 / per_ns / n as f64
         );
     }
-    match span_check(per_ns, &dir) {
-        Ok([a_raw, a, a_one, f_raw, f, f_one, overhead]) => println!(
-            "span check (alloclab-pmem, one {NODE_BYTES}-byte node, ns/call): alloc_many {a_raw:.1} raw, \
-             {a:.1} corrected, {a_one:.1} in one span of {SPAN_CHECK_CALLS}; dealloc_many {f_raw:.1} raw, \
-             {f:.1} corrected, {f_one:.1} in one span; overhead {overhead:.1} per span"
-        ),
-        Err(e) => println!("span check: {e}"),
-    }
     for (workload, spec) in specs {
         let heaps: Vec<&str> = heaps.split(',').collect();
         // Per heap: ops/s and ns/op of each phase, one entry per run.
-        let mut table = vec![vec![Vec::new(); 6]; heaps.len()];
+        let mut table = vec![vec![Vec::new(); 5]; heaps.len()];
         for _ in 0..runs {
             for (h, heap) in heaps.iter().enumerate() {
                 let r = measure_by_name(spec, heap, &params, &dir).unwrap_or_else(|e| {
@@ -185,12 +115,11 @@ fn main() {
                 for (i, phase) in Phase::ALL.into_iter().enumerate() {
                     table[h][i + 1].push(r.split.cycles(phase) as f64 / per_ns / ops);
                 }
-                table[h][5].push(r.split.raw_cycles(Phase::Mm) as f64 / per_ns / ops);
             }
         }
         println!(
-            "{workload:<12} {:<14} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}  (median; ns/op; runs min-max)",
-            "heap", "kops/s", "index", "cc", "mm", "mod", "mm raw"
+            "{workload:<12} {:<14} {:>9} {:>8} {:>8} {:>8} {:>8}  (median; ns/op; runs min-max)",
+            "heap", "kops/s", "index", "cc", "mm", "mod"
         );
         for (h, heap) in heaps.iter().enumerate() {
             let cols: Vec<(f64, f64, f64)> = table[h]
@@ -201,13 +130,12 @@ fn main() {
                 })
                 .collect();
             print!(
-                "{workload:<12} {heap:<14} {:>9.1} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0}  ",
+                "{workload:<12} {heap:<14} {:>9.1} {:>8.0} {:>8.0} {:>8.0} {:>8.0}  ",
                 cols[0].0 / 1e3,
                 cols[1].0,
                 cols[2].0,
                 cols[3].0,
-                cols[4].0,
-                cols[5].0
+                cols[4].0
             );
             println!(
                 "kops {:.0}-{:.0} cc {:.0}-{:.0} mm {:.0}-{:.0}",

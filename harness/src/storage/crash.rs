@@ -526,10 +526,6 @@ mod tests {
         fn split(&self) -> &Split {
             &self.split
         }
-
-        fn split_mut(&mut self) -> &mut Split {
-            &mut self.split
-        }
     }
 
     #[test]

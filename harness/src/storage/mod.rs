@@ -326,42 +326,16 @@ impl Phase {
 /// log writing [`Phase::Cc`]). Time outside every phase (the driver, key generation) is
 /// not counted; shares are of the sum of the four.
 ///
-/// # The clock's own cost, and its correction
-///
-/// Each span also carries about one clock read: an empty span is attributed 17–45 ns on
+/// Each span also carries about one clock read: an empty span is attributed 26–43 ns on
 /// the project's 2-core VM (the `storage_split` example prints it), which is most of a
-/// span around one alloclab-pmem allocation, so a phase made of many short spans (memory
-/// management with a fast heap) is overstated. A split therefore keeps two totals per
-/// phase:
-///
-/// * **raw** ([`raw_cycles`](Self::raw_cycles), [`raw_share`](Self::raw_share)): the sum
-///   of the spans as measured;
-/// * **corrected** ([`cycles`](Self::cycles), [`share`](Self::share)): the sum of the spans
-///   less the split's per-span overhead each, never below zero for any span
-///   (`span.saturating_sub(overhead)`).
-///
-/// The overhead is 0 (corrected = raw) until [`calibrate`](Self::calibrate) measures it on
-/// the calling thread: the median, over rounds, of the mean attribution of back-to-back
-/// empty spans. The `storage` driver calibrates every worker's split after loading and
-/// before the run phase, so the same correction rule applies to every phase, heap, engine
-/// and thread count. (On this VM one alloclab-pmem `alloc_many` of one node measured
-/// 32 ns per call in its own span, 17 ns as the empty span, and 15 ns per call with one
-/// span around 256 calls: the corrected 15 ns matches the batched figure; the
-/// `storage_split` example repeats that check.)
-///
-/// And `rdtsc` is not ordered by `SFENCE`: the wait for a fence's write-backs lands in
+/// span around one alloclab-pmem allocation. Shares are not corrected for it, so a phase
+/// made of many short spans (memory management with a fast heap) is overstated. And
+/// `rdtsc` is not ordered by `SFENCE`: the wait for a fence's write-backs lands in
 /// whichever span next needs them to be done (a flush, a locked instruction), not
 /// necessarily in the fence's own [`Phase::Cc`] span.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Split {
-    /// Per phase: the spans less `span_overhead` each (saturating).
     cycles: [u64; 4],
-    /// Per phase: the spans as measured.
-    raw: [u64; 4],
-    /// Per phase: the number of spans.
-    spans: [u64; 4],
-    /// Cycles subtracted from each span (0 until calibrated).
-    span_overhead: u64,
     /// Flush calls the engine made itself.
     pub flushes: u64,
     /// Fences the engine made itself.
@@ -376,93 +350,28 @@ impl Split {
     pub fn time<R>(&mut self, phase: Phase, f: impl FnOnce() -> R) -> R {
         let start = now();
         let r = f();
-        let span = now().wrapping_sub(start);
-        self.record(phase, span);
+        self.cycles[phase as usize] += now().wrapping_sub(start);
         r
     }
 
-    /// Adds one span of `span` cycles to `phase`: as measured to the raw total, less the
-    /// per-span overhead (never below zero) to the corrected one.
-    #[inline]
-    fn record(&mut self, phase: Phase, span: u64) {
-        let p = phase as usize;
-        self.raw[p] += span;
-        self.cycles[p] += span.saturating_sub(self.span_overhead);
-        self.spans[p] += 1;
-    }
-
-    /// Measures what the clock attributes to an empty span on the calling thread (the
-    /// median over [`CALIBRATION_ROUNDS`](Self::CALIBRATION_ROUNDS) rounds of the mean of
-    /// [`CALIBRATION_SPANS`](Self::CALIBRATION_SPANS) back-to-back empty spans), makes it
-    /// this split's per-span overhead for the spans timed from now on, and returns it.
-    pub fn calibrate(&mut self) -> u64 {
-        let mut means: Vec<u64> = (0..Self::CALIBRATION_ROUNDS)
-            .map(|_| {
-                let mut probe = Split::default();
-                for i in 0..Self::CALIBRATION_SPANS {
-                    probe.time(Phase::Mm, || std::hint::black_box(i));
-                }
-                probe.raw_cycles(Phase::Mm) / Self::CALIBRATION_SPANS as u64
-            })
-            .collect();
-        means.sort_unstable();
-        self.span_overhead = means[means.len() / 2];
-        self.span_overhead
-    }
-
-    /// Rounds of [`calibrate`](Self::calibrate).
-    pub const CALIBRATION_ROUNDS: usize = 33;
-    /// Empty spans per round of [`calibrate`](Self::calibrate).
-    pub const CALIBRATION_SPANS: usize = 256;
-
-    /// Sets the per-span overhead by hand (tests; the driver uses
-    /// [`calibrate`](Self::calibrate)).
-    pub fn set_span_overhead(&mut self, cycles: u64) {
-        self.span_overhead = cycles;
-    }
-
-    /// The cycles subtracted from each span timed now (0 until calibrated).
-    pub fn span_overhead(&self) -> u64 {
-        self.span_overhead
-    }
-
-    /// Cycles (or nanoseconds where there is no cycle counter) spent in `phase`, corrected
-    /// for the clock's per-span overhead (see [the type's documentation](Self)).
+    /// Cycles (or nanoseconds where there is no cycle counter) spent in `phase`.
     pub fn cycles(&self, phase: Phase) -> u64 {
         self.cycles[phase as usize]
     }
 
-    /// Cycles spent in `phase` as measured, with no correction.
-    pub fn raw_cycles(&self, phase: Phase) -> u64 {
-        self.raw[phase as usize]
-    }
-
-    /// Spans timed under `phase`.
-    pub fn spans(&self, phase: Phase) -> u64 {
-        self.spans[phase as usize]
-    }
-
-    /// `phase`'s share of the four phases' corrected total, in `0.0..=1.0` (0 when nothing
-    /// was timed).
+    /// `phase`'s share of the four phases' total, in `0.0..=1.0` (0 when nothing was timed).
     pub fn share(&self, phase: Phase) -> f64 {
-        share_of(&self.cycles, phase)
+        let total: u64 = self.cycles.iter().sum();
+        if total == 0 {
+            0.0
+        } else {
+            self.cycles(phase) as f64 / total as f64
+        }
     }
 
-    /// `phase`'s share of the four phases' raw total (no correction), in `0.0..=1.0`.
-    pub fn raw_share(&self, phase: Phase) -> f64 {
-        share_of(&self.raw, phase)
-    }
-
-    /// Adds another instance's split (to total the threads); the per-span overhead stays
-    /// this split's own.
+    /// Adds another instance's split (to total the threads).
     pub fn add(&mut self, other: &Split) {
         for (a, b) in self.cycles.iter_mut().zip(other.cycles) {
-            *a += b;
-        }
-        for (a, b) in self.raw.iter_mut().zip(other.raw) {
-            *a += b;
-        }
-        for (a, b) in self.spans.iter_mut().zip(other.spans) {
             *a += b;
         }
         self.flushes += other.flushes;
@@ -474,21 +383,17 @@ impl Split {
     pub fn since(&self, earlier: &Split) -> Split {
         Split {
             cycles: std::array::from_fn(|i| self.cycles[i].saturating_sub(earlier.cycles[i])),
-            raw: std::array::from_fn(|i| self.raw[i].saturating_sub(earlier.raw[i])),
-            spans: std::array::from_fn(|i| self.spans[i].saturating_sub(earlier.spans[i])),
-            span_overhead: self.span_overhead,
             flushes: self.flushes.saturating_sub(earlier.flushes),
             fences: self.fences.saturating_sub(earlier.fences),
             bytes_flushed: self.bytes_flushed.saturating_sub(earlier.bytes_flushed),
         }
     }
 
-    /// A split of the given cycles per phase (in [`Phase::ALL`] order, raw and corrected
-    /// alike) and no flushes, for tests and reports.
+    /// A split of the given cycles per phase (in [`Phase::ALL`] order) and no flushes, for
+    /// tests and reports.
     pub fn from_cycles(cycles: [u64; 4]) -> Split {
         Split {
             cycles,
-            raw: cycles,
             ..Split::default()
         }
     }
@@ -510,16 +415,6 @@ impl Split {
     pub fn persist<H: PHeap + ?Sized>(&mut self, heap: &H, p: *const u8, len: usize) {
         self.flush(heap, p, len);
         self.fence(heap);
-    }
-}
-
-/// `phase`'s share of the sum of `cycles`, in `0.0..=1.0` (0 when the sum is 0).
-fn share_of(cycles: &[u64; 4], phase: Phase) -> f64 {
-    let total: u64 = cycles.iter().sum();
-    if total == 0 {
-        0.0
-    } else {
-        cycles[phase as usize] as f64 / total as f64
     }
 }
 
@@ -616,9 +511,6 @@ pub trait Engine<H: PHeap>: Sized + Send {
     /// Where this instance's time went so far.
     fn split(&self) -> &Split;
 
-    /// The same split, for the driver to [`calibrate`](Split::calibrate) before it times.
-    fn split_mut(&mut self) -> &mut Split;
-
     /// The offsets of every heap block this partition reaches (its index, log, tuples, …),
     /// each once, for the crash tests' leak count ([`crash`]); `None` (the default) where the
     /// engine does not say, and leaks are then not counted.
@@ -635,65 +527,6 @@ pub trait Engine<H: PHeap>: Sized + Send {
 mod tests {
     use super::*;
     use crate::peers::{ALLOCATORS, Capability};
-
-    #[test]
-    fn the_per_span_correction_subtracts_the_overhead_from_each_span_never_below_zero() {
-        let mut split = Split::default();
-        // Uncalibrated: corrected = raw.
-        split.record(Phase::Cc, 7);
-        assert_eq!(
-            (split.cycles(Phase::Cc), split.raw_cycles(Phase::Cc)),
-            (7, 7)
-        );
-        split.set_span_overhead(10);
-        let before = split.clone();
-        for span in [25, 5, 10] {
-            split.record(Phase::Mm, span);
-        }
-        split.record(Phase::Index, 100);
-        // 25 − 10, then 5 and 10 clamp at 0 (not −5 taken from the 25).
-        assert_eq!(split.cycles(Phase::Mm), 15);
-        assert_eq!(split.raw_cycles(Phase::Mm), 40);
-        assert_eq!(split.spans(Phase::Mm), 3);
-        assert_eq!(split.cycles(Phase::Index), 90);
-        assert_eq!(split.raw_cycles(Phase::Index), 100);
-        // Shares: corrected over the corrected total, raw over the raw total.
-        assert!((split.share(Phase::Mm) - 15.0 / (7.0 + 15.0 + 90.0)).abs() < 1e-12);
-        assert!((split.raw_share(Phase::Mm) - 40.0 / (7.0 + 40.0 + 100.0)).abs() < 1e-12);
-        // What was added since the snapshot, and totals over threads, keep both.
-        let ran = split.since(&before);
-        assert_eq!(ran.cycles(Phase::Cc), 0);
-        assert_eq!((ran.cycles(Phase::Mm), ran.raw_cycles(Phase::Mm)), (15, 40));
-        assert_eq!(ran.span_overhead(), 10);
-        let mut total = Split::default();
-        total.add(&ran);
-        total.add(&ran);
-        assert_eq!(total.cycles(Phase::Mm), 30);
-        assert_eq!(total.raw_cycles(Phase::Index), 200);
-        assert_eq!(total.spans(Phase::Mm), 6);
-        assert_eq!(
-            total.span_overhead(),
-            0,
-            "the total's own, not the workers'"
-        );
-    }
-
-    #[test]
-    fn calibration_sets_the_overhead_the_spans_after_it_lose() {
-        let mut split = Split::default();
-        let overhead = split.calibrate();
-        assert_eq!(split.span_overhead(), overhead);
-        #[cfg(target_arch = "x86_64")]
-        assert!(overhead > 0, "two rdtsc reads never return the same count");
-        for i in 0..1000u64 {
-            split.time(Phase::Mm, || std::hint::black_box(i));
-        }
-        let (raw, corrected) = (split.raw_cycles(Phase::Mm), split.cycles(Phase::Mm));
-        assert!(corrected <= raw);
-        // Each span loses at most the overhead, and none goes below zero.
-        assert!(raw - corrected <= 1000 * overhead);
-        assert_eq!(split.spans(Phase::Mm), 1000);
-    }
 
     #[test]
     fn every_engine_and_every_persistent_heap_dispatches_by_name() {

@@ -988,8 +988,4 @@ impl<H: PHeap> Engine<H> for Cow<H> {
     fn split(&self) -> &Split {
         &self.split
     }
-
-    fn split_mut(&mut self) -> &mut Split {
-        &mut self.split
-    }
 }

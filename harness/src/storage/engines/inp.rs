@@ -279,10 +279,6 @@ impl<H: PHeap> Engine<H> for Inp<H> {
         &self.split
     }
 
-    fn split_mut(&mut self) -> &mut Split {
-        &mut self.split
-    }
-
     fn blocks(&self) -> Result<Option<Vec<u64>>, String> {
         let heap = &*self.heap;
         let mut out = vec![self.log.offset()];

@@ -664,10 +664,6 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
         &self.split
     }
 
-    fn split_mut(&mut self) -> &mut Split {
-        &mut self.split
-    }
-
     fn blocks(&self) -> Result<Option<Vec<u64>>, String> {
         let heap = &*self.heap;
         let mut out = vec![self.log.offset()];

@@ -41,9 +41,7 @@
 //! |---|---|---|
 //! | `ops_per_s` | ops/s | run-phase operations per second, all threads |
 //! | `op_p50`, `op_p99`, `op_p99.9`, `op_p99.99` | ns | one operation (its commit included), one clock read included |
-//! | `share_index`, `share_cc`, `share_mm`, `share_mod` | % | the engines' time split over the run phase, summed over threads, each span less the clock's per-span overhead ([`Split`]; what the must-reach check (i) reads) |
-//! | `share_index_raw`, `share_cc_raw`, `share_mm_raw`, `share_mod_raw` | % | the same split as measured, with no correction |
-//! | `span_overhead_cycles` | cycles | the per-span overhead subtracted: each worker calibrates it ([`Split::calibrate`]) after loading, before the run; mean over workers |
+//! | `share_index`, `share_cc`, `share_mm`, `share_mod` | % | the engines' time split over the run phase, summed over threads ([`Split`]) |
 //! | `engine_flushes_per_op`, `engine_fences_per_op`, `engine_bytes_flushed_per_op` | /op | the engines' own flush calls, fences and bytes flushed |
 //! | `flushes_per_op`, `fences_per_op`, `bytes_flushed_per_op` | /op | everything the heap's medium flushed (cache lines) and fenced, engines' flushes included (heaps that count: alloclab-pmem) |
 //! | `recovery_heap_ms`, `recovery_engine_ms` | ms | heap open, and all partitions' recovery (durable heaps) |
@@ -261,8 +259,6 @@ pub struct Report {
     pub latency: Histogram<u64>,
     /// The engines' split over the run phase, summed over threads.
     pub split: Split,
-    /// The per-span overhead the workers' splits subtracted, cycles (mean over workers).
-    pub span_overhead: f64,
     /// The heap's counters over the run phase (heaps that count).
     pub persist: Option<PersistStats>,
     /// Heap and engine recovery (durable heaps).
@@ -280,23 +276,13 @@ pub struct Recovery {
     pub engine: Duration,
 }
 
-/// The metric of each phase's share (corrected for the clock's per-span overhead).
+/// The metric of each phase's share.
 pub fn share_metric(phase: Phase) -> &'static str {
     match phase {
         Phase::Index => "share_index",
         Phase::Cc => "share_cc",
         Phase::Mm => "share_mm",
         Phase::Mod => "share_mod",
-    }
-}
-
-/// The metric of each phase's raw share (no correction).
-pub fn raw_share_metric(phase: Phase) -> &'static str {
-    match phase {
-        Phase::Index => "share_index_raw",
-        Phase::Cc => "share_cc_raw",
-        Phase::Mm => "share_mm_raw",
-        Phase::Mod => "share_mod_raw",
     }
 }
 
@@ -333,20 +319,6 @@ impl Report {
                 phase != Phase::Mod,
             ));
         }
-        for phase in Phase::ALL {
-            out.push(sample(
-                raw_share_metric(phase),
-                "%",
-                self.split.raw_share(phase) * 100.0,
-                phase != Phase::Mod,
-            ));
-        }
-        out.push(sample(
-            "span_overhead_cycles",
-            "cycles",
-            self.span_overhead,
-            true,
-        ));
         out.push(sample(
             "engine_flushes_per_op",
             "flushes/op",
@@ -572,9 +544,6 @@ pub fn measure<H: PoolFile, E: Engine<H>>(
                         let root = partition_root::<H, E>(heap, t);
                         let mut engine = E::create(Arc::clone(heap), root)?;
                         load::<H, E>(&mut engine, plan)?;
-                        // In situ, on this worker: the clock's cost per span, subtracted
-                        // from every span of the run phase (see `Split`).
-                        engine.split_mut().calibrate();
                         Ok::<_, String>(engine)
                     }))
                     .unwrap_or_else(|p| {
@@ -625,8 +594,6 @@ pub fn measure<H: PoolFile, E: Engine<H>>(
     let mut split = Split::default();
     let mut latency = latency_histogram();
     let mut engines = Vec::with_capacity(threads);
-    let span_overhead =
-        ran.iter().map(|r| r.split.span_overhead()).sum::<u64>() as f64 / ran.len().max(1) as f64;
     for r in ran {
         split.add(&r.split);
         latency.add(&r.latency).expect("same bounds");
@@ -675,7 +642,6 @@ pub fn measure<H: PoolFile, E: Engine<H>>(
         elapsed,
         latency,
         split,
-        span_overhead,
         persist,
         recovery,
         live_items,
@@ -795,11 +761,6 @@ mod tests {
             "share_cc",
             "share_mm",
             "share_mod",
-            "share_index_raw",
-            "share_cc_raw",
-            "share_mm_raw",
-            "share_mod_raw",
-            "span_overhead_cycles",
             "engine_flushes_per_op",
             "engine_fences_per_op",
             "engine_bytes_flushed_per_op",
@@ -813,22 +774,12 @@ mod tests {
         ] {
             assert!(names.contains(&m), "no {m} in {names:?}");
         }
-        for raw in [false, true] {
-            let share: f64 = samples
-                .iter()
-                .filter(|s| s.metric.starts_with("share_") && s.metric.ends_with("_raw") == raw)
-                .map(|s| s.value)
-                .sum();
-            assert!(
-                (share - 100.0).abs() < 1e-6,
-                "shares (raw: {raw}) sum to {share}"
-            );
-        }
-        // Every worker calibrated its split; the correction only ever removes time.
-        assert!(report.span_overhead > 0.0);
-        for phase in Phase::ALL {
-            assert!(report.split.cycles(phase) <= report.split.raw_cycles(phase));
-        }
+        let share: f64 = samples
+            .iter()
+            .filter(|s| s.metric.starts_with("share_"))
+            .map(|s| s.value)
+            .sum();
+        assert!((share - 100.0).abs() < 1e-6, "shares sum to {share}");
     }
 
     #[test]

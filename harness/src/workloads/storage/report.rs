@@ -249,7 +249,7 @@ pub fn must_reach(results: &ResultsFile) -> Vec<Check> {
     checks.push(Check {
         verdict,
         line: format!(
-            "(i) with alloclab-pmem the memory-management share (`share_mm`: each span less the clock's calibrated per-span overhead; uncorrected in `share_mm_raw`) is <= {MM_SHARE_LIMIT}% on mixes {mixes} in every engine: {detail}{}",
+            "(i) with alloclab-pmem the memory-management share is <= {MM_SHARE_LIMIT}% on mixes {mixes} in every engine: {detail}{}",
             gaps(&missing, &missing_engines)
         ),
     });
@@ -382,9 +382,7 @@ pub fn markdown(out: &mut String, results: &ResultsFile) {
          no media latency). Figures are medians over {runs} run(s); “× pmdk” divides by PMDK's \
          median for the same engine, mix and threads. Latency includes one clock read. The \
          split is the engines' own timing of index / crash consistency / memory management / \
-         modification, as % of their sum, each timed span less the clock's per-span cost \
-         (calibrated in every worker as the empty span's, `span_overhead_cycles`; never below \
-         zero); `share_*_raw` in results.json keep the uncorrected split. Flushes and fences per operation: the engine's own \
+         modification, as % of their sum. Flushes and fences per operation: the engine's own \
          (`eng`), and for heaps that count them, every cache line the medium flushed \
          (`lines`, the engine's and the allocator's).",
         view.engines().join(", "),

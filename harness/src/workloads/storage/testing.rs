@@ -183,8 +183,4 @@ impl<H: PHeap> Engine<H> for ListEngine<H> {
     fn split(&self) -> &Split {
         &self.split
     }
-
-    fn split_mut(&mut self) -> &mut Split {
-        &mut self.split
-    }
 }
