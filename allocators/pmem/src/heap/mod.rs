@@ -1109,8 +1109,10 @@ impl<M: Medium> PersistentHeap<M> {
     /// Moves the older half (the bottom) of a thread's stack of class `c` to the global list.
     #[cold]
     fn spill(&self, stack: &mut Vec<u64>, c: usize) {
-        let moved: Vec<u64> = stack.drain(..stack.len() / 2).collect();
-        lock(&self.global).free[c].extend(moved);
+        // Straight from the stack into the global list: no temporary vector to allocate,
+        // fill and free on a path that storage engines time as memory management.
+        let half = stack.len() / 2;
+        lock(&self.global).free[c].extend(stack.drain(..half));
     }
 
     /// Returns the slabs of a run whose live mark is already clear to the slab pool.

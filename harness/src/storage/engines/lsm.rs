@@ -604,7 +604,10 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
             return Ok(false);
         };
         let heap = Arc::clone(&self.heap);
-        let in_runs = self.run_value(key).is_some_and(|v| !self.is_tombstone(v));
+        // Whether a run still holds a live version once the memtable's is gone (a tombstone
+        // must mask it). Found outside the memtable, it came from the runs: no second search.
+        let in_runs =
+            !found.in_memtable || self.run_value(key).is_some_and(|v| !self.is_tombstone(v));
         let r = (|| {
             if found.in_memtable {
                 self.defer_free_tuple(found.value)?;
