@@ -98,8 +98,12 @@ mod thread_cache;
 use std::alloc::Layout;
 use std::path::Path;
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
+
+// The thread caches' registry holds the loom shim's `Arc` (see `thread_cache`), so this
+// module names the same one: the crate then builds under `--cfg loom` too.
+use alloclab_core::sync::Arc;
 
 pub use error::HeapError;
 use thread_cache::{CacheSlot, with_slot};
