@@ -67,45 +67,65 @@ fn loom_remote_free_list_with_a_stalled_producer_loses_and_duplicates_nothing() 
     });
 }
 
+/// How a reuse model's consumer takes nodes: hands each one to the callback.
+type Take = fn(&RemoteFreeList, &mut Consumer, &mut dyn FnMut(*mut Node));
+
+/// A model of reuse: this thread pushes one node, a producer pushes `n - 1` more (it may
+/// stall between its swap and its link), and `take` hands nodes out while the producer runs
+/// and again after it finished. Each node handed out is reused at once (the allocator
+/// writes its free-list link into the same word): if a node were handed out before its
+/// producer linked it, the late link store would overwrite that reuse. Checks that every
+/// node was handed out exactly once, none stayed parked, and none was written after.
+fn handed_out_nodes_are_never_written_again(n: usize, take: Take) {
+    let reused = core::ptr::without_provenance_mut::<Node>(0x40);
+    let list = Arc::new(RemoteFreeList::new());
+    let blocks = nodes(n);
+    let producer = {
+        let (list, mine) = (list.clone(), blocks[1..].to_vec());
+        thread::spawn(move || {
+            for node in mine {
+                // SAFETY: each node is pushed once, by this producer.
+                unsafe { list.push(node as *mut Node) };
+            }
+        })
+    };
+    // SAFETY: pushed once, by this thread, before it turns consumer.
+    unsafe { list.push(blocks[0] as *mut Node) };
+    let mut consumer = Consumer::new();
+    let mut got = Vec::new();
+    let mut reuse = |node: *mut Node| {
+        got.push(node as usize);
+        // SAFETY: a node of this model, handed to us.
+        unsafe { (*node).link_word().store(reused, Ordering::Relaxed) };
+    };
+    take(&list, &mut consumer, &mut reuse);
+    producer.join().unwrap();
+    take(&list, &mut consumer, &mut reuse);
+    assert_eq!(consumer.parked(), 0, "a chain stayed parked");
+    let unique: HashSet<_> = got.iter().copied().collect();
+    assert_eq!(
+        unique.len(),
+        got.len(),
+        "a block was handed out twice: {got:?}"
+    );
+    assert_eq!(unique, blocks.iter().copied().collect(), "a block was lost");
+    for node in &blocks {
+        // SAFETY: nodes of this model.
+        let word = unsafe { (*(*node as *mut Node)).link_word().load(Ordering::Relaxed) };
+        assert_eq!(
+            word, reused,
+            "a producer wrote a block after it was handed out"
+        );
+    }
+}
+
 #[test]
 fn loom_remote_free_list_never_hands_out_a_node_its_producer_will_still_write() {
-    // A handed-out block is reused at once (the allocator writes its free-list link into the
-    // same word). If the consumer handed out a node whose producer had not linked it yet,
-    // the producer's late link store would overwrite that reuse.
     model(|| {
-        let reused = core::ptr::without_provenance_mut::<Node>(0x40);
-        let list = Arc::new(RemoteFreeList::new());
-        let blocks = nodes(2);
-        let producer = {
-            let (list, node) = (list.clone(), blocks[1]);
-            thread::spawn(move || {
-                // SAFETY: pushed once, by this producer.
-                unsafe { list.push(node as *mut Node) };
-            })
-        };
-        // SAFETY: pushed once, by this thread, before it turns consumer.
-        unsafe { list.push(blocks[0] as *mut Node) };
-        let mut deferred = Consumer::new();
-        let mut got = Vec::new();
-        let mut reuse = |node: *mut Node| {
-            got.push(node as usize);
-            // SAFETY: a node of this model, handed to us by `drain`.
-            unsafe { (*node).link_word().store(reused, Ordering::Relaxed) };
-        };
-        // SAFETY: the model's one consumer, always with the same `deferred`.
-        unsafe { list.drain(&mut deferred, &mut reuse) };
-        producer.join().unwrap();
-        // SAFETY: as above.
-        unsafe { list.drain(&mut deferred, &mut reuse) };
-        assert_eq!(got.len(), 2, "a block was lost");
-        for node in &blocks {
-            // SAFETY: nodes of this model.
-            let word = unsafe { (*(*node as *mut Node)).link_word().load(Ordering::Relaxed) };
-            assert_eq!(
-                word, reused,
-                "a producer wrote a block after it was handed out"
-            );
-        }
+        handed_out_nodes_are_never_written_again(2, |list, consumer, consume| {
+            // SAFETY: the model's one consumer, always with the same `consumer`.
+            unsafe { list.drain(consumer, consume) };
+        })
     });
 }
 
@@ -116,7 +136,7 @@ fn loom_remote_free_list_never_hands_out_a_node_its_producer_will_still_write() 
 fn take_like_the_allocator(
     list: &RemoteFreeList,
     consumer: &mut Consumer,
-    mut consume: impl FnMut(*mut Node),
+    consume: &mut dyn FnMut(*mut Node),
 ) {
     loop {
         let mut lent = consumer.lend_backlog();
@@ -141,51 +161,9 @@ fn take_like_the_allocator(
 
 #[test]
 fn loom_remote_frees_taken_from_a_lent_backlog_are_linked_and_taken_once() {
-    // As the allocator's slot path: nodes taken from the backlog lent to the slot are
-    // reused at once, so none may be handed out before its producer linked it, and parking
-    // a stalled node must still work after a lend and return.
-    model(|| {
-        let reused = core::ptr::without_provenance_mut::<Node>(0x40);
-        let list = Arc::new(RemoteFreeList::new());
-        let blocks = nodes(3);
-        let producer = {
-            let (list, mine) = (list.clone(), [blocks[1], blocks[2]]);
-            thread::spawn(move || {
-                for node in mine {
-                    // SAFETY: each node is pushed once, by this producer.
-                    unsafe { list.push(node as *mut Node) };
-                }
-            })
-        };
-        // SAFETY: pushed once, by this thread, before it turns consumer.
-        unsafe { list.push(blocks[0] as *mut Node) };
-        let mut consumer = Consumer::new();
-        let mut got = Vec::new();
-        let mut reuse = |node: *mut Node| {
-            got.push(node as usize);
-            // SAFETY: a node of this model, handed to us.
-            unsafe { (*node).link_word().store(reused, Ordering::Relaxed) };
-        };
-        take_like_the_allocator(&list, &mut consumer, &mut reuse);
-        producer.join().unwrap();
-        take_like_the_allocator(&list, &mut consumer, &mut reuse);
-        assert_eq!(consumer.parked(), 0, "a chain stayed parked");
-        let unique: HashSet<_> = got.iter().copied().collect();
-        assert_eq!(
-            unique.len(),
-            got.len(),
-            "a block was handed out twice: {got:?}"
-        );
-        assert_eq!(unique, blocks.iter().copied().collect(), "a block was lost");
-        for node in &blocks {
-            // SAFETY: nodes of this model.
-            let word = unsafe { (*(*node as *mut Node)).link_word().load(Ordering::Relaxed) };
-            assert_eq!(
-                word, reused,
-                "a producer wrote a block after it was handed out"
-            );
-        }
-    });
+    // As the allocator's slot path: nodes taken from the backlog lent to the slot, and
+    // parking a stalled node after a lend and return.
+    model(|| handed_out_nodes_are_never_written_again(3, take_like_the_allocator));
 }
 
 #[test]
