@@ -26,6 +26,17 @@ fn drain_into(list: &RemoteFreeList, deferred: &mut Consumer, out: &mut Vec<usiz
     unsafe { list.drain(deferred, |n| out.push(n as usize)) };
 }
 
+/// Checks that the nodes handed out (`got`, in order) are exactly `blocks`, each once.
+fn assert_each_handed_out_once(got: &[usize], blocks: &[usize]) {
+    let unique: HashSet<_> = got.iter().copied().collect();
+    assert_eq!(
+        unique.len(),
+        got.len(),
+        "a block was handed out twice: {got:?}"
+    );
+    assert_eq!(unique, blocks.iter().copied().collect(), "a block was lost");
+}
+
 #[test]
 fn loom_remote_free_list_with_a_stalled_producer_loses_and_duplicates_nothing() {
     model(|| {
@@ -57,13 +68,7 @@ fn loom_remote_free_list_with_a_stalled_producer_loses_and_duplicates_nothing() 
             deferred.parked() == 0,
             "a chain stayed parked after all producers finished"
         );
-        let unique: HashSet<_> = got.iter().copied().collect();
-        assert_eq!(
-            unique.len(),
-            got.len(),
-            "a block was handed out twice: {got:?}"
-        );
-        assert_eq!(unique, blocks.iter().copied().collect(), "a block was lost");
+        assert_each_handed_out_once(&got, &blocks);
     });
 }
 
@@ -102,13 +107,7 @@ fn handed_out_nodes_are_never_written_again(n: usize, take: Take) {
     producer.join().unwrap();
     take(&list, &mut consumer, &mut reuse);
     assert_eq!(consumer.parked(), 0, "a chain stayed parked");
-    let unique: HashSet<_> = got.iter().copied().collect();
-    assert_eq!(
-        unique.len(),
-        got.len(),
-        "a block was handed out twice: {got:?}"
-    );
-    assert_eq!(unique, blocks.iter().copied().collect(), "a block was lost");
+    assert_each_handed_out_once(&got, &blocks);
     for node in &blocks {
         // SAFETY: nodes of this model.
         let word = unsafe { (*(*node as *mut Node)).link_word().load(Ordering::Relaxed) };
