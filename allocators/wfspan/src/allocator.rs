@@ -46,7 +46,8 @@ impl Config {
     /// # Errors
     ///
     /// A span size that is not a power of two in 16 KiB..=4 MiB, `spans_per_class` of zero
-    /// or above [`MAX_SPANS_PER_CLASS`], `cached_runs` of zero, or a region smaller than 1 GiB or 32 spans.
+    /// or above [`MAX_SPANS_PER_CLASS`], `cached_runs` of zero, or a region smaller than
+    /// 1 GiB or 32 spans.
     pub const fn validate(&self) -> Result<(), &'static str> {
         if !self.span_bytes.is_power_of_two()
             || self.span_bytes < (16 << 10)
@@ -70,6 +71,8 @@ impl Config {
 /// The most spans a heap can keep per size class (`Config::spans_per_class`): a heap's
 /// spans of a class sit in a table of this many entries, marked by 64-bit masks.
 pub const MAX_SPANS_PER_CLASS: u32 = 64;
+// One bit per entry in a `u64` mask; `Config::validate`'s message names the number.
+const _: () = assert!(MAX_SPANS_PER_CLASS == u64::BITS);
 
 impl Default for Config {
     fn default() -> Self {

@@ -31,10 +31,10 @@
 //! private cache; the own public list (one attempt); help **one** other heap (H = 1);
 //! publish a help request, then try every other heap's public list once (P = N) and the
 //! orphan list; collect the request; finally carve a fresh span from the region (one
-//! `fetch_add`). When the class already holds `K` spans, the oldest full span is **discarded**
-//! first: the owner forgets it and its last remote freer reclaims
-//! it. The partial and full spans of a class are entries of a table in the heap
-//! ([`ClassState`]): moving a span between them touches no other span.
+//! `fetch_add`). When the class already holds `K` spans, the oldest full span is
+//! **discarded** first: the owner forgets it and its last remote freer reclaims it. The
+//! partial and full spans of a class are entries of a table in the heap ([`ClassState`]):
+//! moving a span between them touches no other span.
 //!
 //! Every operation counts its steps (list nodes visited, CAS attempts, spans looked at);
 //! [`step_bound`](crate::step_bound) states the bound.
@@ -75,8 +75,9 @@ pub const RUN_CLASSES: usize = 6;
 /// last one filled (going round the table), so the first entry in use after that point
 /// is the one that has waited longest. That order matters: the full span looked at for
 /// remote frees is the one exhausted longest ago, the partial span taken is the one that
-/// had the most time to collect free blocks. (Taking the lowest entry instead made the
-/// heap take fresh spans four times as often when every free is remote.)
+/// had the most time to collect free blocks. A full span that gets a local free becomes
+/// partial in place, keeping its entry and so its age. (Taking the lowest entry instead
+/// made the heap take fresh spans four times as often when every free is remote.)
 struct ClassState {
     /// Entries holding partial spans.
     partial: u64,
@@ -161,6 +162,18 @@ impl ClassState {
         // SAFETY: owner-only state of a span on our list.
         unsafe { (*span).local().list = ListId::None };
         span
+    }
+
+    /// Moves `span` from the full list to the partial list, in its entry.
+    ///
+    /// # Safety
+    /// Owner only; `span` is on this state's full list.
+    unsafe fn make_partial(&mut self, span: *mut SpanHeader) {
+        // SAFETY: owner-only state of a span on our list.
+        let local = unsafe { (*span).local() };
+        self.full &= !(1 << local.entry);
+        self.partial |= 1 << local.entry;
+        local.list = ListId::Partial;
     }
 
     /// The oldest full span, left on its list; null if none.
@@ -681,9 +694,7 @@ impl Heap {
                     1
                 }
             } else if local.list == ListId::Full {
-                (*cs).partial |= 1 << local.entry;
-                (*cs).full &= !(1 << local.entry);
-                local.list = ListId::Partial;
+                (*cs).make_partial(span);
                 2
             } else {
                 1
