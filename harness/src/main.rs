@@ -16,6 +16,7 @@ use alloclab_harness::results::{
     FORMAT_NAME, FORMAT_VERSION, Header, Parameters, ResultsFile, SuiteNote,
 };
 use alloclab_harness::runner::{self, Plan, WorkerRequest};
+use alloclab_harness::workloads::realtime::Sched;
 use alloclab_harness::workloads::{self, Params, SUITES, Scale, WorkloadInfo};
 use alloclab_harness::{machine, measure, report};
 use clap::{Args, Parser, Subcommand};
@@ -66,6 +67,13 @@ struct Common {
     /// Seed of every workload's random choices (all allocators see the same requests).
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Scheduling policy of the realtime suite's threads: other (the default time-sharing
+    /// policy, under which threads beyond the core count take turns) or fifo (SCHED_FIFO at
+    /// priority 1, as real-time programs run; falls back to the default policy, with a note,
+    /// where the process may not use it: it needs root, CAP_SYS_NICE or an RLIMIT_RTPRIO of
+    /// at least 1).
+    #[arg(long, default_value = "other")]
+    sched: Sched,
 }
 
 #[derive(Args)]
@@ -112,6 +120,8 @@ struct WorkerArgs {
     scale: Scale,
     #[arg(long)]
     seed: u64,
+    #[arg(long, default_value = "other")]
+    sched: Sched,
 }
 
 fn main() -> ExitCode {
@@ -276,6 +286,19 @@ fn progress_bar(total: u64) -> ProgressBar {
 
 fn measure_plan(plan: &Plan) -> Result<runner::Outcome, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
+    if plan.sched == Sched::Fifo && plan.workloads.iter().any(|w| w.suite == "realtime") {
+        // Try in a thread of its own, so that this process's policy stays as it is.
+        let refused = std::thread::scope(|s| s.spawn(|| Sched::Fifo.enter().err()).join())
+            .map_err(|_| "cannot check the scheduling policy".to_owned())?;
+        if let Some(e) = refused {
+            eprintln!(
+                "note: SCHED_FIFO is not permitted here ({e}): the realtime suite runs under \
+                 the default policy, and its tails above the core count are mostly the \
+                 scheduler's time slices (run as root, or with CAP_SYS_NICE or an \
+                 RLIMIT_RTPRIO of at least 1, for real-time scheduling)"
+            );
+        }
+    }
     let bar = progress_bar(plan.total_runs());
     let records = runner::execute(plan, &exe, |job, run| {
         bar.set_message(format!(
@@ -391,6 +414,7 @@ fn run(args: RunArgs) -> Result<(), String> {
         runs: args.common.runs.unwrap_or(DEFAULT_RUNS),
         runs_per_suite: runs_per_suite(&args.common),
         seed: args.common.seed,
+        sched: args.common.sched,
     };
     let records = measure_plan(&plan)?;
     let results = results_file(&plan, vec![workload.suite.to_owned()], records);
@@ -478,6 +502,7 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
         runs: args.common.runs.unwrap_or(DEFAULT_RUNS),
         runs_per_suite: runs_per_suite(&args.common),
         seed: args.common.seed,
+        sched: args.common.sched,
     };
     let records = measure_plan(&plan)?;
     let results = results_file(
@@ -512,6 +537,11 @@ fn worker(args: WorkerArgs) -> Result<(), String> {
     // nothing reads the environment concurrently), so setting libpmem's variables before the
     // workload loads libpmem cannot race.
     unsafe { workloads::pmem::prepare_process(&args.workload) }?;
+    if workloads::find(&args.workload).is_some_and(|w| w.suite == "realtime") {
+        // Threads spawned from now on inherit the policy. Refused: the run goes on under the
+        // default policy, and its `sched_fifo` figure says so.
+        let _ = args.sched.enter();
+    }
     let request = WorkerRequest {
         workload: args.workload,
         allocator: args.alloc,
@@ -679,14 +709,16 @@ fn terminal_table(results: &ResultsFile) -> String {
         None => out.push('\n'),
     }
     for (suite, workload) in single_operations {
-        let clock: Vec<f64> = results
-            .records
-            .iter()
-            .filter(|r| {
-                r.suite == suite && r.workload == workload && r.metric == report::CLOCK_READ_METRIC
-            })
-            .flat_map(|r| [r.min, r.max])
-            .collect();
+        // The smallest and largest value of `metric` in any run of the workload.
+        let extremes = |metric: &str| -> Vec<f64> {
+            results
+                .records
+                .iter()
+                .filter(|r| r.suite == suite && r.workload == workload && r.metric == metric)
+                .flat_map(|r| [r.min, r.max])
+                .collect()
+        };
+        let clock = extremes(report::CLOCK_READ_METRIC);
         let lo = clock.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = clock.iter().copied().fold(0.0, f64::max);
         let _ = writeln!(
@@ -694,6 +726,17 @@ fn terminal_table(results: &ResultsFile) -> String {
             "{suite}/{workload} times each call: every figure includes about one clock read \
              ({lo:.1}-{hi:.1} ns in its workers), not subtracted"
         );
+        let fifo = extremes(report::SCHED_FIFO_METRIC);
+        if !fifo.is_empty() {
+            let policy = if fifo.iter().all(|&v| v >= 1.0) {
+                "SCHED_FIFO (real-time) in every run"
+            } else if fifo.iter().all(|&v| v <= 0.0) {
+                "the default time-sharing policy (SCHED_OTHER)"
+            } else {
+                "SCHED_FIFO in some runs only: the tails do not compare"
+            };
+            let _ = writeln!(out, "{suite}/{workload} threads ran under {policy}");
+        }
     }
     out
 }

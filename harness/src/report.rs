@@ -65,9 +65,13 @@ pub const TIMER_OVERHEAD_WARN_PERCENT: f64 = 5.0;
 /// The metric that reports the cost of one clock read, in ns, for workloads that time each
 /// operation on its own: every figure of theirs contains about one, not subtracted.
 pub const CLOCK_READ_METRIC: &str = "clock_read";
+/// The metric of the `realtime` suite that says which share of a run's threads ran under
+/// `SCHED_FIFO` (1: all, 0: none; see `workloads::realtime::Sched`).
+pub const SCHED_FIFO_METRIC: &str = "sched_fifo";
 /// Metrics that describe the measurement rather than the allocator: no comparison column,
 /// chart panel or mean, but notes of their own.
-pub const QUALIFIER_METRICS: &[&str] = &[TIMER_OVERHEAD_METRIC, CLOCK_READ_METRIC];
+pub const QUALIFIER_METRICS: &[&str] =
+    &[TIMER_OVERHEAD_METRIC, CLOCK_READ_METRIC, SCHED_FIFO_METRIC];
 /// Metrics listed first, in this order (percentiles ascending, so that a row reads from the
 /// median to the worst case); any other metric follows, sorted by name.
 pub const METRIC_ORDER: &[&str] = &[
@@ -107,6 +111,7 @@ pub const METRIC_ORDER: &[&str] = &[
     "recovery_first_alloc_ms",
     CLOCK_READ_METRIC,
     TIMER_OVERHEAD_METRIC,
+    SCHED_FIFO_METRIC,
 ];
 /// The metrics a chart (and the README's summary) shows first, in this order, when there are
 /// more than [`MAX_CHART_PANELS`]; any other metric follows in [`METRIC_ORDER`].
@@ -1236,7 +1241,9 @@ fn summary_table(out: &mut String, view: &View<'_>, suite: &str, metrics: &[Metr
 }
 
 /// The note on the clock read inside every figure of the workloads of `suite` (or of
-/// `workload`) that report [`CLOCK_READ_METRIC`]; `None` if none does.
+/// `workload`) that report [`CLOCK_READ_METRIC`], followed by the scheduling policy their
+/// threads ran under where they report [`SCHED_FIFO_METRIC`]; `None` if none reports a
+/// clock read.
 fn clock_read_note(view: &View<'_>, suite: &str, workload: Option<&str>) -> Option<String> {
     let clock: Vec<&Record> = view
         .records_in(suite, workload)
@@ -1253,13 +1260,48 @@ fn clock_read_note(view: &View<'_>, suite: &str, workload: Option<&str>) -> Opti
         .filter(|v| v.is_finite())
         .max_by(f64::total_cmp)?;
     let unit = &clock[0].unit;
-    Some(format!(
+    let mut note = format!(
         "Every latency here is the time between two clock reads around one call, so it \
          includes about one clock read: `{CLOCK_READ_METRIC}` was {}–{} {unit} in these runs \
          (calibrated in each worker). It is not subtracted.",
         fmt_value(lo),
         fmt_value(hi),
-    ))
+    );
+    if let Some(sched) = sched_note(view, suite, workload) {
+        note.push(' ');
+        note.push_str(&sched);
+    }
+    Some(note)
+}
+
+/// Which scheduling policy the threads of `suite` (or of `workload`) ran under, from their
+/// [`SCHED_FIFO_METRIC`] records; `None` if there are none.
+fn sched_note(view: &View<'_>, suite: &str, workload: Option<&str>) -> Option<String> {
+    let sched: Vec<&Record> = view
+        .records_in(suite, workload)
+        .filter(|r| r.metric == SCHED_FIFO_METRIC)
+        .collect();
+    if sched.is_empty() {
+        return None;
+    }
+    let all_fifo = sched.iter().all(|r| r.min >= 1.0);
+    let none_fifo = sched.iter().all(|r| r.max <= 0.0);
+    Some(
+        if all_fifo {
+            "Every thread of every run ran under `SCHED_FIFO` at priority 1 (real-time \
+             scheduling: a thread keeps its core until it blocks between two steps, so a tail \
+             is the allocator's work, its waits and interrupts, not a peer's time slice)."
+        } else if none_fifo {
+            "The threads ran under the default time-sharing policy (`--sched fifo` asks for \
+             real-time `SCHED_FIFO`, which needs root, `CAP_SYS_NICE` or an `RLIMIT_RTPRIO` of \
+             at least 1). With more threads than cores, p99.999 and max are then mostly a \
+             peer's time slice landing inside a call, whichever the allocator."
+        } else {
+            "**Mixed scheduling:** some runs' threads ran under `SCHED_FIFO` and some under the \
+             default policy (`sched_fifo` below 1 in results.json): their tails do not compare."
+        }
+        .to_owned(),
+    )
 }
 
 /// The timer-overhead note: the largest `timer_overhead` value and a warning line for any
@@ -2465,8 +2507,48 @@ mod tests {
                     .records
                     .push(rt_record(allocator, 4, &metric, unit, value));
             }
+            results.records.push(Record {
+                min: 1.0,
+                max: 1.0,
+                lower_is_better: false,
+                ..rt_record(allocator, 4, SCHED_FIFO_METRIC, "share", 1.0)
+            });
         }
         results
+    }
+
+    #[test]
+    fn the_scheduling_policy_is_a_note_that_says_which() {
+        let set_fifo = |results: &mut ResultsFile, allocator: &str, v: f64| {
+            for r in &mut results.records {
+                if r.metric == SCHED_FIFO_METRIC
+                    && (allocator.is_empty() || r.allocator == allocator)
+                {
+                    (r.median, r.min, r.max) = (v, v, v);
+                }
+            }
+        };
+        let fifo = "ran under `SCHED_FIFO` at priority 1";
+        let other = "default time-sharing policy";
+        let mixed = "**Mixed scheduling:**";
+
+        let mut results = sample_with_realtime();
+        let md = render_markdown(&results);
+        assert!(!md.contains("| sched_fifo"), "a qualifier is not a column");
+        assert!(md.contains(fifo) && !md.contains(other) && !md.contains(mixed));
+        assert!(render_readme_section(&results).contains(fifo));
+
+        set_fifo(&mut results, "jemalloc", 0.0);
+        let md = render_markdown(&results);
+        assert!(md.contains(mixed) && !md.contains(fifo), "{md}");
+
+        set_fifo(&mut results, "", 0.0);
+        let md = render_markdown(&results);
+        assert!(md.contains(other) && !md.contains(fifo) && !md.contains(mixed));
+
+        results.records.retain(|r| r.metric != SCHED_FIFO_METRIC);
+        let md = render_markdown(&results);
+        assert!(!md.contains(other) && !md.contains(fifo) && !md.contains(mixed));
     }
 
     /// The header row of the first table after the line `heading`.

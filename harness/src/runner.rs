@@ -32,8 +32,9 @@ use std::time::{Duration, Instant};
 use alloclab_core::HostAllocator;
 
 use crate::peers::{self, AllocatorInfo, Capability, HostHeapTask};
-use crate::report::{CLOCK_READ_METRIC, TIMER_OVERHEAD_METRIC};
+use crate::report::{CLOCK_READ_METRIC, SCHED_FIFO_METRIC, TIMER_OVERHEAD_METRIC};
 use crate::results::{Failure, Record, Sample};
+use crate::workloads::realtime::Sched;
 use crate::workloads::{HostWorkload, Params, Scale, WorkloadInfo};
 use crate::{machine, measure};
 
@@ -81,6 +82,9 @@ pub struct Plan {
     pub runs_per_suite: Vec<(&'static str, u32)>,
     /// Seed of every workload's generator.
     pub seed: u64,
+    /// The scheduling policy of the `realtime` suite's workers (see
+    /// [`Sched`](crate::workloads::realtime::Sched)).
+    pub sched: Sched,
 }
 
 impl Plan {
@@ -237,7 +241,15 @@ pub fn execute(
                 continue;
             }
             match run_worker(worker_exe, job, plan) {
-                Ok(got) => collected.extend(got),
+                Ok(got) => {
+                    if ran_real_time(&got) {
+                        // The kernel stops real-time threads for the rest of a period once
+                        // they have used its budget: let the next run start a fresh one
+                        // (see `workloads::realtime`).
+                        std::thread::sleep(Sched::rt_period());
+                    }
+                    collected.extend(got);
+                }
                 Err(e @ RunError::Spawn { .. }) => return Err(e),
                 Err(e) => {
                     // A crashing or hanging allocator would do it again: skip its later runs.
@@ -290,6 +302,13 @@ pub struct Outcome {
     pub failures: Vec<Failure>,
 }
 
+/// Whether any thread of the run that produced `samples` ran under `SCHED_FIFO`.
+fn ran_real_time(samples: &[Sample]) -> bool {
+    samples
+        .iter()
+        .any(|s| s.metric == SCHED_FIFO_METRIC && s.value > 0.0)
+}
+
 fn run_worker(exe: &std::path::Path, job: &Job, plan: &Plan) -> Result<Vec<Sample>, RunError> {
     let mut child = Command::new(exe)
         .args(["__worker", "--workload", job.workload.name])
@@ -297,6 +316,7 @@ fn run_worker(exe: &std::path::Path, job: &Job, plan: &Plan) -> Result<Vec<Sampl
         .args(["--threads", &job.threads.to_string()])
         .args(["--scale", plan.scale.as_str()])
         .args(["--seed", &plan.seed.to_string()])
+        .args(["--sched", plan.sched.as_str()])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -486,6 +506,7 @@ mod tests {
             runs: 1,
             runs_per_suite: Vec::new(),
             seed: 1,
+            sched: Sched::Other,
         }
     }
 
@@ -528,11 +549,25 @@ mod tests {
             runs: 1,
             runs_per_suite: Vec::new(),
             seed: 1,
+            sched: Sched::Other,
         };
         let jobs = plan.jobs();
         let names: Vec<&str> = jobs.iter().map(|j| j.allocator.name).collect();
         assert_eq!(names, ["hls-bitmap", "hls-defrag"]);
         assert!(jobs.iter().all(|j| j.threads == 1));
+    }
+
+    #[test]
+    fn only_a_run_with_real_time_threads_is_followed_by_a_pause() {
+        let qualifier = |v: f64| Sample {
+            metric: SCHED_FIFO_METRIC.to_owned(),
+            unit: "share".to_owned(),
+            value: v,
+            lower_is_better: false,
+        };
+        assert!(ran_real_time(&[sample("time", "ms", 1.0), qualifier(1.0)]));
+        assert!(!ran_real_time(&[sample("time", "ms", 1.0), qualifier(0.0)]));
+        assert!(!ran_real_time(&[sample("time", "ms", 1.0)]));
     }
 
     fn worker(workload: &str) -> Vec<Sample> {

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use alloclab_harness::results::ResultsFile;
+use alloclab_harness::workloads::realtime::Sched;
 
 fn alloclab(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_alloclab"))
@@ -265,6 +266,11 @@ fn realtime_run_reports_ordered_latency_percentiles_and_the_clock_cost() {
     assert!(median("clock_read") > 0.0);
     median("timer_overhead");
     median("peak_footprint");
+    assert_eq!(
+        median("sched_fifo"),
+        0.0,
+        "--sched other ran under SCHED_FIFO"
+    );
     // The system heap counts no steps.
     assert!(!results.records.iter().any(|r| r.metric.ends_with("_steps")));
     let _ = std::fs::remove_dir_all(&dir);
@@ -284,6 +290,8 @@ fn realtime_suite_runs_at_one_two_and_four_times_the_cores_by_default() {
         "tiny",
         "--runs",
         "1",
+        "--sched",
+        "fifo",
         "--out",
         report.to_str().unwrap(),
     ]);
@@ -302,6 +310,36 @@ fn realtime_suite_runs_at_one_two_and_four_times_the_cores_by_default() {
     let md = std::fs::read_to_string(report.join("report.md")).unwrap();
     assert!(md.contains("### realtime/latency"));
     assert!(md.contains("`clock_read` was"), "no clock-read note:\n{md}");
+    // With `--sched fifo` every run is real-time where this process may use SCHED_FIFO (as
+    // root in CI), none where it may not, and the report says which.
+    let permitted = std::thread::spawn(|| Sched::Fifo.enter().is_ok())
+        .join()
+        .unwrap();
+    let fifo: Vec<f64> = results
+        .records
+        .iter()
+        .filter(|r| r.metric == "sched_fifo")
+        .map(|r| r.median)
+        .collect();
+    assert_eq!(fifo.len(), 3, "one sched_fifo record per thread count");
+    let expected = if permitted { 1.0 } else { 0.0 };
+    assert!(
+        fifo.iter().all(|&v| v == expected),
+        "{fifo:?}, permitted: {permitted}"
+    );
+    let note = if permitted {
+        "ran under `SCHED_FIFO` at priority 1"
+    } else {
+        "default time-sharing policy"
+    };
+    assert!(md.contains(note), "no scheduling note {note:?}:\n{md}");
+    assert!(
+        !md.contains("| sched_fifo"),
+        "sched_fifo is a qualifier, not a table column"
+    );
+    if !permitted {
+        assert!(stderr(&out).contains("SCHED_FIFO is not permitted"));
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -349,6 +387,7 @@ fn bad_numbers_are_rejected_before_anything_runs() {
         &["run", "larson", "--alloc", "system", "--threads", "two"],
         &["run", "larson", "--alloc", "system", "--runs", "0"],
         &["run", "larson", "--alloc", "system", "--scale", "huge"],
+        &["run", "latency", "--alloc", "system", "--sched", "rr"],
     ] {
         let out = alloclab(args);
         assert!(!out.status.success(), "{args:?} succeeded");
