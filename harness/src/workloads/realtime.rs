@@ -55,13 +55,14 @@
 //!   thread's turn comes back. That is part of what the suite measures: a lock-based
 //!   allocator also makes every thread that wants the lock wait for a descheduled holder, a
 //!   wait-free one does not; a wait-free allocator still cannot prevent its own thread's
-//!   preemption. It also decides the extreme figures at 2x and 4x: at 4x on a 2-core machine
-//!   (small scale) about 3,800 involuntary context switches happen in a run and a quarter of
-//!   the threads' time is spent inside allocation calls, so roughly 900 allocation calls are
-//!   preempted, against the 42 samples above p99.999 (8 threads × 2^19 calls). p99.999 and
-//!   `max` there are percentiles of the scheduler's waits (about 100 µs), nearly whatever
-//!   the allocator: a shorter common case lands fewer preemptions inside calls, which moves
-//!   them a little, and run-to-run variation moves them more.
+//!   preemption. It also decides the extreme figures at 2x and 4x. At 4x on a 2-core
+//!   machine (8 threads, small scale, `examples/rt_probe`) 25 to 140 allocation calls a run
+//!   took longer than 50 µs (wfspan, jemalloc and mimalloc alike), nearly all of them
+//!   switched out for a peer or held up by an interrupt or the hypervisor (its
+//!   `ATTRIBUTE_SLOW_NS` mode), against 42 samples above p99.999 (8 × 2^19 calls): p99.999
+//!   and `max` there are mostly the length of those interruptions, and move from run to
+//!   run more than between the faster allocators. The lower percentiles show the
+//!   allocator's own work.
 //! * **Real-time scheduling, on request.** With `--sched fifo` each worker process puts its
 //!   threads under `SCHED_FIFO` at priority 1 ([`Sched::enter`]), as real-time programs run
 //!   (the paper's prototype was measured at real-time priority). A `SCHED_FIFO` thread is
