@@ -82,8 +82,7 @@ pub struct Plan {
     pub runs_per_suite: Vec<(&'static str, u32)>,
     /// Seed of every workload's generator.
     pub seed: u64,
-    /// The scheduling policy of the `realtime` suite's workers (see
-    /// [`Sched`](crate::workloads::realtime::Sched)).
+    /// The scheduling policy of the `realtime` suite's workers (see [`Sched`]).
     pub sched: Sched,
 }
 
