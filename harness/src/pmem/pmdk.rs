@@ -139,9 +139,9 @@ pub struct Libpmemobj {
 }
 
 impl Libpmemobj {
-    /// The library, loaded on first call ([`LIBPMEMOBJ_SONAME`], or what
-    /// [`LIBRARY_OVERRIDE_ENV`] names); later calls return the same one or the same error.
-    /// It is never unloaded.
+    /// The library, loaded on first call ([`LIBPMEMOBJ_SONAME`], or what the environment
+    /// variable `ALLOCLAB_PMDK_LIBRARY` names); later calls return the same one or the same
+    /// error. It is never unloaded.
     ///
     /// # Errors
     ///

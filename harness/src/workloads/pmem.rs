@@ -1,7 +1,7 @@
 //! The `pmem` suite: a persistent heap's allocation and free of small objects, their cost in
 //! flushes and fences, and the time to recover a pool of a million live objects — for
 //! alloclab-pmem, PMDK's libpmemobj and a DRAM upper bound, all through
-//! [`SlotHeap`](crate::pmem::SlotHeap).
+//! [`SlotHeap`].
 //!
 //! Two workloads, the same work under two persistence settings of libpmem (the worker sets
 //! them before anything loads libpmem, see [`prepare_process`]):
