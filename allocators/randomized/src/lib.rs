@@ -52,7 +52,8 @@
 //! * **Free** checks the pointer (in a mapping of this heap, a header whose keyed tag
 //!   verifies, busy), then coalesces with both neighbours. A freed block joins the back of
 //!   its list, behind every other free block of its class. Free regions of 1 MiB and more
-//!   give their whole pages back to the OS once the arena holds more free memory than live.
+//!   give their whole pages back to the OS once the arena holds more free memory than live;
+//!   so does a freed block of 128 KiB or more that leaves a free region of 256 KiB or more.
 //! * **Threads**: each arena has its own lock, a word in band; a thread prefers the arena
 //!   its `pthread_self` selects (no thread-local state) and takes another when it is busy.
 //!   A free that finds its block's arena busy queues the block on a lock-free stack that the
