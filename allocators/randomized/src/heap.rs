@@ -113,6 +113,7 @@ const TRIM_MIN: u64 = 4 << 20;
 /// would otherwise stay resident among free fragments that smaller requests scatter
 /// objects over (mstress's peak footprint: 4.6 to 3.2 MiB).
 const RELEASE_BLOCK: usize = 128 << 10;
+const _: () = assert!(RELEASE_MIN >= 2 * RELEASE_BLOCK);
 /// The least span of pages worth a `madvise` call around a block freed into a region whose
 /// pages were given back already.
 const RELEASE_SPAN: usize = 64 << 10;
@@ -1287,11 +1288,12 @@ impl Arena {
             // block freed into it (when that is worth a system call). A heap that frees and
             // reallocates the same small blocks over and over keeps their memory.
             let mut released = false;
-            let large = size >= RELEASE_BLOCK && total >= 2 * RELEASE_BLOCK;
-            if large
-                || (total >= RELEASE_MIN
-                    && self.pool() + if wild { 0 } else { total as u64 }
-                        > TRIM_MIN.max(self.live_bytes))
+            // One comparison on the common path: both rules need `2 * RELEASE_BLOCK`.
+            if total >= 2 * RELEASE_BLOCK
+                && (size >= RELEASE_BLOCK
+                    || (total >= RELEASE_MIN
+                        && self.pool() + if wild { 0 } else { total as u64 }
+                            > TRIM_MIN.max(self.live_bytes)))
             {
                 let page = os::page_size();
                 let (lo, hi) = if neighbours_released {
