@@ -41,8 +41,9 @@
 //! * **Allocation** draws a fitting free block among those at most 32 times the request
 //!   (at least 8 KiB; twice the request plus 8 KiB above 1 KiB): a class with probability
 //!   proportional to its number of free blocks, then its oldest block; and an offset inside it
-//!   uniformly among all aligned offsets that leave the slack before it large enough to
-//!   stand as a free block; both slacks go back to the lists. When there are fewer than 128
+//!   uniformly among all aligned offsets that leave each slack beside the object empty or
+//!   at least the object's size (at most 1 KiB), so that it can hold the next object of
+//!   that size; both slacks go back to the lists. When there are fewer than 128
 //!   candidates holding less than 32 KiB, the object goes at a random offset within the
 //!   first 8 KiB of a larger free block or of the chunk's untouched end (the wilderness)
 //!   instead, which refills the pool. In a block above 64 KiB the object goes within its
@@ -51,7 +52,8 @@
 //! * **Free** checks the pointer (in a mapping of this heap, a header whose keyed tag
 //!   verifies, busy), then coalesces with both neighbours. A freed block joins the back of
 //!   its list, behind every other free block of its class. Free regions of 1 MiB and more
-//!   give their whole pages back to the OS once the arena holds more free memory than live.
+//!   give their whole pages back to the OS once the arena holds more free memory than live;
+//!   so does a freed block of 128 KiB or more that leaves a free region of 256 KiB or more.
 //! * **Threads**: each arena has its own lock, a word in band; a thread prefers the arena
 //!   its `pthread_self` selects (no thread-local state) and takes another when it is busy.
 //!   A free that finds its block's arena busy queues the block on a lock-free stack that the

@@ -721,3 +721,31 @@ fn freeing_many_small_blocks_gives_their_pages_back_once_a_large_region_forms() 
     );
     heap.check().expect("consistent after the release");
 }
+
+#[test]
+fn a_freed_block_of_128_kib_or_more_gives_its_pages_back_a_smaller_one_keeps_them() {
+    let heap = Randomized::with_seed(62).unwrap();
+    // Live small blocks: a heap that did not shrink, where free regions of a mebibyte and
+    // more keep their pages (see the test above).
+    let small = layout(1024, 16);
+    let live: Vec<NonNull<u8>> = (0..1024).map(|_| heap.allocate(small).unwrap()).collect();
+    let free_touched = |size: usize| {
+        let l = layout(size, 16);
+        let p = heap.allocate(l).unwrap();
+        fill(p, size, 0x5a);
+        // SAFETY: allocated just above with `l`, freed once.
+        unsafe { heap.deallocate(p, l) };
+        heap.counters().released_bytes
+    };
+    assert_eq!(free_touched(96 << 10), 0, "a 96 KiB block kept its pages");
+    let released = free_touched(200 << 10);
+    assert!(
+        released >= 190 << 10,
+        "a 200 KiB block gave back only {released} bytes"
+    );
+    heap.check().expect("consistent after the release");
+    for p in live {
+        // SAFETY: allocated above with `small`, freed once.
+        unsafe { heap.deallocate(p, small) };
+    }
+}
