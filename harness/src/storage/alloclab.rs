@@ -5,7 +5,7 @@
 //! [`dealloc`](PHeap::dealloc) is [`PersistentHeap::release`]: the heap's blocks are live
 //! because they are reachable, so an engine's own durable link is the allocation and costs
 //! the allocator no flush and no fence. [`alloc_many`](PHeap::alloc_many) and
-//! [`dealloc_many`](PHeap::dealloc_many) are [`PersistentHeap::allocate_unlinked_many`] and
+//! [`dealloc_many`](PHeap::dealloc_many) are [`PersistentHeap::allocate_unlinked_sizes`] and
 //! [`PersistentHeap::release_many`]: one visit to the thread's cache for several blocks.
 
 use std::alloc::Layout;
@@ -18,8 +18,6 @@ use super::{PHeap, PersistStats, PoolFile};
 
 /// Blocks are aligned to 16 bytes at least (every block is cache-line aligned anyway).
 const ALIGN: usize = 16;
-/// Blocks [`PHeap::alloc_many`] asks the heap for at a time (their layouts on the stack).
-const MANY_CHUNK: usize = 8;
 
 fn layout(size: usize) -> Result<Layout, String> {
     Layout::from_size_align(size, ALIGN)
@@ -60,32 +58,17 @@ impl<M: Medium + 'static> PHeap for PersistentHeap<M> {
     fn alloc_many(&self, sizes: &[usize], out: &mut Vec<u64>) -> Result<(), String> {
         let start = out.len();
         out.resize(start + sizes.len(), 0);
-        let mut done = start;
-        // Layouts a chunk at a time, on the stack.
-        for chunk in sizes.chunks(MANY_CHUNK) {
-            let mut layouts = [Layout::new::<u8>(); MANY_CHUNK];
-            let taken = layouts.iter_mut().zip(chunk).try_for_each(|(l, &size)| {
-                *l = layout(size)?;
-                Ok(())
-            });
-            let dest = &mut out[done..done + chunk.len()];
-            // SAFETY: `PPtr<u8>` is a `repr(transparent)` `u64` offset.
-            let dest = unsafe {
-                std::slice::from_raw_parts_mut(dest.as_mut_ptr().cast::<PPtr<u8>>(), dest.len())
-            };
-            let taken = taken.and_then(|()| {
-                self.allocate_unlinked_many(&layouts[..chunk.len()], dest)
-                    .map_err(|e| format!("alloclab-pmem: {e}"))
-            });
-            if let Err(e) = taken {
-                // SAFETY: the earlier chunks' blocks, allocated just now and linked nowhere.
-                let _ = unsafe { self.dealloc_many(&out[start..done]) };
-                out.truncate(start);
-                return Err(e);
-            }
-            done += chunk.len();
-        }
-        Ok(())
+        let dest = &mut out[start..];
+        // SAFETY: `PPtr<u8>` is a `repr(transparent)` `u64` offset.
+        let dest = unsafe {
+            std::slice::from_raw_parts_mut(dest.as_mut_ptr().cast::<PPtr<u8>>(), dest.len())
+        };
+        // Blocks are cache-line aligned, above `ALIGN`: the sizes are the whole request.
+        let taken = self.allocate_unlinked_sizes(sizes, dest);
+        taken.map_err(|e| {
+            out.truncate(start);
+            format!("alloclab-pmem: {e}")
+        })
     }
 
     unsafe fn dealloc_many(&self, offs: &[u64]) -> Result<(), String> {
