@@ -91,12 +91,32 @@ impl AtomicPersistStats {
     /// Runs `f` with the calling thread's counts of this medium (registering them on first
     /// use), or, when the thread's locals are gone (it is exiting), with the registry's
     /// slot for such counts, under its mutex.
+    ///
+    /// Every flush and fence of the medium comes here, so the path of a thread that has
+    /// its slot (a look-up in its short list) is small enough to inline into them; the rest
+    /// is [`with_counts_slow`](Self::with_counts_slow).
     #[inline]
     fn with_counts(&self, f: impl Fn(&ThreadCounts)) {
         let key = Arc::as_ptr(&self.registry);
         let counted = SLOTS.try_with(|slots| {
+            let slots = slots.try_borrow().ok()?;
+            f(find(&slots, key)?);
+            Some(())
+        });
+        if counted != Ok(Some(())) {
+            self.with_counts_slow(&f);
+        }
+    }
+
+    /// [`with_counts`](Self::with_counts) for a thread without a slot for this medium yet,
+    /// or whose locals are gone.
+    #[cold]
+    #[inline(never)]
+    fn with_counts_slow(&self, f: &dyn Fn(&ThreadCounts)) {
+        let key = Arc::as_ptr(&self.registry);
+        let counted = SLOTS.try_with(|slots| {
             let mut slots = slots.borrow_mut();
-            if let Some((_, counts)) = slots.iter().find(|(r, _)| Weak::as_ptr(r) == key) {
+            if let Some(counts) = find(&slots, key) {
                 f(counts);
                 return;
             }
@@ -142,6 +162,13 @@ impl AtomicPersistStats {
         }
         total
     }
+}
+
+/// The counts in `slots` of the medium whose registry is at `key`.
+#[inline]
+fn find(slots: &[Entry], key: *const Registry) -> Option<&ThreadCounts> {
+    let (_, counts) = slots.iter().find(|(r, _)| Weak::as_ptr(r) == key)?;
+    Some(counts)
 }
 
 fn lock<T>(m: &Mutex<T>) -> alloclab_core::sync::MutexGuard<'_, T> {
