@@ -194,6 +194,17 @@ fn class_of(size: usize) -> usize {
     CLASS_BY_LINES[size.div_ceil(CACHE_LINE)] as usize
 }
 
+/// The bytes of the block a request of `size` bytes gets: its size class (a table lookup),
+/// or whole slabs above [`MAX_SMALL`].
+#[inline]
+pub fn usable_size(size: usize) -> usize {
+    if size <= MAX_SMALL {
+        SIZE_CLASSES[class_of(size)]
+    } else {
+        size.next_multiple_of(SLAB_BYTES)
+    }
+}
+
 /// [`class_of`] by the size in whole cache lines (`0..=MAX_SMALL / CACHE_LINE`).
 const CLASS_BY_LINES: [u8; MAX_SMALL / CACHE_LINE + 1] = {
     let mut table = [0u8; MAX_SMALL / CACHE_LINE + 1];
@@ -669,8 +680,19 @@ impl<M: Medium> PersistentHeap<M> {
         if self.with_cache(|slot| self.take_many_cached(slot, &request, out)) == Some(true) {
             return Ok(());
         }
-        // A run, a class with no block cached and no slab to carve, or a thread exiting:
-        // block by block (reclaiming the caches of exited threads before out of space).
+        self.take_many_slow(&layout, out)
+    }
+
+    /// [`take_many`](Self::take_many) off the fast path, out of line (so that the fast path
+    /// stays small): a run, a class with no block cached and no slab to carve, or a thread
+    /// exiting; block by block (reclaiming the caches of exited threads before out of space).
+    #[cold]
+    #[inline(never)]
+    fn take_many_slow(
+        &self,
+        layout: &dyn Fn(usize) -> Result<Layout, HeapError>,
+        out: &mut [PPtr<u8>],
+    ) -> Result<(), HeapError> {
         for i in 0..out.len() {
             match layout(i).and_then(|layout| self.take(layout, false)) {
                 Ok(block) => out[i] = PPtr::from_offset(block.offset as u64),
@@ -1324,6 +1346,16 @@ mod tests {
             assert!(SIZE_CLASSES[c] >= size, "{size}");
             assert!(c == 0 || SIZE_CLASSES[c - 1] < size, "{size}");
         }
+    }
+
+    #[test]
+    fn usable_size_is_the_smallest_class_or_whole_slabs() {
+        for size in 0..=MAX_SMALL {
+            let expected = SIZE_CLASSES.into_iter().find(|&c| c >= size);
+            assert_eq!(Some(usable_size(size)), expected, "{size}");
+        }
+        assert_eq!(usable_size(MAX_SMALL + 1), SLAB_BYTES);
+        assert_eq!(usable_size(SLAB_BYTES + 1), 2 * SLAB_BYTES);
     }
 
     #[test]
