@@ -63,7 +63,8 @@ impl<M: Medium + 'static> PHeap for PersistentHeap<M> {
 
     fn alloc_many(&self, sizes: &[usize], out: &mut Vec<u64>) -> Result<(), String> {
         let start = out.len();
-        out.resize(start + sizes.len(), 0);
+        // Zeros one by one: a count of one or two, where `resize` calls `memset`.
+        out.extend(sizes.iter().map(|_| 0));
         let dest = &mut out[start..];
         // SAFETY: `PPtr<u8>` is a `repr(transparent)` `u64` offset.
         let dest = unsafe {
