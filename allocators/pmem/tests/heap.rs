@@ -640,5 +640,23 @@ proptest! {
         for &p in chains.iter().flatten() {
             prop_assert_eq!(reopened.block_size(p), heap.block_size(p));
         }
+        // The rebuilt live map frees each recovered chain's last block once, and refuses
+        // it the second time.
+        for (i, chain) in chains.iter().enumerate() {
+            let Some(&last) = chain.last() else { continue };
+            let dest = match chain.len() {
+                1 => root_slot(&reopened, i),
+                len => reopened.resolve(chain[len - 2]).unwrap().cast(),
+            };
+            // SAFETY: a root slot or the first word of a live block, naming `last`.
+            unsafe { reopened.free_from(dest) }.unwrap();
+            // SAFETY: nothing names `last` any more; the release is refused.
+            let again = unsafe { reopened.release(last) };
+            prop_assert!(
+                matches!(again, Err(HeapError::NotABlock { .. })),
+                "second free accepted: {:?}",
+                again
+            );
+        }
     }
 }
