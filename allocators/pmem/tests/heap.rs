@@ -398,6 +398,32 @@ fn many_at_once_allocates_and_releases_as_one_at_a_time_with_nothing_persistent(
 }
 
 #[test]
+fn many_by_size_takes_the_blocks_the_layouts_would_and_refuses_as_they_would() {
+    let heap = sim_heap(4 * MIB);
+    // Small classes (the cached path) and a run (block by block).
+    let sizes = [512, 1000, 64, 100_000];
+    let mut out = [PPtr::NULL; 4];
+    heap.allocate_unlinked_sizes(&sizes, &mut out).unwrap();
+    let mut blocks = BTreeMap::new();
+    for (p, &size) in out.iter().zip(&sizes) {
+        let got = heap.block_size(*p).expect("a live block");
+        assert!(got >= size, "{got} < {size}");
+        assert_eq!(p.offset() % 64, 0, "not cache-line aligned");
+        blocks.insert(p.offset(), got);
+    }
+    assert_eq!(blocks.len(), sizes.len(), "a block handed out twice");
+    assert_disjoint(&blocks);
+    assert_eq!(heap.stats().live_blocks, 4);
+    // A zero size, after a good one: refused, and the good one is given back.
+    let err = heap.allocate_unlinked_sizes(&[512, 0], &mut out[..2]);
+    assert!(matches!(err, Err(HeapError::ZeroSize)), "{err:?}");
+    // Too large for a layout: refused, nothing kept.
+    let err = heap.allocate_unlinked_sizes(&[64, usize::MAX], &mut out[..2]);
+    assert!(matches!(err, Err(HeapError::TooLarge { .. })), "{err:?}");
+    assert_eq!(heap.stats().live_blocks, 4, "a refused batch kept a block");
+}
+
+#[test]
 fn a_batch_that_runs_out_of_space_takes_nothing() {
     // Room for four slabs.
     let heap = sim_heap(4 * SLAB_BYTES + 64 * 1024);
@@ -613,6 +639,24 @@ proptest! {
         prop_assert_eq!(reopened.recovery().live_bytes, bytes as u64);
         for &p in chains.iter().flatten() {
             prop_assert_eq!(reopened.block_size(p), heap.block_size(p));
+        }
+        // The rebuilt live map frees each recovered chain's last block once, and refuses
+        // it the second time.
+        for (i, chain) in chains.iter().enumerate() {
+            let Some(&last) = chain.last() else { continue };
+            let dest = match chain.len() {
+                1 => root_slot(&reopened, i),
+                len => reopened.resolve(chain[len - 2]).unwrap().cast(),
+            };
+            // SAFETY: a root slot or the first word of a live block, naming `last`.
+            unsafe { reopened.free_from(dest) }.unwrap();
+            // SAFETY: nothing names `last` any more; the release is refused.
+            let again = unsafe { reopened.release(last) };
+            prop_assert!(
+                matches!(again, Err(HeapError::NotABlock { .. })),
+                "second free accepted: {:?}",
+                again
+            );
         }
     }
 }

@@ -5,21 +5,25 @@
 //! [`dealloc`](PHeap::dealloc) is [`PersistentHeap::release`]: the heap's blocks are live
 //! because they are reachable, so an engine's own durable link is the allocation and costs
 //! the allocator no flush and no fence. [`alloc_many`](PHeap::alloc_many) and
-//! [`dealloc_many`](PHeap::dealloc_many) are [`PersistentHeap::allocate_unlinked_many`] and
+//! [`dealloc_many`](PHeap::dealloc_many) are [`PersistentHeap::allocate_unlinked_sizes`] and
 //! [`PersistentHeap::release_many`]: one visit to the thread's cache for several blocks.
 
 use std::alloc::Layout;
 use std::path::Path;
 
-use alloclab_pmem::heap::{MAX_SMALL, SIZE_CLASSES, SLAB_BYTES};
 use alloclab_pmem::{Medium, PPtr, PersistentHeap};
 
 use super::{PHeap, PersistStats, PoolFile};
 
 /// Blocks are aligned to 16 bytes at least (every block is cache-line aligned anyway).
 const ALIGN: usize = 16;
-/// Blocks [`PHeap::alloc_many`] asks the heap for at a time (their layouts on the stack).
-const MANY_CHUNK: usize = 8;
+
+/// A heap error as the adapter reports it (out of line: error paths stay off the fast ones).
+#[cold]
+#[inline(never)]
+fn message(e: &alloclab_pmem::HeapError) -> String {
+    format!("alloclab-pmem: {e}")
+}
 
 fn layout(size: usize) -> Result<Layout, String> {
     Layout::from_size_align(size, ALIGN)
@@ -49,43 +53,31 @@ impl<M: Medium + 'static> PHeap for PersistentHeap<M> {
     fn alloc(&self, size: usize) -> Result<u64, String> {
         self.allocate_unlinked(layout(size)?)
             .map(PPtr::offset)
-            .map_err(|e| format!("alloclab-pmem: {e}"))
+            .map_err(|e| message(&e))
     }
 
     unsafe fn dealloc(&self, off: u64) -> Result<(), String> {
         // SAFETY: the caller unlinked the block durably and will not use it again.
-        unsafe { self.release(PPtr::from_offset(off)) }.map_err(|e| format!("alloclab-pmem: {e}"))
+        unsafe { self.release(PPtr::from_offset(off)) }.map_err(|e| message(&e))
     }
 
     fn alloc_many(&self, sizes: &[usize], out: &mut Vec<u64>) -> Result<(), String> {
         let start = out.len();
-        out.resize(start + sizes.len(), 0);
-        let mut done = start;
-        // Layouts a chunk at a time, on the stack.
-        for chunk in sizes.chunks(MANY_CHUNK) {
-            let mut layouts = [Layout::new::<u8>(); MANY_CHUNK];
-            let taken = layouts.iter_mut().zip(chunk).try_for_each(|(l, &size)| {
-                *l = layout(size)?;
-                Ok(())
-            });
-            let dest = &mut out[done..done + chunk.len()];
-            // SAFETY: `PPtr<u8>` is a `repr(transparent)` `u64` offset.
-            let dest = unsafe {
-                std::slice::from_raw_parts_mut(dest.as_mut_ptr().cast::<PPtr<u8>>(), dest.len())
-            };
-            let taken = taken.and_then(|()| {
-                self.allocate_unlinked_many(&layouts[..chunk.len()], dest)
-                    .map_err(|e| format!("alloclab-pmem: {e}"))
-            });
-            if let Err(e) = taken {
-                // SAFETY: the earlier chunks' blocks, allocated just now and linked nowhere.
-                let _ = unsafe { self.dealloc_many(&out[start..done]) };
+        // Zeros one by one: a count of one or two, where `resize` calls `memset`.
+        out.extend(sizes.iter().map(|_| 0));
+        let dest = &mut out[start..];
+        // SAFETY: `PPtr<u8>` is a `repr(transparent)` `u64` offset.
+        let dest = unsafe {
+            std::slice::from_raw_parts_mut(dest.as_mut_ptr().cast::<PPtr<u8>>(), dest.len())
+        };
+        // Blocks are cache-line aligned, above `ALIGN`: the sizes are the whole request.
+        match self.allocate_unlinked_sizes(sizes, dest) {
+            Ok(()) => Ok(()),
+            Err(e) => {
                 out.truncate(start);
-                return Err(e);
+                Err(message(&e))
             }
-            done += chunk.len();
         }
-        Ok(())
     }
 
     unsafe fn dealloc_many(&self, offs: &[u64]) -> Result<(), String> {
@@ -93,31 +85,23 @@ impl<M: Medium + 'static> PHeap for PersistentHeap<M> {
         let ptrs =
             unsafe { std::slice::from_raw_parts(offs.as_ptr().cast::<PPtr<u8>>(), offs.len()) };
         // SAFETY: the caller's contract is `release_many`'s.
-        unsafe { self.release_many(ptrs) }.map_err(|e| format!("alloclab-pmem: {e}"))
+        unsafe { self.release_many(ptrs) }.map_err(|e| message(&e))
     }
 
     unsafe fn alloc_into(&self, dest: *mut u64, size: usize) -> Result<u64, String> {
         // SAFETY: `PPtr<u8>` is one `u64` offset; the caller's contract is `allocate_into`'s.
         unsafe { self.allocate_into(dest.cast::<PPtr<u8>>(), layout(size)?) }
             .map(PPtr::offset)
-            .map_err(|e| format!("alloclab-pmem: {e}"))
+            .map_err(|e| message(&e))
     }
 
     unsafe fn free_from(&self, dest: *mut u64) -> Result<(), String> {
         // SAFETY: as in `alloc_into`; the caller's contract is `free_from`'s.
-        unsafe { PersistentHeap::free_from(self, dest.cast::<PPtr<u8>>()) }
-            .map_err(|e| format!("alloclab-pmem: {e}"))
+        unsafe { PersistentHeap::free_from(self, dest.cast::<PPtr<u8>>()) }.map_err(|e| message(&e))
     }
 
     fn usable_size(&self, size: usize) -> usize {
-        if size <= MAX_SMALL {
-            SIZE_CLASSES
-                .into_iter()
-                .find(|&c| c >= size)
-                .unwrap_or(MAX_SMALL)
-        } else {
-            size.next_multiple_of(SLAB_BYTES)
-        }
+        alloclab_pmem::heap::usable_size(size)
     }
 
     fn flush(&self, p: *const u8, len: usize) {
@@ -138,12 +122,11 @@ impl PoolFile for PersistentHeap<Box<dyn Medium>> {
     const NAME: &'static str = "alloclab-pmem";
 
     fn create(path: &Path, pool_bytes: usize, root_size: usize) -> Result<Self, String> {
-        PersistentHeap::create(path, pool_bytes, root_size)
-            .map_err(|e| format!("alloclab-pmem: {e}"))
+        PersistentHeap::create(path, pool_bytes, root_size).map_err(|e| message(&e))
     }
 
     fn open(path: &Path) -> Result<Self, String> {
-        PersistentHeap::open(path).map_err(|e| format!("alloclab-pmem: {e}"))
+        PersistentHeap::open(path).map_err(|e| message(&e))
     }
 }
 

@@ -331,8 +331,13 @@ impl Phase {
 /// span around one alloclab-pmem allocation. Shares are not corrected for it, so a phase
 /// made of many short spans (memory management with a fast heap) is overstated. And
 /// `rdtsc` is not ordered by `SFENCE`: the wait for a fence's write-backs lands in
-/// whichever span next needs them to be done (a flush, a locked instruction), not
-/// necessarily in the fence's own [`Phase::Cc`] span.
+/// whichever span next needs them to be done (a flush, a locked instruction, or, it seems,
+/// the next access that misses the L1 cache), not necessarily in the fence's own
+/// [`Phase::Cc`] span. InP on mix g shows it: its allocation span is the first after the
+/// commit's fence to miss L1 (the search before it hits; the free it does reads the
+/// live-map byte of a block retired a commit ago), and measured ~135 ns/op with
+/// alloclab-pmem, ~35 ns/op when a diagnostic span of eight stores to a cold stack array
+/// was put in front of it (which then took the ~100 ns).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Split {
     cycles: [u64; 4],

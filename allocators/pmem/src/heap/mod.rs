@@ -73,11 +73,15 @@
 //! go back to the slab pool only at recovery (when all their blocks are free), not at run
 //! time.
 //!
-//! A volatile map with one byte per heap line says which block starts are live (a byte, so
-//! that the thread that takes or frees a block writes it with a plain store); it is what
+//! A volatile map with one byte per block says which blocks are live (a byte, so that the
+//! thread that takes or frees a block writes it with a plain store); it is what
 //! [`free_from`](PersistentHeap::free_from) and [`release`](PersistentHeap::release) check
 //! and clear, so a double free is refused (unless two threads free one block at the same
-//! time, which their contract rules out), and what recovery's mark pass fills.
+//! time, which their contract rules out), and what recovery's mark pass fills. Each slab has
+//! [`LIVE_PER_SLAB`] bytes of it (as many as its smallest class has blocks), indexed by the
+//! block's index in the slab: the bytes of a slab's blocks are adjacent, so that the map's
+//! lines an engine touches stay few (one or two per slab of 512 B–1 KiB blocks, where a
+//! byte per heap line spread them over sixteen) and stay in the cache.
 //!
 //! # Recovery
 //!
@@ -134,6 +138,10 @@ const TAG_RUN_HEAD: u8 = 0xFE;
 const TAG_RUN_CONT: u8 = 0xFF;
 /// Metadata bytes per slab (one per heap line).
 const META_PER_SLAB: usize = SLAB_BYTES / CACHE_LINE;
+/// Live-map bytes per slab: one per block of the smallest class (the most blocks a slab
+/// holds); a slab's blocks use the first [`blocks_per_slab`] of them, a run's head the
+/// first.
+const LIVE_PER_SLAB: usize = SLAB_BYTES / SIZE_CLASSES[0];
 
 /// Volatile slab kinds, one `AtomicU32` per slab: `0` free; `1..=12` class + 1;
 /// `KIND_HEAD | len`; `KIND_CONT | head`.
@@ -162,16 +170,39 @@ fn decode(kind: u32) -> Kind {
     }
 }
 
-/// Blocks of class `c` in one slab.
-const fn blocks_per_slab(c: usize) -> usize {
-    SLAB_BYTES / SIZE_CLASSES[c]
+/// Blocks of class `c` in one slab: a table lookup (no division on the free path).
+#[inline]
+fn blocks_per_slab(c: usize) -> usize {
+    BLOCKS_PER_SLAB[c]
 }
+
+/// [`blocks_per_slab`] of each class.
+const BLOCKS_PER_SLAB: [usize; NCLASSES] = {
+    let mut n = [0usize; NCLASSES];
+    let mut c = 0;
+    while c < NCLASSES {
+        n[c] = SLAB_BYTES / SIZE_CLASSES[c];
+        c += 1;
+    }
+    n
+};
 
 /// The smallest class whose blocks hold `size` bytes (`size <= MAX_SMALL`): a table
 /// lookup by the size in cache lines.
 #[inline]
 fn class_of(size: usize) -> usize {
     CLASS_BY_LINES[size.div_ceil(CACHE_LINE)] as usize
+}
+
+/// The bytes of the block a request of `size` bytes gets: its size class (a table lookup),
+/// or whole slabs above [`MAX_SMALL`].
+#[inline]
+pub fn usable_size(size: usize) -> usize {
+    if size <= MAX_SMALL {
+        SIZE_CLASSES[class_of(size)]
+    } else {
+        size.next_multiple_of(SLAB_BYTES)
+    }
 }
 
 /// [`class_of`] by the size in whole cache lines (`0..=MAX_SMALL / CACHE_LINE`).
@@ -270,7 +301,8 @@ pub struct PersistentHeap<M: Medium = Box<dyn Medium>> {
     pool: Pool<M>,
     geo: Geometry,
     kinds: Box<[AtomicU32]>,
-    /// One byte per heap line: 1 at the start of each live (or reserved) block.
+    /// One byte per block slot ([`LIVE_PER_SLAB`] per slab, see
+    /// [`live_slot`](Self::live_slot)): 1 for each live (or reserved) block.
     live: Box<[AtomicU8]>,
     /// This heap's key in the threads' cache lists (unique in the process).
     id: u64,
@@ -373,11 +405,12 @@ impl<M: Medium> PersistentHeap<M> {
             nslabs,
             pool_len: pool.size_bytes(),
         };
-        let lines = nslabs * META_PER_SLAB;
         Self {
             geo,
             kinds: (0..nslabs).map(|_| AtomicU32::new(0)).collect(),
-            live: (0..lines).map(|_| AtomicU8::new(0)).collect(),
+            live: (0..nslabs * LIVE_PER_SLAB)
+                .map(|_| AtomicU8::new(0))
+                .collect(),
             id: NEXT_HEAP_ID.fetch_add(1, Ordering::Relaxed),
             caches: Mutex::new(Vec::new()),
             fallback: CacheSlot::new(),
@@ -426,7 +459,7 @@ impl<M: Medium> PersistentHeap<M> {
     pub fn block_size(&self, p: PPtr<u8>) -> Option<usize> {
         let offset = usize::try_from(p.offset()).ok()?;
         let block = self.block_containing(offset)?;
-        (block.offset == offset && self.is_live_start(offset)).then_some(block.size)
+        (block.offset == offset && self.is_live(&block)).then_some(block.size)
     }
 
     /// Makes `len` bytes at `ptr` durable (flush + fence), for the caller's own writes.
@@ -523,7 +556,7 @@ impl<M: Medium> PersistentHeap<M> {
             _ => return Err(HeapError::NotABlock { offset: p.offset() }),
         };
         // Clearing the live mark first refuses a double free before anything is written.
-        if !self.clear_live(offset) {
+        if !self.clear_live(self.live_slot(&block)) {
             return Err(HeapError::NotABlock { offset: p.offset() });
         }
         // SAFETY: as above.
@@ -593,13 +626,75 @@ impl<M: Medium> PersistentHeap<M> {
             out.len(),
             "allocate_unlinked_many: one destination per layout"
         );
-        if self.with_cache(|slot| self.take_many_cached(slot, layouts, out)) == Some(true) {
+        self.take_many(
+            |i| (layouts[i].size(), layouts[i].align()),
+            |i| Ok(layouts[i]),
+            out,
+        )
+    }
+
+    /// [`allocate_unlinked_many`](Self::allocate_unlinked_many) for blocks of `sizes` bytes
+    /// (every block is cache-line aligned): for a caller with sizes at hand, with no layout
+    /// to build per block.
+    ///
+    /// # Errors
+    ///
+    /// As [`allocate_unlinked_many`](Self::allocate_unlinked_many);
+    /// [`HeapError::TooLarge`] for a size no layout can describe.
+    ///
+    /// # Panics
+    ///
+    /// If `out` and `sizes` differ in length.
+    pub fn allocate_unlinked_sizes(
+        &self,
+        sizes: &[usize],
+        out: &mut [PPtr<u8>],
+    ) -> Result<(), HeapError> {
+        assert_eq!(
+            sizes.len(),
+            out.len(),
+            "allocate_unlinked_sizes: one destination per size"
+        );
+        self.take_many(
+            |i| (sizes[i], 1),
+            |i| {
+                Layout::from_size_align(sizes[i], 1).map_err(|_| HeapError::TooLarge {
+                    requested: sizes[i],
+                    max: self.geo.nslabs * SLAB_BYTES,
+                })
+            },
+            out,
+        )
+    }
+
+    /// Takes a block for request `i` of `out.len()`, given as (size, align) by `request` and
+    /// as a layout by `layout` (off the fast path), into `out[i]`: the thread's stacks when
+    /// every request is a small class with a block to take, else block by block.
+    #[inline]
+    fn take_many(
+        &self,
+        request: impl Fn(usize) -> (usize, usize),
+        layout: impl Fn(usize) -> Result<Layout, HeapError>,
+        out: &mut [PPtr<u8>],
+    ) -> Result<(), HeapError> {
+        if self.with_cache(|slot| self.take_many_cached(slot, &request, out)) == Some(true) {
             return Ok(());
         }
-        // A run, a class with no block cached and no slab to carve, or a thread exiting:
-        // block by block (reclaiming the caches of exited threads before out of space).
-        for (i, &layout) in layouts.iter().enumerate() {
-            match self.take(layout, false) {
+        self.take_many_slow(&layout, out)
+    }
+
+    /// [`take_many`](Self::take_many) off the fast path, out of line (so that the fast path
+    /// stays small): a run, a class with no block cached and no slab to carve, or a thread
+    /// exiting; block by block (reclaiming the caches of exited threads before out of space).
+    #[cold]
+    #[inline(never)]
+    fn take_many_slow(
+        &self,
+        layout: &dyn Fn(usize) -> Result<Layout, HeapError>,
+        out: &mut [PPtr<u8>],
+    ) -> Result<(), HeapError> {
+        for i in 0..out.len() {
+            match layout(i).and_then(|layout| self.take(layout, false)) {
                 Ok(block) => out[i] = PPtr::from_offset(block.offset as u64),
                 Err(e) => {
                     for p in &out[..i] {
@@ -612,7 +707,7 @@ impl<M: Medium> PersistentHeap<M> {
                 }
             }
         }
-        self.count_allocations(layouts.len() as u64);
+        self.count_allocations(out.len() as u64);
         Ok(())
     }
 
@@ -631,11 +726,22 @@ impl<M: Medium> PersistentHeap<M> {
     pub unsafe fn release_many(&self, ptrs: &[PPtr<u8>]) -> Result<(), HeapError> {
         let mut first = Ok(());
         let cached = self.with_cache(|slot| {
+            // SAFETY: this thread owns its slot, and nothing else holds its stacks.
+            let stacks = unsafe { slot.stacks() };
             let mut freed = 0;
             for &p in ptrs {
-                match self.unmark(p) {
+                // `unmark`'s fast path, with the block's class and offset kept in registers.
+                let offset = p.offset() as usize;
+                if let Some((c, live)) = self.small_at(offset)
+                    && self.clear_live(live)
+                {
+                    self.push_cached(&mut stacks[c], c, offset);
+                    freed += 1;
+                    continue;
+                }
+                match self.unmark_slow(p) {
                     Ok(block) => {
-                        self.give_back_cached(slot, block, false);
+                        self.give_back_cached(stacks, block);
                         freed += 1;
                     }
                     Err(e) => {
@@ -734,18 +840,19 @@ impl<M: Medium> PersistentHeap<M> {
 
     /// Checks that `p` is the start of a live block and clears its live mark: the first half
     /// of a release, which changes nothing on error. The fast path is a small block's start
-    /// ([`small_block_at`](Self::small_block_at)); null, runs and errors take
+    /// ([`small_at`](Self::small_at)); null, runs and errors take
     /// [`unmark_slow`](Self::unmark_slow).
     #[inline]
     fn unmark(&self, p: PPtr<u8>) -> Result<Block, HeapError> {
-        if let Some(block) = usize::try_from(p.offset())
-            .ok()
-            .and_then(|offset| self.small_block_at(offset))
-            && self.clear_live(block.offset)
-        {
-            return Ok(block);
+        let offset = p.offset() as usize;
+        match self.small_at(offset) {
+            Some((c, slot)) if self.clear_live(slot) => Ok(Block {
+                offset,
+                size: SIZE_CLASSES[c],
+                class: Some(c),
+            }),
+            _ => self.unmark_slow(p),
         }
-        self.unmark_slow(p)
     }
 
     /// [`unmark`](Self::unmark) for anything but a live small block's start.
@@ -760,19 +867,20 @@ impl<M: Medium> PersistentHeap<M> {
             Some(b) if b.offset == offset => b,
             _ => return Err(not_a_block()),
         };
-        if !self.clear_live(offset) {
+        if !self.clear_live(self.live_slot(&block)) {
             return Err(not_a_block());
         }
         Ok(block)
     }
 
-    /// The small block that starts exactly at pool offset `offset`, if one does (live or
-    /// not): a slab-kind load and a multiplication.
+    /// The class and live-map slot of the small block that starts exactly at pool offset
+    /// `offset`, if one does (live or not): a slab-kind load and a multiplication.
     #[inline]
-    fn small_block_at(&self, offset: usize) -> Option<Block> {
+    fn small_at(&self, offset: usize) -> Option<(usize, usize)> {
         // Below the heap, `rel` wraps to a huge value: no slab.
         let rel = offset.wrapping_sub(self.geo.heap_off);
-        let kind = self.kinds.get(rel / SLAB_BYTES)?.load(Ordering::Acquire);
+        let slab = rel / SLAB_BYTES;
+        let kind = self.kinds.get(slab)?.load(Ordering::Acquire);
         // Free (0) wraps around, run kinds have high bits: neither is a class.
         let c = (kind as usize).wrapping_sub(1);
         if c >= NCLASSES {
@@ -780,61 +888,79 @@ impl<M: Medium> PersistentHeap<M> {
         }
         let in_slab = rel % SLAB_BYTES;
         let index = block_index(c, in_slab);
-        let size = SIZE_CLASSES[c];
-        (index * size == in_slab && index < blocks_per_slab(c)).then_some(Block {
-            offset,
-            size,
-            class: Some(c),
-        })
+        (index * SIZE_CLASSES[c] == in_slab && index < blocks_per_slab(c))
+            .then_some((c, slab * LIVE_PER_SLAB + index))
     }
 
-    /// Takes a small block for each of `layouts` from the thread's stacks (refilling an empty
-    /// one), marks them live and counts them; `false`, with nothing taken, if a layout is not
-    /// a small class or a class has no block left to take.
-    fn take_many_cached(&self, slot: &CacheSlot, layouts: &[Layout], out: &mut [PPtr<u8>]) -> bool {
+    /// Takes a small block for each request (size, align) of `out`'s entries from the
+    /// thread's stacks (refilling an empty one), marks them live and counts them; `false`,
+    /// with nothing taken, if a request is not a small class or a class has no block left.
+    #[inline]
+    fn take_many_cached(
+        &self,
+        slot: &CacheSlot,
+        request: impl Fn(usize) -> (usize, usize),
+        out: &mut [PPtr<u8>],
+    ) -> bool {
         // SAFETY: this thread owns its slot, and nothing else holds its stacks.
         let stacks = unsafe { slot.stacks() };
-        for (i, layout) in layouts.iter().enumerate() {
-            let size = layout.size();
-            let small = size != 0 && size <= MAX_SMALL && layout.align() <= CACHE_LINE;
-            let taken = small.then(|| class_of(size)).and_then(|c| {
+        for i in 0..out.len() {
+            let (size, align) = request(i);
+            let small = size != 0 && size <= MAX_SMALL && align <= CACHE_LINE;
+            let c = class_of(size.min(MAX_SMALL));
+            let taken = small.then(|| {
                 let stack = &mut stacks[c];
                 if stack.is_empty() {
                     self.refill(stack, c);
                 }
                 stack.pop()
             });
-            let Some(offset) = taken else {
-                for (p, layout) in out[..i].iter().zip(layouts).rev() {
-                    self.clear_live(p.offset() as usize);
-                    stacks[class_of(layout.size())].push(p.offset());
+            let Some(Some(offset)) = taken else {
+                for (j, p) in out[..i].iter().enumerate().rev() {
+                    let c = class_of(request(j).0);
+                    self.clear_live(self.small_slot(c, p.offset() as usize));
+                    stacks[c].push(p.offset());
                 }
                 return false;
             };
-            self.set_live(offset as usize);
+            self.set_live(self.small_slot(c, offset as usize));
             out[i] = PPtr::from_offset(offset);
         }
-        slot.count_allocations(layouts.len() as u64);
+        slot.count_allocations(out.len() as u64);
         true
     }
 
-    fn line_of(&self, offset: usize) -> usize {
-        (offset - self.geo.heap_off) / CACHE_LINE
+    /// The live-map slot of the class-`c` block that starts at pool offset `offset`.
+    #[inline]
+    fn small_slot(&self, c: usize, offset: usize) -> usize {
+        let rel = offset - self.geo.heap_off;
+        (rel / SLAB_BYTES) * LIVE_PER_SLAB + block_index(c, rel % SLAB_BYTES)
     }
 
-    fn is_live_start(&self, offset: usize) -> bool {
-        self.live[self.line_of(offset)].load(Ordering::Acquire) != 0
+    /// The live-map slot of `block`: its index in its slab, or the first slot of a run's
+    /// head slab.
+    fn live_slot(&self, block: &Block) -> usize {
+        match block.class {
+            Some(c) => self.small_slot(c, block.offset),
+            None => (block.offset - self.geo.heap_off) / SLAB_BYTES * LIVE_PER_SLAB,
+        }
     }
 
-    /// Marks the block at `offset` live: a plain store by the thread that took it.
-    fn set_live(&self, offset: usize) {
-        self.live[self.line_of(offset)].store(1, Ordering::Release);
+    fn is_live(&self, block: &Block) -> bool {
+        self.live[self.live_slot(block)].load(Ordering::Acquire) != 0
     }
 
-    /// Clears the live mark of the block at `offset`; whether it was set. A load and a
-    /// store, not a locked swap: only the thread freeing the block writes its byte.
-    fn clear_live(&self, offset: usize) -> bool {
-        let byte = &self.live[self.line_of(offset)];
+    /// Marks live-map slot `slot` live: a plain store by the thread that took its block.
+    #[inline]
+    fn set_live(&self, slot: usize) {
+        self.live[slot].store(1, Ordering::Release);
+    }
+
+    /// Clears live-map slot `slot`; whether it was set. A load and a store, not a locked
+    /// swap: only the thread freeing the block writes its byte.
+    #[inline]
+    fn clear_live(&self, slot: usize) -> bool {
+        let byte = &self.live[slot];
         let was = byte.load(Ordering::Acquire) != 0;
         if was {
             byte.store(0, Ordering::Release);
@@ -892,7 +1018,7 @@ impl<M: Medium> PersistentHeap<M> {
             return Ok(off);
         }
         match self.block_containing(off) {
-            Some(b) if off + 8 <= b.offset + b.size && self.is_live_start(b.offset) => Ok(off),
+            Some(b) if off + 8 <= b.offset + b.size && self.is_live(&b) => Ok(off),
             _ => Err(outside),
         }
     }
@@ -938,7 +1064,7 @@ impl<M: Medium> PersistentHeap<M> {
                 class: None,
             }
         };
-        self.set_live(block.offset);
+        self.set_live(self.live_slot(&block));
         Ok(block)
     }
 
@@ -1077,7 +1203,11 @@ impl<M: Medium> PersistentHeap<M> {
     /// Gives a block whose live mark is already clear back to the thread's cache or the slab
     /// pool; counts a free when `count`.
     fn give_back(&self, block: Block, count: bool) {
-        let cached = self.with_cache(|slot| self.give_back_cached(slot, block, count));
+        let cached = self.with_cache(|slot| {
+            // SAFETY: this thread owns its slot, and nothing else holds its stacks.
+            self.give_back_cached(unsafe { slot.stacks() }, block);
+            slot.count_frees(u64::from(count));
+        });
         if cached.is_some() {
             return;
         }
@@ -1092,19 +1222,22 @@ impl<M: Medium> PersistentHeap<M> {
         }
     }
 
-    /// [`give_back`](Self::give_back) with the calling thread's cache at hand: a small block
-    /// goes onto its class's stack (the older half of a stack over [`CACHE_LIMIT`] to the
-    /// global list), a run to the slab pool.
+    /// [`give_back`](Self::give_back) with the calling thread's stacks at hand, counting
+    /// nothing: a small block goes onto its class's stack (the older half of a stack over
+    /// [`CACHE_LIMIT`] to the global list), a run to the slab pool.
     #[inline]
-    fn give_back_cached(&self, slot: &CacheSlot, block: Block, count: bool) {
-        slot.count_frees(u64::from(count));
-        let Some(c) = block.class else {
-            self.free_run(block);
-            return;
-        };
-        // SAFETY: this thread owns its slot, and nothing else holds its stacks.
-        let stack = &mut unsafe { slot.stacks() }[c];
-        stack.push(block.offset as u64);
+    fn give_back_cached(&self, stacks: &mut [Vec<u64>; NCLASSES], block: Block) {
+        match block.class {
+            Some(c) => self.push_cached(&mut stacks[c], c, block.offset),
+            None => self.free_run(block),
+        }
+    }
+
+    /// Pushes the free class-`c` block at `offset` onto `stack`, the thread's stack of class
+    /// `c`, handing the older half of a stack over [`CACHE_LIMIT`] to the global list.
+    #[inline]
+    fn push_cached(&self, stack: &mut Vec<u64>, c: usize, offset: usize) {
+        stack.push(offset as u64);
         if stack.len() > CACHE_LIMIT {
             self.spill(stack, c);
         }
@@ -1196,7 +1329,7 @@ impl<M: Medium> Reservation<'_, M> {
 
 impl<M: Medium> Drop for Reservation<'_, M> {
     fn drop(&mut self) {
-        if self.armed && self.heap.clear_live(self.block.offset) {
+        if self.armed && self.heap.clear_live(self.heap.live_slot(&self.block)) {
             self.heap.give_back(self.block, false);
         }
     }
@@ -1212,6 +1345,28 @@ mod tests {
             let c = class_of(size);
             assert!(SIZE_CLASSES[c] >= size, "{size}");
             assert!(c == 0 || SIZE_CLASSES[c - 1] < size, "{size}");
+        }
+    }
+
+    #[test]
+    fn usable_size_is_the_smallest_class_or_whole_slabs() {
+        for size in 0..=MAX_SMALL {
+            let expected = SIZE_CLASSES.into_iter().find(|&c| c >= size);
+            assert_eq!(Some(usable_size(size)), expected, "{size}");
+        }
+        assert_eq!(usable_size(MAX_SMALL + 1), SLAB_BYTES);
+        assert_eq!(usable_size(SLAB_BYTES + 1), 2 * SLAB_BYTES);
+    }
+
+    #[test]
+    fn every_block_of_a_slab_has_its_own_live_slot_inside_the_slabs_share() {
+        for (c, &size) in SIZE_CLASSES.iter().enumerate() {
+            assert_eq!(blocks_per_slab(c), SLAB_BYTES / size);
+            assert!(blocks_per_slab(c) <= LIVE_PER_SLAB, "class {c}");
+            for i in 0..blocks_per_slab(c) {
+                // The slot index of block `i` is `i`: distinct, and below the slab's share.
+                assert_eq!(block_index(c, i * size), i, "class {c}, block {i}");
+            }
         }
     }
 

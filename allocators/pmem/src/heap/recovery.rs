@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicU8, AtomicU32};
 use std::time::Instant;
 
 use super::{
-    KIND_CONT, KIND_HEAD, Kind, META_PER_SLAB, PersistentHeap, RecoveryReport, SIZE_CLASSES,
-    SLAB_BYTES, TAG_RUN_CONT, TAG_RUN_HEAD, blocks_per_slab, decode,
+    KIND_CONT, KIND_HEAD, Kind, LIVE_PER_SLAB, META_PER_SLAB, PersistentHeap, RecoveryReport,
+    SIZE_CLASSES, SLAB_BYTES, TAG_RUN_CONT, TAG_RUN_HEAD, blocks_per_slab, decode,
 };
 use crate::Medium;
 use crate::persist::CACHE_LINE;
@@ -110,8 +110,9 @@ impl<M: Medium> PersistentHeap<M> {
             marks[line / 64] & (1 << (line % 64)) != 0
         };
 
-        // 3. Sweep: free lists, the slab pool, and the report.
+        // 3. Sweep: free lists, the slab pool, the live map and the report.
         let mut report = RecoveryReport::default();
+        let mut live_map = vec![0u8; nslabs * LIVE_PER_SLAB];
         let global = self.global.get_mut().unwrap_or_else(|e| e.into_inner());
         let mut slab = 0;
         while slab < nslabs {
@@ -127,6 +128,12 @@ impl<M: Medium> PersistentHeap<M> {
                     } else {
                         report.live_blocks += live as u64;
                         report.live_bytes += (live * size) as u64;
+                        for (b, byte) in live_map[slab * LIVE_PER_SLAB..][..count]
+                            .iter_mut()
+                            .enumerate()
+                        {
+                            *byte = u8::from(marked(rel + b * size));
+                        }
                         global.free[c].extend(
                             (0..count)
                                 .rev()
@@ -138,6 +145,7 @@ impl<M: Medium> PersistentHeap<M> {
                 }
                 Kind::Head(n) => {
                     if marked(rel) {
+                        live_map[slab * LIVE_PER_SLAB] = 1;
                         report.live_blocks += 1;
                         report.live_bytes += (n * SLAB_BYTES) as u64;
                     } else {
@@ -154,9 +162,7 @@ impl<M: Medium> PersistentHeap<M> {
         }
         global.hint = 0;
         self.kinds = kinds.into_iter().map(AtomicU32::new).collect();
-        self.live = (0..self.live.len())
-            .map(|line| AtomicU8::new(u8::from(marks[line / 64] & (1 << (line % 64)) != 0)))
-            .collect();
+        self.live = live_map.into_iter().map(AtomicU8::new).collect();
         report.duration = start.elapsed();
         self.recovery = report;
     }

@@ -20,28 +20,33 @@
 //!
 //! # Layout
 //!
-//! Each (thread, medium) pair has a slot of four counters with a single writer, its thread,
-//! which adds with a relaxed load and a relaxed store. The medium's registry holds every
-//! slot (an `Arc`), so the counts of threads that exited stay counted; a thread finds its
-//! slot in a thread-local list keyed by the registry's address, which the list's `Weak`
-//! keeps from being reused while the entry exists. A thread's entries for media that no
-//! longer exist are pruned when it meets a new medium. The registry's mutex is taken once
-//! per (thread, medium) pair, and by [`AtomicPersistStats::snapshot`].
+//! Each medium has [`THREAD_SLOTS`] slots of four counters, one per thread of the process
+//! (threads are numbered once, the first time they count anything, from a process-wide
+//! counter: a thread's number is never another's, so each slot has a single writer, which
+//! adds with a relaxed load and a relaxed store). Threads numbered past the slots, and
+//! threads whose thread-locals are already gone (exiting), count in one more slot, under a
+//! mutex. A slot is a cache line of its own, so that two threads' counts never share one.
+//! So the path every flush and fence takes is a thread-local load, a bounds check and the
+//! adds: no look-up, no registration, nothing to prune.
 //!
 //! A snapshot sums the slots with relaxed loads: it sees every count of the calling thread,
 //! every count of a thread it synchronised with (joined, say), and recent counts of threads
-//! still running possibly a little late.
+//! still running possibly a little late. Counts of threads that exited stay in their slots.
 
-use std::cell::RefCell;
-use std::sync::{Arc, Weak};
+use std::cell::Cell;
+use std::sync::atomic::AtomicUsize;
 
 use alloclab_core::sync::atomic::{AtomicU64, Ordering};
 use alloclab_core::sync::{Mutex, bump_single_writer};
 
 use super::{PersistStats, lines_touched};
 
-/// One thread's counts on one medium (single writer: the thread).
+/// Threads with a slot of their own in every medium (later ones share one, under a mutex).
+pub const THREAD_SLOTS: usize = 64;
+
+/// One thread's counts on one medium (single writer: the thread), a cache line of its own.
 #[derive(Debug, Default)]
+#[repr(align(64))]
 struct ThreadCounts {
     lines_flushed: AtomicU64,
     flushes: AtomicU64,
@@ -60,55 +65,63 @@ impl ThreadCounts {
     }
 }
 
-/// Every thread's slot of one medium.
-#[derive(Debug, Default)]
-struct Registry {
-    /// The slots of the threads that used the medium (exited ones included), and, last,
-    /// the slot of counts made by threads whose thread-locals were already gone (exiting),
-    /// written under the mutex.
-    slots: Mutex<(Vec<Arc<ThreadCounts>>, ThreadCounts)>,
-}
-
 /// [`PersistStats`] kept for a medium shared between threads (see the [module
 /// documentation](self)).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct AtomicPersistStats {
-    registry: Arc<Registry>,
+    /// Slot `i` is written by the thread numbered `i` only.
+    slots: Box<[ThreadCounts]>,
+    /// The counts of threads without a slot, written under the mutex.
+    shared: Mutex<ThreadCounts>,
 }
 
-type Entry = (Weak<Registry>, Arc<ThreadCounts>);
+impl Default for AtomicPersistStats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The next thread number (a plain std atomic: a process-wide counter in a `static`, taken
+/// once per thread).
+static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
+
+/// No number yet.
+const UNNUMBERED: usize = usize::MAX;
 
 thread_local! {
-    static SLOTS: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
+    /// The calling thread's number (no destructor, so it is there until the thread ends).
+    static THREAD: Cell<usize> = const { Cell::new(UNNUMBERED) };
+}
+
+/// The calling thread's number, given on first use; `None` once its locals are gone.
+#[inline]
+fn thread_number() -> Option<usize> {
+    THREAD
+        .try_with(|n| {
+            if n.get() == UNNUMBERED {
+                n.set(NEXT_THREAD.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+            }
+            n.get()
+        })
+        .ok()
 }
 
 impl AtomicPersistStats {
     /// All zero.
     pub fn new() -> Self {
-        Self::default()
+        Self {
+            slots: (0..THREAD_SLOTS).map(|_| ThreadCounts::default()).collect(),
+            shared: Mutex::new(ThreadCounts::default()),
+        }
     }
 
-    /// Runs `f` with the calling thread's counts of this medium (registering them on first
-    /// use), or, when the thread's locals are gone (it is exiting), with the registry's
-    /// slot for such counts, under its mutex.
+    /// Runs `f` with the calling thread's counts of this medium, or, for a thread without a
+    /// slot, with the shared counts under their mutex.
     #[inline]
     fn with_counts(&self, f: impl Fn(&ThreadCounts)) {
-        let key = Arc::as_ptr(&self.registry);
-        let counted = SLOTS.try_with(|slots| {
-            let mut slots = slots.borrow_mut();
-            if let Some((_, counts)) = slots.iter().find(|(r, _)| Weak::as_ptr(r) == key) {
-                f(counts);
-                return;
-            }
-            // Entries of media that are gone (their `Weak` kept the address from reuse).
-            slots.retain(|(r, _)| r.strong_count() > 0);
-            let counts = Arc::new(ThreadCounts::default());
-            lock(&self.registry.slots).0.push(Arc::clone(&counts));
-            f(&counts);
-            slots.push((Arc::downgrade(&self.registry), counts));
-        });
-        if counted.is_err() {
-            f(&lock(&self.registry.slots).1);
+        match thread_number().and_then(|n| self.slots.get(n)) {
+            Some(counts) => f(counts),
+            None => f(&lock(&self.shared)),
         }
     }
 
@@ -131,9 +144,8 @@ impl AtomicPersistStats {
 
     /// The counters now, all threads together (see the [module documentation](self)).
     pub fn snapshot(&self) -> PersistStats {
-        let slots = lock(&self.registry.slots);
-        let mut total = slots.1.read();
-        for counts in &slots.0 {
+        let mut total = lock(&self.shared).read();
+        for counts in self.slots.iter() {
             let c = counts.read();
             total.lines_flushed += c.lines_flushed;
             total.flushes += c.flushes;
@@ -145,12 +157,14 @@ impl AtomicPersistStats {
 }
 
 fn lock<T>(m: &Mutex<T>) -> alloclab_core::sync::MutexGuard<'_, T> {
-    // Every critical section leaves the registry consistent before anything can panic.
+    // Every critical section leaves the counts consistent before anything can panic.
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
 
     fn counts(s: &AtomicPersistStats) -> (u64, u64, u64, u64) {
@@ -206,8 +220,30 @@ mod tests {
             s.record_fence();
             assert_eq!(counts(&s), (1, 1, 1, 64));
         }
-        // The thread keeps entries only for media that still exist (plus the last one met).
-        let live = SLOTS.with(|s| s.borrow().len());
-        assert!(live <= 2, "{live} entries kept");
+    }
+
+    #[test]
+    fn threads_past_the_slots_share_one_and_every_count_is_kept() {
+        let s = Arc::new(AtomicPersistStats::new());
+        // More threads than slots (the test's own threads take numbers too): each flushes
+        // once and fences once, concurrently.
+        let threads: Vec<_> = (0..THREAD_SLOTS + 8)
+            .map(|_| {
+                let s = Arc::clone(&s);
+                std::thread::spawn(move || {
+                    s.record_flush(0, 128);
+                    s.record_fence();
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let n = (THREAD_SLOTS + 8) as u64;
+        assert_eq!(counts(&s), (n, 2 * n, n, 128 * n));
+        assert!(
+            thread_number().unwrap() < NEXT_THREAD.load(std::sync::atomic::Ordering::Relaxed),
+            "numbers are handed out once each"
+        );
     }
 }

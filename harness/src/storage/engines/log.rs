@@ -192,6 +192,9 @@ pub struct TxLog {
     /// [`free_at_next_alloc`](TxLog::free_at_next_alloc)), given back in the [`Phase::Mm`]
     /// span of the next allocation.
     freeable: Vec<u64>,
+    /// The usable sizes of an [`alloc_many`](TxLog::alloc_many) call (scratch, kept so that
+    /// a transaction's allocation allocates no DRAM).
+    usable: Vec<usize>,
 }
 
 fn checksum(words: impl IntoIterator<Item = u64>) -> u64 {
@@ -235,6 +238,7 @@ impl TxLog {
             links_of: 0,
             dirty: false,
             freeable: Vec::new(),
+            usable: Vec::new(),
         };
         Ok((log, off))
     }
@@ -308,6 +312,7 @@ impl TxLog {
             links_of: 0,
             dirty: false,
             freeable: Vec::new(),
+            usable: Vec::new(),
         };
         let recovered = log.roll(heap, split);
         Ok((log, recovered))
@@ -560,15 +565,22 @@ impl TxLog {
                 "a transaction may allocate at most {MAX_ALLOCS} blocks"
             ));
         }
-        let usable: Vec<usize> = sizes.iter().map(|&s| heap.usable_size(s)).collect();
+        let usable = &mut self.usable;
+        usable.clear();
+        usable.extend(sizes.iter().map(|&s| heap.usable_size(s)));
         let start = self.allocs.len();
         let (allocs, freeable) = (&mut self.allocs, &mut self.freeable);
         split.time(Phase::Mm, || {
             // SAFETY: `free_at_next_alloc`'s contract.
             unsafe { give_back(heap, freeable) }?;
-            heap.alloc_many(&usable, allocs)
+            heap.alloc_many(usable, allocs)
         })?;
-        out.extend(self.allocs[start..].iter().copied().zip(usable));
+        out.extend(
+            self.allocs[start..]
+                .iter()
+                .copied()
+                .zip(usable.iter().copied()),
+        );
         self.dirty = true;
         Ok(())
     }
