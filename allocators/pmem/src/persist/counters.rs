@@ -20,14 +20,17 @@
 //!
 //! # Layout
 //!
-//! Each medium has [`THREAD_SLOTS`] slots of four counters, one per thread of the process
-//! (threads are numbered once, the first time they count anything, from a process-wide
-//! counter: a thread's number is never another's, so each slot has a single writer, which
-//! adds with a relaxed load and a relaxed store). Threads numbered past the slots, and
-//! threads whose thread-locals are already gone (exiting), count in one more slot, under a
+//! Each medium has [`THREAD_SLOTS`] slots of four counters, one per thread number. A thread
+//! takes a number the first time it counts anything — the smallest one an exited thread gave
+//! back, else a new one — and gives it back when it exits; no two live threads hold the same
+//! number, so each slot has a single writer at a time, which adds with a relaxed load and a
+//! relaxed store (the mutex that hands numbers over orders one holder's counts before the
+//! next's). Threads numbered past the slots, and threads counting while they exit (from a
+//! thread-local's destructor, after their number went back), count in one more slot, under a
 //! mutex. A slot is a cache line of its own, so that two threads' counts never share one.
 //! So the path every flush and fence takes is a thread-local load, a bounds check and the
-//! adds: no look-up, no registration, nothing to prune.
+//! adds: no look-up, no registration, nothing to prune; and a process that starts and joins
+//! threads over and over keeps using the first few slots.
 //!
 //! A snapshot sums the slots with relaxed loads: it sees every count of the calling thread,
 //! every count of a thread it synchronised with (joined, say), and recent counts of threads
@@ -81,29 +84,67 @@ impl Default for AtomicPersistStats {
     }
 }
 
-/// The next thread number (a plain std atomic: a process-wide counter in a `static`, taken
-/// once per thread).
+/// The next new thread number (a plain std atomic: a process-wide counter in a `static`).
 static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
+
+/// Numbers of exited threads, for the next threads to take (a plain std mutex in a
+/// `static`, taken once when a thread takes a number and once when it exits).
+static FREE_NUMBERS: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
 
 /// No number yet.
 const UNNUMBERED: usize = usize::MAX;
+/// The number went back: the thread is exiting.
+const GAVE_BACK: usize = usize::MAX - 1;
+
+/// Gives the thread's number back when the thread exits.
+struct NumberGuard;
+
+impl Drop for NumberGuard {
+    fn drop(&mut self) {
+        // `THREAD` has no destructor, so it is still there; counts made from here on (other
+        // thread-locals' destructors) go to the shared slot.
+        let number = THREAD.with(|n| n.replace(GAVE_BACK));
+        if number < GAVE_BACK {
+            FREE_NUMBERS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(number);
+        }
+    }
+}
 
 thread_local! {
     /// The calling thread's number (no destructor, so it is there until the thread ends).
     static THREAD: Cell<usize> = const { Cell::new(UNNUMBERED) };
+    /// Gives it back (registered when the thread takes its number).
+    static GUARD: NumberGuard = const { NumberGuard };
 }
 
-/// The calling thread's number, given on first use; `None` once its locals are gone.
+/// The calling thread's number, taken on first use; `None` once it gave it back (exiting).
 #[inline]
 fn thread_number() -> Option<usize> {
-    THREAD
-        .try_with(|n| {
-            if n.get() == UNNUMBERED {
-                n.set(NEXT_THREAD.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-            }
-            n.get()
-        })
-        .ok()
+    match THREAD.with(Cell::get) {
+        UNNUMBERED => take_number(),
+        GAVE_BACK => None,
+        n => Some(n),
+    }
+}
+
+/// Takes the smallest number an exited thread gave back, else a new one, and registers its
+/// return; `None` if the thread is already exiting.
+#[cold]
+fn take_number() -> Option<usize> {
+    // Registering the guard fails once the thread's destructors run: no number then.
+    GUARD.try_with(|_| ()).ok()?;
+    let number = {
+        let mut free = FREE_NUMBERS.lock().unwrap_or_else(|e| e.into_inner());
+        match free.iter().enumerate().min_by_key(|&(_, &n)| n) {
+            Some((i, _)) => free.swap_remove(i),
+            None => NEXT_THREAD.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        }
+    };
+    THREAD.with(|n| n.set(number));
+    Some(number)
 }
 
 impl AtomicPersistStats {
@@ -243,7 +284,37 @@ mod tests {
         assert_eq!(counts(&s), (n, 2 * n, n, 128 * n));
         assert!(
             thread_number().unwrap() < NEXT_THREAD.load(std::sync::atomic::Ordering::Relaxed),
-            "numbers are handed out once each"
+            "numbers come from the counter"
+        );
+    }
+
+    #[test]
+    fn exited_threads_give_their_numbers_back_and_their_counts_stay() {
+        let s = Arc::new(AtomicPersistStats::new());
+        // One thread at a time: each takes a number an earlier one gave back, so (other
+        // tests' threads taking some meanwhile) most of them get a slot of their own, where
+        // numbers handed out once each would all be past the slots after the first few.
+        let rounds = 4 * THREAD_SLOTS;
+        let mut in_slots = 0;
+        for _ in 0..rounds {
+            let s = Arc::clone(&s);
+            let number = std::thread::spawn(move || {
+                s.record_flush(0, 64);
+                thread_number().unwrap()
+            })
+            .join()
+            .unwrap();
+            in_slots += usize::from(number < THREAD_SLOTS);
+        }
+        assert!(
+            in_slots > rounds / 2,
+            "only {in_slots} of {rounds} threads had a slot"
+        );
+        let n = rounds as u64;
+        assert_eq!(
+            counts(&s),
+            (n, n, 0, 64 * n),
+            "an exited thread's counts were lost"
         );
     }
 }
