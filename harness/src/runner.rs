@@ -239,13 +239,14 @@ pub fn execute(
                 on_run(job, run);
                 continue;
             }
+            let started = Instant::now();
             match run_worker(worker_exe, job, plan) {
                 Ok(got) => {
                     if ran_real_time(&got) {
                         // The kernel stops real-time threads for the rest of a period once
-                        // they have used its budget: let the next run start a fresh one
+                        // they have used its budget: let the next run start with all of it
                         // (see `workloads::realtime`).
-                        std::thread::sleep(Sched::rt_period());
+                        std::thread::sleep(Sched::rt_pause(started.elapsed()));
                     }
                     collected.extend(got);
                 }

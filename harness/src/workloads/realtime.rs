@@ -75,10 +75,13 @@
 //!   threads that ran under `SCHED_FIFO`, 1 or 0) and the report say which policy each run
 //!   had. The kernel lets real-time threads take 95% of each second (`sched_rt_runtime_us`
 //!   / `sched_rt_period_us`) and stops them for the rest once they have: that pause (50 ms)
-//!   lands inside whatever call is running, so the runner leaves one such period between
-//!   two `SCHED_FIFO` runs. A run longer than the budget is still stopped once: at the small
-//!   scale and 4x on a 2-core machine wfspan, jemalloc and mimalloc runs take about 0.7 s,
-//!   but slower allocators' take longer, and their `max` then includes the pause.
+//!   lands inside whatever call is running. A core's use beyond the budget is paid back one
+//!   budget a period, so the runner waits after each `SCHED_FIFO` run one period more than
+//!   the run's length in budgets ([`Sched::rt_pause`]): the next run, whichever allocator's,
+//!   starts with the whole budget. A run longer than the budget is still stopped once: at
+//!   the small scale and 4x on a 2-core machine wfspan, jemalloc and mimalloc runs take
+//!   about 0.7 s, but slower allocators' take longer, and their `max` then includes the
+//!   pause.
 //! * **Blocking between steps is not timed.** A thread waiting for its predecessor's batch
 //!   waits between two steps.
 //!
@@ -193,14 +196,33 @@ impl Sched {
         unsafe { libc::sched_getscheduler(0) == libc::SCHED_FIFO }
     }
 
-    /// How long the kernel's real-time period is (`/proc/sys/kernel/sched_rt_period_us`;
-    /// 1 s if it cannot be read): the pause the runner leaves after a `SCHED_FIFO` run.
-    pub fn rt_period() -> Duration {
-        std::fs::read_to_string("/proc/sys/kernel/sched_rt_period_us")
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .map_or(Duration::from_secs(1), Duration::from_micros)
+    /// How long to wait after a `SCHED_FIFO` run that took `run` (wall time) before the next
+    /// one, so that it does not start with the kernel's real-time budget already spent: the
+    /// budget is `sched_rt_runtime_us` of every `sched_rt_period_us`, a core's real-time use
+    /// beyond it is paid back one budget a period, and a run used at most `run` of each core.
+    /// So `period × (1 + ⌊run / runtime⌋)`; nothing where real-time threads are not limited
+    /// (`sched_rt_runtime_us` of -1). Where the files cannot be read, Linux's defaults
+    /// (0.95 s of every 1 s).
+    pub fn rt_pause(run: Duration) -> Duration {
+        let read = |name: &str| {
+            std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+                .ok()
+                .and_then(|s| s.trim().parse::<i64>().ok())
+        };
+        let period = read("sched_rt_period_us").unwrap_or(1_000_000);
+        let runtime = read("sched_rt_runtime_us").unwrap_or(950_000);
+        rt_pause_for(run, period, runtime)
     }
+}
+
+/// [`Sched::rt_pause`] for a period and a budget in µs (a budget below 0: unlimited).
+fn rt_pause_for(run: Duration, period_us: i64, runtime_us: i64) -> Duration {
+    if runtime_us < 0 || period_us <= 0 {
+        return Duration::ZERO;
+    }
+    let periods = 1 + run.as_micros() / u128::try_from(runtime_us.max(1)).unwrap_or(1);
+    let pause_us = u128::try_from(period_us).unwrap_or(0) * periods;
+    Duration::from_micros(u64::try_from(pause_us).unwrap_or(u64::MAX))
 }
 
 impl core::fmt::Display for Sched {
@@ -753,7 +775,13 @@ mod tests {
         })
         .join()
         .unwrap();
-        assert!(Sched::rt_period() > Duration::ZERO);
+        // A run within the budget waits one period; a longer one, a period more for each
+        // budget it used; none where real-time threads are not limited.
+        let ms = Duration::from_millis;
+        assert_eq!(rt_pause_for(ms(700), 1_000_000, 950_000), ms(1000));
+        assert_eq!(rt_pause_for(ms(2000), 1_000_000, 950_000), ms(3000));
+        assert_eq!(rt_pause_for(ms(2000), 1_000_000, -1), Duration::ZERO);
+        assert!(Sched::rt_pause(ms(1)) <= Sched::rt_pause(ms(5000)));
     }
 
     #[test]
