@@ -339,23 +339,19 @@ fn nth_offset(zero: bool, from: usize, step: usize, k: usize) -> usize {
     }
 }
 
-/// The least slack left beside an object larger than this (see [`Places`]): a gap of the
-/// object's own size would leave a large object only its block's two ends in a block
-/// less than three times its size, and few places (little entropy) in larger ones.
+/// The least slack worth leaving beside an object of a size above it (see [`Places`]).
 const GAP_MAX: usize = 1 << 10;
 
 /// The places of an object of block size `need` in a block of `room` bytes at the payload
 /// alignment, where every offset that is a multiple of 16 is aligned: offset 0; the
-/// offsets from `gap` on by 16, as far as the slack after the object stays `gap` or more
-/// (in the wilderness, which keeps what follows the object, as far as `max_offset`); and,
-/// in a block that is not the wilderness, the last offset (`room - need`, nothing after
-/// the object). `gap` is the object's own size (at most [`GAP_MAX`]): a slack beside the
-/// object is either empty or at least that large, so that the next request of the same
-/// size fits in it. Objects of one size placed at uniformly random offsets with any slack
-/// allowed fill a free region only about 3/4 (Rényi's parking problem: the slacks smaller
-/// than the object are lost to it); with this rule, more (a simulation filling 4 KiB
-/// regions with blocks of 128, 272 and 1040 B: 76%, 75% and 70% with any slack, 87%, 85%
-/// and 76% with this rule). The places left out are few: `2 * gap / 16` of a block's.
+/// offsets from `gap` to `hi` by 16; and, in a block that is not the wilderness, the last
+/// offset (`room - need`, nothing after the object). `gap` is the object's own size (at
+/// most [`GAP_MAX`]): a slack beside the object is either empty or at least that large, so
+/// that the next request of the same size fits in it. Placing objects at uniformly random
+/// offsets with any slack allowed packs a free region only about 3/4 full with one size
+/// (Rényi's parking constant: the slacks smaller than the object are lost to it); with no
+/// slack below the object's size it packs it about 85% full, and the places left out are
+/// few (`2 * gap / 16` of a block's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Places {
     /// How many places there are.
