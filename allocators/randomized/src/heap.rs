@@ -295,8 +295,7 @@ fn fitting_classes(want: usize) -> (usize, Option<usize>) {
 /// block of `size` bytes at `start`, at offsets up to `max_offset`: `(count, from, step)`,
 /// where the places are offset 0 if the payload is aligned there, then `from`, `from +
 /// step`, ... Offsets are 0 or at least [`MIN_BLOCK`], so that any slack before the object
-/// can stand as a free block. For alignments above the payload's (rare requests); at the
-/// payload alignment, [`Places`] also keeps the slacks large enough for the object's size.
+/// can stand as a free block.
 fn offsets(
     start: usize,
     size: usize,
