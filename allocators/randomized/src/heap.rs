@@ -371,15 +371,14 @@ impl Places {
         let gap = need.min(GAP_MAX);
         let end = room - need;
         // The last offset of the middle run: the slack after the object stays `gap` or more
-        // (in the wilderness, it is the wilderness). Branch-free: `wild` is a coin toss
-        // where an allocation refills.
-        let after = if wild { 0 } else { gap };
-        let hi = max_offset.min(end.saturating_sub(after));
-        // `(hi - gap) / 16 + 1` offsets if `hi >= gap`, else none.
-        let middle = (hi + GRANULE).saturating_sub(gap) / GRANULE;
-        // The last offset, if the middle run stops short of it (always, outside the
-        // wilderness, as `gap > 0`) and the slack before it can stand as a free block.
-        let last = !wild & (end <= max_offset) & (end >= MIN_BLOCK);
+        // (in the wilderness, it is the wilderness).
+        let hi = max_offset.min(if wild { end } else { end.saturating_sub(gap) });
+        let middle = if hi >= gap {
+            (hi - gap) / GRANULE + 1
+        } else {
+            0
+        };
+        let last = !wild && end >= MIN_BLOCK && end <= max_offset && end > hi;
         Self {
             count: 1 + middle + usize::from(last),
             gap,
