@@ -51,11 +51,9 @@
 //! groups of eight classes, and a running tally of the classes up to [`RANGE_MIN`], where
 //! most requests' candidates end), as the
 //! class of a uniformly drawn block would be, then the oldest block of that class. It
-//! places the object at a uniformly random 16-byte-aligned offset inside the block, among
-//! those that leave each slack beside it empty or at least the object's size (at most
-//! [`GAP_MAX`]; see [`Places`]); the slack on either side goes back to the free lists.
-//! Drawing by count rather than by bytes splits large free blocks less often (less
-//! fragmentation) at no cost in entropy here.
+//! places the object at a uniformly random 16-byte-aligned offset inside the block; the
+//! slack on either side goes back to the free lists. Drawing by count rather than by bytes
+//! splits large free blocks less often (less fragmentation) at no cost in entropy here.
 //!
 //! When there are fewer than [`RESERVE_BLOCKS`] candidates holding fewer than [`RESERVE`]
 //! bytes, the object instead goes at a uniformly random offset within the first [`WINDOW`]
@@ -335,68 +333,6 @@ fn nth_offset(zero: bool, from: usize, step: usize, k: usize) -> usize {
         (true, 0) => 0,
         (true, k) => from + (k - 1) * step,
         (false, k) => from + k * step,
-    }
-}
-
-/// The least slack worth leaving beside an object of a size above it (see [`Places`]).
-const GAP_MAX: usize = 1 << 10;
-
-/// The places of an object of block size `need` in a block of `room` bytes at the payload
-/// alignment, where every offset that is a multiple of 16 is aligned: offset 0; the
-/// offsets from `gap` to `hi` by 16; and, in a block that is not the wilderness, the last
-/// offset (`room - need`, nothing after the object). `gap` is the object's own size (at
-/// most [`GAP_MAX`]): a slack beside the object is either empty or at least that large, so
-/// that the next request of the same size fits in it. Placing objects at uniformly random
-/// offsets with any slack allowed packs a free region only about 3/4 full with one size
-/// (Rényi's parking constant: the slacks smaller than the object are lost to it); with no
-/// slack below the object's size it packs it about 85% full, and the places left out are
-/// few (`2 * gap / 16` of a block's).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Places {
-    /// How many places there are.
-    count: usize,
-    /// The first offset after 0.
-    gap: usize,
-    /// How many offsets from `gap` on (by 16).
-    middle: usize,
-    /// The last offset, drawn when `k == count - 1` and the middle does not reach it.
-    end: usize,
-}
-
-impl Places {
-    /// The places within `max_offset` of the block's start; the wilderness (`wild`) keeps
-    /// what follows the object, so the slack after it is not constrained there.
-    #[inline(always)]
-    fn new(room: usize, need: usize, max_offset: usize, wild: bool) -> Self {
-        let gap = need.min(GAP_MAX);
-        let end = room - need;
-        // The last offset of the middle run: the slack after the object stays `gap` or more
-        // (in the wilderness, it is the wilderness).
-        let hi = max_offset.min(if wild { end } else { end.saturating_sub(gap) });
-        let middle = if hi >= gap {
-            (hi - gap) / GRANULE + 1
-        } else {
-            0
-        };
-        let last = !wild && end >= MIN_BLOCK && end <= max_offset && end > hi;
-        Self {
-            count: 1 + middle + usize::from(last),
-            gap,
-            middle,
-            end,
-        }
-    }
-
-    /// Place `k` (`k < count`).
-    #[inline(always)]
-    fn nth(&self, k: usize) -> usize {
-        if k == 0 {
-            0
-        } else if k <= self.middle {
-            self.gap + (k - 1) * GRANULE
-        } else {
-            self.end
-        }
     }
 }
 
@@ -1125,9 +1061,18 @@ impl Arena {
         let room = if wild { size - MIN_BLOCK } else { size };
         debug_assert!(room >= need, "block {size} too small for {need}");
         let offset = if align <= GRANULE {
-            let places = Places::new(room, need, max_offset, wild);
-            let k = self.rng().below(places.count as u64) as usize;
-            places.nth(k)
+            // What `offsets` and `nth_offset` give at the payload alignment, where every
+            // block's payload is aligned: offset 0, then MIN_BLOCK, MIN_BLOCK + 16, ...
+            let last = max_offset.min(room - need);
+            let count = if last >= MIN_BLOCK {
+                (last - MIN_BLOCK) / GRANULE + 2
+            } else {
+                1
+            };
+            match self.rng().below(count as u64) as usize {
+                0 => 0,
+                k => MIN_BLOCK + (k - 1) * GRANULE,
+            }
         } else {
             let (count, from, step) = offsets(h, room, need, align, max_offset);
             if count == 0 {
@@ -1753,54 +1698,35 @@ mod tests {
     }
 
     #[test]
-    fn places_are_every_aligned_offset_that_leaves_no_slack_below_the_gap() {
-        // Against the rule written out: offset 0, the last offset (nothing after the
-        // object) outside the wilderness, and every other offset whose slacks are both at
-        // least `gap` (in the wilderness, the one before it).
-        for room in (32usize..1800).step_by(16) {
-            for need in [32usize, 48, 80, 272, 1040, 1504] {
-                for max_offset in [0usize, 16, 32, 48, 1000, WINDOW, usize::MAX] {
-                    for wild in [false, true] {
+    fn the_payload_alignment_shortcut_of_place_agrees_with_offsets() {
+        // `place` computes the places at 16-byte alignment without `offsets`.
+        for start in (0x1000usize..0x1040).step_by(16) {
+            for room in (32usize..1200).step_by(16) {
+                for need in [32usize, 48, 80, 272] {
+                    for max_offset in [0usize, 16, 32, 48, 1000, WINDOW, usize::MAX] {
                         if room < need {
                             continue;
                         }
-                        let gap = need.min(GAP_MAX);
-                        let end = room - need;
-                        let allowed: Vec<usize> = (0..=end.min(max_offset))
-                            .step_by(GRANULE)
-                            .filter(|&o| {
-                                o == 0
-                                    || (!wild && o == end && o >= MIN_BLOCK)
-                                    || (o >= gap && (wild || end - o >= gap))
-                            })
-                            .collect();
-                        let places = Places::new(room, need, max_offset, wild);
-                        let drawn: Vec<usize> = (0..places.count).map(|k| places.nth(k)).collect();
-                        assert_eq!(drawn, allowed, "{room} {need} {max_offset} {wild}");
+                        let (count, from, step) = offsets(start, room, need, 16, max_offset);
+                        let last = max_offset.min(room - need);
+                        let short = if last >= MIN_BLOCK {
+                            (last - MIN_BLOCK) / GRANULE + 2
+                        } else {
+                            1
+                        };
+                        assert_eq!(count, short, "{start:#x} {room} {need} {max_offset}");
+                        for k in 0..count {
+                            let o = if k == 0 {
+                                0
+                            } else {
+                                MIN_BLOCK + (k - 1) * GRANULE
+                            };
+                            assert_eq!(nth_offset(true, from, step, k), o);
+                        }
                     }
                 }
             }
         }
-    }
-
-    #[test]
-    fn a_gap_keeps_room_for_the_next_object_of_the_size_and_few_places_are_lost() {
-        // A 1 KiB block and a 64-byte object (block size 80): the slack on either side is
-        // empty or 80 bytes or more.
-        let places = Places::new(1024, 80, usize::MAX, false);
-        for k in 0..places.count {
-            let o = places.nth(k);
-            let after = 1024 - 80 - o;
-            assert!(o == 0 || o >= 80, "{o}");
-            assert!(after == 0 || after >= 80, "{o}");
-        }
-        // Of the 59 offsets whose slack before could stand as a free block, 52 remain: 0,
-        // 80 to 864 by 16, and 944.
-        assert_eq!(places.count, 1 + (864 - 80) / 16 + 1 + 1);
-        assert_eq!(places.nth(places.count - 1), 944);
-        // The wilderness keeps what follows the object: only the slack before is bounded.
-        let wild = Places::new(WINDOW + 80, 80, WINDOW, true);
-        assert_eq!(wild.count, 1 + (WINDOW - 80) / 16 + 1);
     }
 
     #[test]

@@ -41,9 +41,8 @@
 //! * **Allocation** draws a fitting free block among those at most 32 times the request
 //!   (at least 8 KiB; twice the request plus 8 KiB above 1 KiB): a class with probability
 //!   proportional to its number of free blocks, then its oldest block; and an offset inside it
-//!   uniformly among all aligned offsets that leave each slack beside the object empty or
-//!   at least the object's size (at most 1 KiB), so that it can hold the next object of
-//!   that size; both slacks go back to the lists. When there are fewer than 128
+//!   uniformly among all aligned offsets that leave the slack before it large enough to
+//!   stand as a free block; both slacks go back to the lists. When there are fewer than 128
 //!   candidates holding less than 32 KiB, the object goes at a random offset within the
 //!   first 8 KiB of a larger free block or of the chunk's untouched end (the wilderness)
 //!   instead, which refills the pool. In a block above 64 KiB the object goes within its

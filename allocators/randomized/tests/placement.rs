@@ -19,21 +19,6 @@ use common::{CHUNK, Rng, layout, log_uniform};
 const WINDOW: usize = 8 << 10;
 /// The smallest free block (the crate's `MIN_BLOCK`): slack before an object is 0 or this.
 const MIN_BLOCK: usize = 32;
-/// The most slack the heap leaves before an object at the payload alignment, if any: the
-/// object's block size up to this (the crate's `GAP_MAX`).
-const GAP_MAX: usize = 1 << 10;
-
-/// The least slack before an object of `size` bytes aligned to `align` carved from the
-/// wilderness, if there is any: at the payload alignment, its block size (rounded up to 16,
-/// plus the 16-byte header; at most [`GAP_MAX`]), so that the slack can hold the next
-/// object of its size; above it, the smallest free block.
-fn least_slack(size: usize, align: usize) -> usize {
-    if align <= 16 {
-        (size.next_multiple_of(16) + 16).clamp(MIN_BLOCK, GAP_MAX)
-    } else {
-        MIN_BLOCK
-    }
-}
 
 /// The 0.999 quantile of the chi-square distribution with `dof` degrees of freedom, by the
 /// Wilson–Hilferty approximation (z = 3.090 is the standard normal's 0.999 quantile; the
@@ -51,8 +36,7 @@ fn chi_square_999(dof: usize) -> f64 {
 /// In a fresh heap the free lists are empty, so an allocation carves from the wilderness
 /// (`Arena::alloc` → `carve` → `place`): the object goes at an offset drawn uniformly (by
 /// Lemire's method) among the aligned offsets `o <= WINDOW` past the wilderness front with
-/// `o == 0` or `o >= ` [`least_slack`] (`Places`; `offsets` above the payload alignment);
-/// the slack before it becomes a free block
+/// `o == 0` or `o >= 32` (`offsets`, `nth_offset`); the slack before it becomes a free block
 /// and the rest stays the wilderness. Freeing the object coalesces it with both
 /// (`release`): the wilderness front and the free lists are exactly as before, so the draws
 /// are independent and identically distributed. The slack is the only free-list block, so
@@ -74,9 +58,8 @@ fn wilderness_offset_counts(seed: u64, size: usize, align: usize, per_cell: usiz
     // SAFETY: live, freed once.
     unsafe { heap.deallocate(p, l) };
     // The places the design allows, from the front.
-    let least = least_slack(size, align);
     let places: Vec<usize> = (0..=WINDOW)
-        .filter(|&o| (front + 16 + o).is_multiple_of(align) && (o == 0 || o >= least))
+        .filter(|&o| (front + 16 + o).is_multiple_of(align) && (o == 0 || o >= MIN_BLOCK))
         .collect();
     let index: HashMap<usize, usize> = places.iter().enumerate().map(|(i, &o)| (o, i)).collect();
     let mut counts = vec![0u64; places.len()];
@@ -133,7 +116,7 @@ fn uniformity(counts: &[u64]) -> Result<f64, String> {
 
 /// The offset of an object carved from the wilderness is uniform over its allowed places.
 ///
-/// 64-byte objects (16-byte aligned: 509 places, 0 and 80 to 8192 by 16) and 200-byte
+/// 64-byte objects (16-byte aligned: 512 places, 0 and 32 to 8192 by 16) and 200-byte
 /// objects aligned to 64 (128 places), 64 samples per place, chi-square against uniform.
 ///
 /// **False-alarm rate**: the threshold is the 0.999 quantile of chi-square with (places - 1)
@@ -145,11 +128,11 @@ fn uniformity(counts: &[u64]) -> Result<f64, String> {
 #[test]
 fn wilderness_offsets_are_uniform_chi_square() {
     let counts = wilderness_offset_counts(0x00c0_ffee, 64, 16, 64);
-    assert_eq!(counts.len(), 1 + (WINDOW - 80) / 16 + 1);
+    assert_eq!(counts.len(), 1 + (WINDOW - MIN_BLOCK) / 16 + 1);
     let stat = uniformity(&counts).unwrap_or_else(|e| panic!("64 B, align 16: {e}"));
     println!(
         "64 B, align 16: chi-square {stat:.1}, limit {:.1}",
-        chi_square_999(508)
+        chi_square_999(511)
     );
 
     let counts = wilderness_offset_counts(0x0bad_cafe, 200, 64, 64);
