@@ -56,8 +56,9 @@
 //!   allocator also makes every thread that wants the lock wait for a descheduled holder, a
 //!   wait-free one does not; a wait-free allocator still cannot prevent its own thread's
 //!   preemption. It also decides the extreme figures at 2x and 4x. At 4x on a 2-core
-//!   machine (8 threads, small scale, `examples/rt_probe`) 25 to 140 allocation calls a run
-//!   took longer than 50 µs (wfspan, jemalloc and mimalloc alike), nearly all of them
+//!   machine (8 threads, small scale, `examples/rt_probe`, a loaded machine) 26 to 100
+//!   allocations and 25 to 141 frees a run took longer than 50 µs (wfspan, jemalloc and
+//!   mimalloc alike, two runs each), nearly all of them
 //!   switched out for a peer or held up by an interrupt or the hypervisor (its
 //!   `ATTRIBUTE_SLOW_NS` mode), against 42 samples above p99.999 (8 × 2^19 calls): p99.999
 //!   and `max` there are mostly the length of those interruptions, and move from run to
