@@ -32,7 +32,7 @@ fn block_layout(size: usize) -> Result<Layout, String> {
     Layout::from_size_align(size, ALIGN).map_err(|_| format!("dram: {size} bytes is too large"))
 }
 
-/// The DRAM baseline (see the [module documentation](self)).
+/// The DRAM baseline (see the module documentation of `storage::dram`).
 pub struct DramStorage {
     root: NonNull<u8>,
     root_layout: Layout,

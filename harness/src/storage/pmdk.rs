@@ -67,7 +67,8 @@ const MANY_CHUNK: usize = 8;
 /// heap's root starts at the first 64-byte boundary inside it.
 const ROOT_ALIGN: usize = 64;
 
-/// A `pmemobj` pool as a [`PHeap`] (see the [module documentation](self)). Closed on drop.
+/// A `pmemobj` pool as a [`PHeap`] (see the module documentation of `storage::pmdk`). Closed
+/// on drop.
 pub struct PmdkStorage {
     lib: &'static Libpmemobj,
     pool: NonNull<Pool>,
@@ -272,7 +273,7 @@ impl PHeap for PmdkStorage {
         Ok(block)
     }
 
-    /// One `pmemobj_publish` (one redo log) for each chunk of up to [`MANY_CHUNK`]
+    /// One `pmemobj_publish` (one redo log) for each chunk of up to `MANY_CHUNK` (8)
     /// reservations, as an application that allocates several objects at once does with
     /// PMDK's action API.
     fn alloc_many(&self, sizes: &[usize], out: &mut Vec<u64>) -> Result<(), String> {

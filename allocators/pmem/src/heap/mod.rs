@@ -62,7 +62,7 @@
 //! # Per-thread caches
 //!
 //! Each thread has its own per-class stacks of free block offsets for each heap it uses
-//! ([`thread_cache`]): the fast path pops or pushes with no lock and no locked instruction
+//! (`heap::thread_cache`): the fast path pops or pushes with no lock and no locked instruction
 //! (a locked instruction after a flush waits for it like a fence), and finds a request's
 //! class by a table lookup and a block's index in its slab by a multiplication (no
 //! division). An empty stack refills (a
@@ -78,7 +78,7 @@
 //! [`free_from`](PersistentHeap::free_from) and [`release`](PersistentHeap::release) check
 //! and clear, so a double free is refused (unless two threads free one block at the same
 //! time, which their contract rules out), and what recovery's mark pass fills. Each slab has
-//! [`LIVE_PER_SLAB`] bytes of it (as many as its smallest class has blocks), indexed by the
+//! `LIVE_PER_SLAB` bytes of it (as many as its smallest class has blocks), indexed by the
 //! block's index in the slab: the bytes of a slab's blocks are adjacent, so that the map's
 //! lines an engine touches stay few (one or two per slab of 512 B–1 KiB blocks, where a
 //! byte per heap line spread them over sixteen) and stay in the cache.

@@ -68,8 +68,8 @@ impl ThreadCounts {
     }
 }
 
-/// [`PersistStats`] kept for a medium shared between threads (see the [module
-/// documentation](self)).
+/// [`PersistStats`] kept for a medium shared between threads (see the module documentation
+/// of `persist::counters`).
 #[derive(Debug)]
 pub struct AtomicPersistStats {
     /// Slot `i` is written by the thread numbered `i` only.
@@ -183,7 +183,8 @@ impl AtomicPersistStats {
         self.with_counts(|c| bump_single_writer(&c.fences, 1));
     }
 
-    /// The counters now, all threads together (see the [module documentation](self)).
+    /// The counters now, all threads together (see the module documentation of
+    /// `persist::counters`).
     pub fn snapshot(&self) -> PersistStats {
         let mut total = lock(&self.shared).read();
         for counts in self.slots.iter() {

@@ -16,7 +16,7 @@
 //! are reached through it. A YCSB tuple is six blocks.
 //!
 //! A *tombstone* (LSM's record of a delete, a memtable entry as in N-Store) is a tuple
-//! block with no columns whose length word is [`TOMBSTONE_LEN`].
+//! block with no columns whose length word is `TOMBSTONE_LEN` (`u64::MAX >> 1`).
 
 use super::log::TxLog;
 use super::{TUPLE_HEADER, hide, read_word, tuple_len};

@@ -249,7 +249,7 @@ impl TxLog {
     }
 
     /// Opens the log of the partition whose root is at `root_off` — the root's word
-    /// [`PARTITION_MAGIC_WORD`] must be `magic` and word [`PARTITION_LOG_WORD`] the log — as
+    /// `PARTITION_MAGIC_WORD` (0) must be `magic` and word `PARTITION_LOG_WORD` (2) the log — as
     /// [`open`](Self::open) does.
     ///
     /// # Errors
