@@ -286,7 +286,12 @@ fn progress_bar(total: u64) -> ProgressBar {
 
 fn measure_plan(plan: &Plan) -> Result<runner::Outcome, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
-    if plan.sched == Sched::Fifo && plan.workloads.iter().any(|w| w.suite == "realtime") {
+    if plan.sched == Sched::Fifo
+        && plan
+            .workloads
+            .iter()
+            .any(|w| w.suite == workloads::realtime::SUITE)
+    {
         // Try in a thread of its own, so that this process's policy stays as it is.
         let refused = std::thread::scope(|s| s.spawn(|| Sched::Fifo.enter().err()).join())
             .map_err(|_| "cannot check the scheduling policy".to_owned())?;
@@ -537,7 +542,7 @@ fn worker(args: WorkerArgs) -> Result<(), String> {
     // nothing reads the environment concurrently), so setting libpmem's variables before the
     // workload loads libpmem cannot race.
     unsafe { workloads::pmem::prepare_process(&args.workload) }?;
-    if workloads::find(&args.workload).is_some_and(|w| w.suite == "realtime") {
+    if workloads::find(&args.workload).is_some_and(|w| w.suite == workloads::realtime::SUITE) {
         // Threads spawned from now on inherit the policy. Refused: the run goes on under the
         // default policy, and its `sched_fifo` figure says so.
         let _ = args.sched.enter();

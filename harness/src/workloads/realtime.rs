@@ -245,9 +245,12 @@ impl core::str::FromStr for Sched {
     }
 }
 
+/// The suite's name.
+pub const SUITE: &str = "realtime";
+
 /// The registry entries of the `realtime` suite.
 pub const WORKLOADS: &[WorkloadInfo] = &[WorkloadInfo {
-    suite: "realtime",
+    suite: SUITE,
     name: "latency",
     description: "per-call alloc and free latency (p50 .. p99.999, max), random 16 B-16 KiB, 20% remote frees",
     requires: Capability::HostHeap,

@@ -732,9 +732,7 @@ impl<M: Medium> PersistentHeap<M> {
             for &p in ptrs {
                 // `unmark`'s fast path, with the block's class and offset kept in registers.
                 let offset = p.offset() as usize;
-                if let Some((c, live)) = self.small_at(offset)
-                    && self.clear_live(live)
-                {
+                if let Some(c) = self.unmark_small(offset) {
                     self.push_cached(&mut stacks[c], c, offset);
                     freed += 1;
                     continue;
@@ -845,14 +843,23 @@ impl<M: Medium> PersistentHeap<M> {
     #[inline]
     fn unmark(&self, p: PPtr<u8>) -> Result<Block, HeapError> {
         let offset = p.offset() as usize;
-        match self.small_at(offset) {
-            Some((c, slot)) if self.clear_live(slot) => Ok(Block {
+        match self.unmark_small(offset) {
+            Some(c) => Ok(Block {
                 offset,
                 size: SIZE_CLASSES[c],
                 class: Some(c),
             }),
-            _ => self.unmark_slow(p),
+            None => self.unmark_slow(p),
         }
+    }
+
+    /// [`unmark`](Self::unmark)'s fast path: if a live small block starts at pool offset
+    /// `offset`, clears its live mark and returns its class; else (not a small block's
+    /// start, or not live) `None`, changing nothing.
+    #[inline]
+    fn unmark_small(&self, offset: usize) -> Option<usize> {
+        let (c, slot) = self.small_at(offset)?;
+        self.clear_live(slot).then_some(c)
     }
 
     /// [`unmark`](Self::unmark) for anything but a live small block's start.
