@@ -14,8 +14,10 @@
 //! * [`runner`]: runs each measurement in a fresh worker process and aggregates runs.
 //! * [`results`]: the `results.json` format.
 //! * [`report`]: `report.md` and the SVG charts.
+//! * [`checks`]: the wfspan and randomized issues' must-reach checks over a run's results.
 //! * [`machine`]: what machine a result was measured on.
 
+pub mod checks;
 pub mod machine;
 pub mod measure;
 pub mod peers;

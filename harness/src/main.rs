@@ -44,6 +44,9 @@ enum Cmd {
     Run(RunArgs),
     /// Runs every suite (or those named) and writes a report directory.
     Suite(SuiteArgs),
+    /// Writes report.md, the charts and (with --readme) the README's results section again
+    /// from a results.json, measuring nothing: for a report changed after the run.
+    Report(ReportArgs),
     /// Internal: measures one run in this process and prints its samples as JSON.
     #[command(name = "__worker", hide = true)]
     Worker(WorkerArgs),
@@ -109,6 +112,18 @@ struct SuiteArgs {
 }
 
 #[derive(Args)]
+struct ReportArgs {
+    /// A results.json written by `alloclab suite` or `alloclab run --json`.
+    results: PathBuf,
+    /// Directory for report.md, results.json and the SVG charts.
+    #[arg(long, default_value = "report")]
+    out: PathBuf,
+    /// Also replace the results section of this README (between its alloclab:results markers).
+    #[arg(long, value_name = "FILE")]
+    readme: Option<PathBuf>,
+}
+
+#[derive(Args)]
 struct WorkerArgs {
     #[arg(long)]
     workload: String,
@@ -133,6 +148,7 @@ fn main() -> ExitCode {
         }
         Cmd::Run(args) => run(args),
         Cmd::Suite(args) => suite(args),
+        Cmd::Report(args) => rewrite_report(args),
         Cmd::Worker(args) => worker(args),
     };
     match outcome {
@@ -516,18 +532,27 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
         records,
     );
     print!("{}", terminal_table(&results));
-    let files = report::write_report(&args.out, &results).map_err(|e| e.to_string())?;
-    println!(
-        "wrote {} files to {}",
-        files.paths.len(),
-        args.out.display()
-    );
-    if let Some(readme) = &args.readme {
-        report::update_readme(readme, &report::render_readme_section(&results))
+    write_outputs(&results, &args.out, args.readme.as_deref())?;
+    failures_error(&results)
+}
+
+/// `alloclab report`: the report of an earlier run, written again by this build.
+fn rewrite_report(args: ReportArgs) -> Result<(), String> {
+    let results = ResultsFile::read(&args.results)?;
+    print!("{}", alloclab_harness::checks::terminal_text(&results));
+    write_outputs(&results, &args.out, args.readme.as_deref())
+}
+
+/// Writes the report directory and, if asked, the README's results section.
+fn write_outputs(results: &ResultsFile, out: &Path, readme: Option<&Path>) -> Result<(), String> {
+    let files = report::write_report(out, results).map_err(|e| e.to_string())?;
+    println!("wrote {} files to {}", files.paths.len(), out.display());
+    if let Some(readme) = readme {
+        report::update_readme(readme, &report::render_readme_section(results))
             .map_err(|e| e.to_string())?;
         println!("updated the results section of {}", readme.display());
     }
-    failures_error(&results)
+    Ok(())
 }
 
 /// Names an allocator whose workers fail on purpose, so tests can check that a failed
@@ -676,6 +701,7 @@ fn terminal_table(results: &ResultsFile) -> String {
     {
         out.push_str(&workloads::storage::report::terminal_text(results));
     }
+    out.push_str(&alloclab_harness::checks::terminal_text(results));
     // Workloads that time each call report the clock's cost instead of a small overhead.
     let single_operations: Vec<(&str, &str)> = workloads_seen
         .iter()

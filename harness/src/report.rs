@@ -820,6 +820,7 @@ pub fn render_markdown(results: &ResultsFile) -> String {
          run, so the ratios compare like with like. Charts: `<suite>-<workload>.svg` next \
          to this file."
     );
+    crate::checks::markdown(&mut out, results, "##");
 
     for &suite in &view.suites {
         let baseline = view.baseline(suite).unwrap_or(NONE);
@@ -1459,6 +1460,7 @@ pub fn render_readme_section(results: &ResultsFile) -> String {
     let mut out = String::new();
     out.push_str(&header_line(results));
     out.push('\n');
+    crate::checks::markdown(&mut out, results, "####");
     for &suite in &view.suites {
         let baseline = view.baseline(suite).unwrap_or(NONE);
         if suite == STORAGE_SUITE {

@@ -79,6 +79,36 @@ pub struct ResultsFile {
     pub notes: Vec<SuiteNote>,
 }
 
+impl ResultsFile {
+    /// Reads a `results.json` written by `alloclab suite` or `alloclab run --json`.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the file if it cannot be read, is not JSON of this format, or was
+    /// written in another format version.
+    pub fn read(path: &std::path::Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let results: Self = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not an alloclab results file: {e}", path.display()))?;
+        if results.format != FORMAT_NAME {
+            return Err(format!(
+                "{} is a '{}' file, not '{FORMAT_NAME}'",
+                path.display(),
+                results.format
+            ));
+        }
+        if results.version != FORMAT_VERSION {
+            return Err(format!(
+                "{} is in format version {}; this alloclab reads version {FORMAT_VERSION}",
+                path.display(),
+                results.version
+            ));
+        }
+        Ok(results)
+    }
+}
+
 /// A note about one suite's run (see [`ResultsFile::notes`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SuiteNote {

@@ -127,6 +127,59 @@ fn suite_writes_report_results_and_a_chart_per_workload() {
         let svg = report.join(format!("{}-{}.svg", w.suite, w.name));
         assert!(svg.is_file(), "missing chart {}", svg.display());
     }
+
+    // `report` writes the same report again from the results alone, and the README section.
+    let again = dir.join("again");
+    let readme = dir.join("README.md");
+    std::fs::write(
+        &readme,
+        "# x\n<!-- alloclab:results:begin -->\nold\n<!-- alloclab:results:end -->\n",
+    )
+    .unwrap();
+    let out = alloclab(&[
+        "report",
+        report.join("results.json").to_str().unwrap(),
+        "--out",
+        again.to_str().unwrap(),
+        "--readme",
+        readme.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "report failed: {}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(again.join("report.md")).unwrap(),
+        std::fs::read_to_string(report.join("report.md")).unwrap()
+    );
+    let readme = std::fs::read_to_string(&readme).unwrap();
+    assert!(
+        !readme.contains("old") && readme.contains("#### Suite `cpu`"),
+        "{readme}"
+    );
+    // Neither wfspan nor the randomized allocator ran: no must-reach lines for them.
+    assert!(!readme.contains("Must reach"), "{readme}");
+
+    // A file that is not a results file, or of another version, is refused by name.
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, "not json").unwrap();
+    assert_one_line_error(
+        &alloclab(&[
+            "report",
+            bad.to_str().unwrap(),
+            "--out",
+            again.to_str().unwrap(),
+        ]),
+        "bad.json is not an alloclab results file",
+    );
+    let json = std::fs::read_to_string(report.join("results.json")).unwrap();
+    std::fs::write(&bad, json.replacen("\"version\": 1", "\"version\": 99", 1)).unwrap();
+    assert_one_line_error(
+        &alloclab(&[
+            "report",
+            bad.to_str().unwrap(),
+            "--out",
+            again.to_str().unwrap(),
+        ]),
+        "format version 99",
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
+pub use crate::checks::{Check, Verdict};
+
 use super::Spec;
 use super::ycsb::{KeyChoice, Mix};
 use crate::report::{
@@ -170,36 +172,6 @@ pub fn throughput_chart_name(section: Section) -> String {
 
 /// The stacked time-split chart's file.
 pub const SPLIT_CHART: &str = "storage-split.svg";
-
-/// How a check came out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// Met on every figure it covers.
-    Pass,
-    /// Missed (or figures missing).
-    Fail,
-    /// Not decided by this run.
-    NotHere,
-}
-
-impl Verdict {
-    fn mark(self) -> &'static str {
-        match self {
-            Verdict::Pass => "✓",
-            Verdict::Fail => "✗",
-            Verdict::NotHere => "·",
-        }
-    }
-}
-
-/// One must-reach check: its verdict and a line saying what was compared.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Check {
-    /// The verdict.
-    pub verdict: Verdict,
-    /// `(i) …: worst …`.
-    pub line: String,
-}
 
 /// The three must-reach checks over this run's medians.
 pub fn must_reach(results: &ResultsFile) -> Vec<Check> {
