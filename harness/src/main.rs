@@ -140,6 +140,14 @@ struct WorkerArgs {
 }
 
 fn main() -> ExitCode {
+    // Output piped into a program that stops reading (`alloclab list | head`) ends the
+    // process quietly, as it does for other command-line tools, instead of panicking in
+    // `print!` (Rust ignores SIGPIPE by default). Workers run this same `main`; the one
+    // pipe they write, their results to the parent, stays open until they exit.
+    // SAFETY: no other thread exists yet, and SIG_DFL is a valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let outcome = match cli.command {
         Cmd::List => {
