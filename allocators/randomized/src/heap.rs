@@ -31,9 +31,10 @@
 //! * A header that stops being a block boundary is overwritten only where it was busy
 //!   (`poison`): a free header left inside a merged block still reads as free, so a free
 //!   through it is caught as a double free either way.
-//! * A free block is on the free list of its size class (a doubly linked list threaded
-//!   through the free blocks themselves); links are checked before every unlink
-//!   (`next.prev == self`, `prev.next == self`).
+//! * A free block is on the free list of its size class (a doubly linked ring threaded
+//!   through the free blocks themselves and closed by a sentinel in the control block, see
+//!   [`Lists`]); links are checked before every unlink (`next.prev == self`,
+//!   `prev.next == self`).
 //! * The newest chunk has a *wilderness*: a free block with the WILD flag at its untouched
 //!   end, kept off the free lists and carved from the front, so memory is touched only as it
 //!   is needed.
@@ -228,15 +229,41 @@ pub(crate) unsafe fn get(key: u64, h: usize) -> Option<(usize, usize)> {
     (tag(key, h, w0) == w1 as u32).then_some((w0, prev))
 }
 
-/// The free-list class of a free block of `size` bytes.
-#[inline]
-pub(crate) fn class_of(size: usize) -> usize {
+/// The free-list class of a free block of `size` bytes, by formula.
+#[inline(always)]
+const fn class_by_formula(size: usize) -> usize {
     if size <= 1040 {
         size / GRANULE - 2
     } else {
         let log = usize::BITS as usize - 1 - size.leading_zeros() as usize;
         let sub = (size >> (log - 2)) & 3;
-        (64 + (log - 10) * 4 + sub).min(CLASSES - 1)
+        let class = 64 + (log - 10) * 4 + sub;
+        if class < CLASSES { class } else { CLASSES - 1 }
+    }
+}
+
+/// Sizes below this find their class in [`SMALL_CLASS`].
+const TABLE_LIMIT: usize = 16 << 10;
+
+/// The class of every block size below [`TABLE_LIMIT`], by size / 16 (one load instead of
+/// a branch on `size <= 1040`, which the slacks of random offsets make a coin toss).
+static SMALL_CLASS: [u8; TABLE_LIMIT / GRANULE] = {
+    let mut table = [0u8; TABLE_LIMIT / GRANULE];
+    let mut i = MIN_BLOCK / GRANULE;
+    while i < table.len() {
+        table[i] = class_by_formula(i * GRANULE) as u8;
+        i += 1;
+    }
+    table
+};
+
+/// The free-list class of a free block of `size` bytes (at least [`MIN_BLOCK`]).
+#[inline(always)]
+pub(crate) fn class_of(size: usize) -> usize {
+    if size < TABLE_LIMIT {
+        usize::from(SMALL_CLASS[(size / GRANULE) & (TABLE_LIMIT / GRANULE - 1)])
+    } else {
+        class_by_formula(size)
     }
 }
 
@@ -479,6 +506,17 @@ pub(crate) unsafe fn claim_remote(key: u64, payload: usize) -> Result<(), Invali
         .map_err(|_| Invalid::DoubleFree)
 }
 
+/// The sentinels of one arena's free lists: for each class a pair of words, the `NEXT` and
+/// `PREV` links of a block that is never handed out, which closes the class's list into a
+/// ring. An empty list's sentinel links to itself. With no list end to test for, pushing
+/// and unlinking take no branch on whether a list is empty, which is, for lists that
+/// random placement keeps short, a coin toss the processor would mispredict.
+///
+/// Kept beside the arena rather than in it: the heap reaches them as it reaches blocks, by
+/// address, through atomic words that only a shared reference covers.
+#[repr(C, align(64))]
+pub(crate) struct Lists([AtomicUsize; 2 * CLASSES]);
+
 /// One arena: free lists, wilderness, generator, counters. Threads prefer the arena their
 /// identity hashes to and move on to another when it is busy; a block is always freed into
 /// the arena of its chunk.
@@ -494,10 +532,9 @@ pub(crate) struct Arena {
     key: u64,
     /// The placement generator (written by `init`).
     rng: MaybeUninit<Rng>,
-    /// Oldest free block of each class (0 if none).
-    head: [usize; CLASSES],
-    /// Newest free block of each class.
-    tail: [usize; CLASSES],
+    /// Where the sentinels of the free lists are: the address of class 0's sentinel as a
+    /// block (see [`Lists`]); class `c`'s is `16 * c` bytes further.
+    lists: usize,
     /// Free blocks and bytes on each class's list, as a [tally](tally_of).
     class_tally: [u64; CLASSES],
     /// Free blocks and bytes on the lists of each group of [`GROUP`] classes.
@@ -531,9 +568,16 @@ impl Arena {
     }
 
     /// Sets up the arena (zeroed memory, as the control block is mapped, is a valid
-    /// `Arena` that is not ready: every field is an integer, a flag or uninitialised).
+    /// `Arena` that is not ready: every field is an integer, a flag or uninitialised), with
+    /// `lists` as the sentinels of its free lists, every list empty.
     #[cold]
-    pub(crate) fn init(&mut self, index: usize, key: u64, rng: Rng) {
+    pub(crate) fn init(&mut self, index: usize, key: u64, rng: Rng, lists: &Lists) {
+        self.lists = lists.0.as_ptr() as usize - NEXT;
+        for class in 0..CLASSES {
+            let s = self.sentinel(class);
+            lists.0[2 * class].store(s, Ordering::Relaxed);
+            lists.0[2 * class + 1].store(s, Ordering::Relaxed);
+        }
         self.rng.write(rng);
         self.index = index;
         self.key = key;
@@ -781,6 +825,20 @@ impl Arena {
         (group * GROUP..(group + 1) * GROUP).find(|&c| tally_blocks(self.class_tally[c]) != 0)
     }
 
+    /// The sentinel of class `class`'s list, as a block address: its `NEXT` and `PREV`
+    /// words are the list's oldest and newest blocks (itself when the list is empty).
+    #[inline(always)]
+    fn sentinel(&self, class: usize) -> usize {
+        self.lists + GRANULE * (class & (CLASSES - 1))
+    }
+
+    /// The oldest block of class `class` (its sentinel if there is none).
+    #[inline(always)]
+    fn oldest(&self, class: usize) -> usize {
+        // SAFETY: the sentinel's words lie in the control block, in the first chunk.
+        unsafe { rd(self.sentinel(class) + NEXT) }
+    }
+
     /// Appends the free block `h` of `size` bytes to its class (oldest first out, so a
     /// freed block waits behind every other of its class).
     ///
@@ -790,18 +848,17 @@ impl Arena {
     #[inline(always)]
     unsafe fn push(&mut self, h: usize, size: usize) {
         let class = class_of(size);
-        let tail = self.tail[class];
-        // SAFETY: `h` and `tail` are free blocks of this arena, with room for links.
+        let s = self.sentinel(class);
+        // SAFETY: `h` is a free block of this arena, with room for links; the list's newest
+        // block is one too, or the sentinel, whose link words are the sentinel's own.
+        // Branch-free: whether a list is empty is a coin toss.
         unsafe {
-            wr(h + NEXT, 0);
+            let tail = rd(s + PREV);
+            wr(h + NEXT, s);
             wr(h + PREV, tail);
-            if tail == 0 {
-                self.head[class] = h;
-            } else {
-                wr(tail + NEXT, h);
-            }
+            wr(tail + NEXT, h);
+            wr(s + PREV, h);
         }
-        self.tail[class] = h;
         self.count(class, size as u64, true);
     }
 
@@ -823,36 +880,19 @@ impl Arena {
     /// `h` is a free block of this arena, of class `class`.
     #[inline(always)]
     unsafe fn unlink_from(&mut self, h: usize, size: usize, class: usize) {
-        // SAFETY: `h` is a free block; its links point at free blocks of the same list
-        // (checked before they are followed for writing).
+        // SAFETY: `h` is a free block; its links point at free blocks of the same list or
+        // at its sentinel (checked before they are followed for writing). The lists are
+        // rings through their sentinels, so there is no end to test for.
         unsafe {
             let (next, prev) = (rd(h + NEXT), rd(h + PREV));
-            let next_ok = if next == 0 {
-                self.tail[class] == h
-            } else {
-                rd(next + PREV) == h
-            };
-            let prev_ok = if prev == 0 {
-                self.head[class] == h
-            } else {
-                rd(prev + NEXT) == h
-            };
-            if !(next_ok && prev_ok) {
+            if (rd(next + PREV) != h) | (rd(prev + NEXT) != h) {
                 os::fatal(
                     "corrupted free list (heap overflow or write after free?)",
                     h + HEADER,
                 );
             }
-            if prev == 0 {
-                self.head[class] = next;
-            } else {
-                wr(prev + NEXT, next);
-            }
-            if next == 0 {
-                self.tail[class] = prev;
-            } else {
-                wr(next + PREV, prev);
-            }
+            wr(prev + NEXT, next);
+            wr(next + PREV, prev);
         }
         self.count(class, size as u64, false);
     }
@@ -946,7 +986,7 @@ impl Arena {
         unsafe {
             let window = WINDOW.max(align + GRANULE);
             if let Some(class) = self.next_nonempty_above(last) {
-                let h = self.head[class];
+                let h = self.oldest(class);
                 let (w0, prev) = self.get_or_die(h);
                 let size = w0 & !FLAGS;
                 self.unlink_from(h, size, class);
@@ -959,8 +999,9 @@ impl Arena {
                 return Some(self.draw(first, last, blocks, below, align));
             }
             if let Some(class) = partial {
-                let mut h = self.head[class];
-                while h != 0 {
+                let end = self.sentinel(class);
+                let mut h = self.oldest(class);
+                while h != end {
                     let (w0, prev) = self.get_or_die(h);
                     let size = w0 & !FLAGS;
                     if size >= want {
@@ -1003,7 +1044,7 @@ impl Arena {
             Some(below) => self.class_of_nth(below + target),
             None => self.class_of_block(first, last, target),
         };
-        let h = self.head[class];
+        let h = self.oldest(class);
         // SAFETY: forwarded; `h` heads a non-empty list.
         unsafe {
             let (w0, prev) = self.get_or_die(h);
@@ -1474,12 +1515,22 @@ impl Arena {
     ) -> Result<(), Corruption> {
         let mut listed = 0u64;
         for class in 0..CLASSES {
-            let mut h = self.head[class];
-            let mut before = 0;
+            let end = self.sentinel(class);
+            let mut h = self.oldest(class);
+            let mut before = end;
             let mut bytes = 0u64;
             let mut members = 0u64;
-            while h != 0 {
+            let tally = self.class_tally[class];
+            while h != end {
                 members += 1;
+                if members > tally_blocks(tally) {
+                    return Err(Corruption::with(
+                        "free list longer than its class count (a cycle?)",
+                        h,
+                        class,
+                        0,
+                    ));
+                }
                 // SAFETY: list members are free blocks of this arena.
                 let Some((w0, _)) = (unsafe { get(self.key, h) }) else {
                     return Err(Corruption::with(
@@ -1506,15 +1557,16 @@ impl Arena {
                 // SAFETY: as above.
                 h = unsafe { rd(h + NEXT) };
             }
-            if self.tail[class] != before {
+            // SAFETY: the sentinel's words lie in the control block.
+            let tail = unsafe { rd(end + PREV) };
+            if tail != before {
                 return Err(Corruption::with(
                     "free-list tail is not its last member",
-                    self.tail[class],
+                    tail,
                     class,
                     0,
                 ));
             }
-            let tally = self.class_tally[class];
             if tally_blocks(tally) != members {
                 return Err(Corruption::with(
                     "class block count disagrees with the list",
@@ -1653,6 +1705,13 @@ mod tests {
             last = class;
         }
         assert!(last < CLASSES);
+    }
+
+    #[test]
+    fn the_class_table_agrees_with_the_formula() {
+        for size in (MIN_BLOCK..4 * TABLE_LIMIT).step_by(GRANULE) {
+            assert_eq!(class_of(size), class_by_formula(size), "size {size}");
+        }
     }
 
     #[test]

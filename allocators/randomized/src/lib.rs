@@ -37,7 +37,9 @@
 //!   start of the first 4 MiB chunk.
 //! * **Blocks** carry a 16-byte header (size and flags; the previous block's size and a
 //!   32-bit keyed tag). Free blocks are on doubly linked lists threaded through them, one
-//!   per size class (exact up to 1040 B, four per power of two above), per arena.
+//!   per size class (exact up to 1040 B, four per power of two above), per arena; each
+//!   list is a ring closed by a sentinel in the control block, so that pushing and
+//!   unlinking take no branch on whether a list is empty.
 //! * **Allocation** draws a fitting free block among those at most 32 times the request
 //!   (at least 8 KiB; twice the request plus 8 KiB above 1 KiB): a class with probability
 //!   proportional to its number of free blocks, then its oldest block; and an offset inside it

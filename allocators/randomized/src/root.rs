@@ -16,7 +16,7 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::heap::{
     Arena, BUSY, CHUNK, CHUNK_HEADER, ChunkSource, Corruption, Counters, HEADER, HUGE, HeapShape,
-    Invalid, Live, claim_remote, get, put, rd, validate_in_chunk, wr,
+    Invalid, Lists, Live, claim_remote, get, put, rd, validate_in_chunk, wr,
 };
 use crate::lock::StateWord;
 use crate::os;
@@ -45,6 +45,8 @@ struct Slot {
     remote: Padded<RemoteFrees>,
     lock: StateWord,
     arena: UnsafeCell<Arena>,
+    /// The sentinels of the arena's free lists.
+    lists: Lists,
 }
 
 /// A value alone on its cache line(s).
@@ -115,7 +117,7 @@ impl<'a> ArenaGuard<'a> {
         let mut guard = ArenaGuard { slot };
         if !guard.is_ready() {
             let rng = Rng::from_seed_stream(root.seed, index as u64 + 1);
-            guard.init(index, root.key, rng);
+            guard.init(index, root.key, rng, &slot.lists);
         }
         if !slot.remote.is_empty() {
             let queued = slot.remote.take_all();
@@ -163,7 +165,7 @@ impl Root {
             // The first chunk is arena 0's: set it up now (its lock is not needed before
             // the heap is published).
             let arena = &mut *r.slots[0].arena.get();
-            arena.init(0, key, Rng::from_seed_stream(seed, 1));
+            arena.init(0, key, Rng::from_seed_stream(seed, 1), &r.slots[0].lists);
             arena.adopt_first(base + ROOT_SPACE, base + CHUNK - HEADER, CHUNK as u64);
         }
         Some(root)
