@@ -575,6 +575,22 @@ impl<M: Medium> PersistentHeap<M> {
     ///
     /// As [`allocate_into`](Self::allocate_into) for the layout.
     pub fn allocate_unlinked(&self, layout: Layout) -> Result<PPtr<u8>, HeapError> {
+        // The fast path: a small block on the thread's stack, taken with one visit to the
+        // cache and no `Block` to build (the rest, and errors, in `take`).
+        let size = layout.size();
+        if size != 0 && size <= MAX_SMALL && layout.align() <= CACHE_LINE {
+            let c = class_of(size);
+            let cached = self.with_cache(|slot| {
+                // SAFETY: this thread owns its slot, and nothing else holds its stacks.
+                let offset = unsafe { slot.stacks() }[c].pop()?;
+                slot.count_allocations(1);
+                Some(offset)
+            });
+            if let Some(Some(offset)) = cached {
+                self.set_live(self.small_slot(c, offset as usize));
+                return Ok(PPtr::from_offset(offset));
+            }
+        }
         let block = self.take(layout, true)?;
         Ok(PPtr::from_offset(block.offset as u64))
     }
