@@ -548,9 +548,13 @@ impl TxLog {
         let bytes = heap.usable_size(size);
         let freeable = &mut self.freeable;
         let off = split.time(Phase::Mm, || {
+            if freeable.is_empty() {
+                return heap.alloc(bytes);
+            }
             // SAFETY: `free_at_next_alloc`'s contract.
-            unsafe { give_back(heap, freeable) }?;
-            heap.alloc(bytes)
+            let off = unsafe { heap.dealloc_many_then_alloc(freeable, bytes) };
+            freeable.clear();
+            off
         })?;
         self.allocs.push(off);
         self.dirty = true;
