@@ -398,6 +398,58 @@ fn many_at_once_allocates_and_releases_as_one_at_a_time_with_nothing_persistent(
 }
 
 #[test]
+fn release_many_then_allocate_frees_then_takes_the_last_freed_block_or_refuses_and_takes_none() {
+    let heap = sim_heap(4 * MIB);
+    let mut blocks = vec![PPtr::NULL; 4];
+    heap.allocate_unlinked_many(
+        &[layout(200), layout(200), layout(1000), layout(200)],
+        &mut blocks,
+    )
+    .unwrap();
+    let before = heap.stats().persist;
+    assert_eq!(heap.stats().live_blocks, 4);
+
+    // Two 256-byte blocks and a 1,024-byte one back; a 200-byte request takes the last
+    // 256-byte block given back (the thread's stacks are LIFO), live again.
+    let given = [blocks[0], blocks[2], blocks[1]];
+    // SAFETY: the blocks are named by nothing and not used again.
+    let taken = unsafe { heap.release_many_then_allocate(&given, layout(200)) }.unwrap();
+    assert_eq!(taken, blocks[1]);
+    assert_eq!(heap.block_size(taken), Some(256));
+    assert_eq!(heap.block_size(blocks[0]), None);
+    assert_eq!(heap.block_size(blocks[2]), None);
+    assert_eq!(heap.stats().live_blocks, 2, "three freed, one taken");
+    assert_eq!(
+        heap.stats().persist,
+        before,
+        "release_many_then_allocate flushed or fenced"
+    );
+
+    // A block given back twice is refused: the others are still freed, nothing is taken.
+    // SAFETY: as above.
+    let refused = unsafe { heap.release_many_then_allocate(&[blocks[3], blocks[0]], layout(64)) };
+    assert!(
+        matches!(refused, Err(HeapError::NotABlock { offset }) if offset == blocks[0].offset()),
+        "{refused:?}"
+    );
+    assert_eq!(heap.block_size(blocks[3]), None);
+    assert_eq!(heap.stats().live_blocks, 1, "the refused call took a block");
+
+    // Nothing to give back, and a request no small class serves: the allocation alone.
+    // SAFETY: nothing given back.
+    let large = unsafe { heap.release_many_then_allocate(&[], layout(100_000)) }.unwrap();
+    assert_eq!(heap.block_size(large), Some(2 * SLAB_BYTES));
+    // SAFETY: as above.
+    let zero = unsafe { heap.release_many_then_allocate(&[taken], layout(0)) };
+    assert!(matches!(zero, Err(HeapError::ZeroSize)), "{zero:?}");
+    assert_eq!(
+        heap.block_size(taken),
+        None,
+        "given back before the refused allocation"
+    );
+}
+
+#[test]
 fn many_by_size_takes_the_blocks_the_layouts_would_and_refuses_as_they_would() {
     let heap = sim_heap(4 * MIB);
     // Small classes (the cached path) and a run (block by block).

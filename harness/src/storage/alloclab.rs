@@ -6,7 +6,10 @@
 //! because they are reachable, so an engine's own durable link is the allocation and costs
 //! the allocator no flush and no fence. [`alloc_many`](PHeap::alloc_many) and
 //! [`dealloc_many`](PHeap::dealloc_many) are [`PersistentHeap::allocate_unlinked_sizes`] and
-//! [`PersistentHeap::release_many`]: one visit to the thread's cache for several blocks.
+//! [`PersistentHeap::release_many`]: one visit to the thread's cache for several blocks;
+//! [`dealloc_many_then_alloc`](PHeap::dealloc_many_then_alloc) (a transaction's frees of
+//! what an earlier one unlinked, with its allocation) is
+//! [`PersistentHeap::release_many_then_allocate`]: one visit for both.
 
 use std::alloc::Layout;
 use std::path::Path;
@@ -86,6 +89,16 @@ impl<M: Medium + 'static> PHeap for PersistentHeap<M> {
             unsafe { std::slice::from_raw_parts(offs.as_ptr().cast::<PPtr<u8>>(), offs.len()) };
         // SAFETY: the caller's contract is `release_many`'s.
         unsafe { self.release_many(ptrs) }.map_err(|e| message(&e))
+    }
+
+    unsafe fn dealloc_many_then_alloc(&self, frees: &[u64], size: usize) -> Result<u64, String> {
+        // SAFETY: `PPtr<u8>` is a `repr(transparent)` `u64` offset.
+        let ptrs =
+            unsafe { std::slice::from_raw_parts(frees.as_ptr().cast::<PPtr<u8>>(), frees.len()) };
+        // SAFETY: the caller's contract is `release_many_then_allocate`'s.
+        unsafe { self.release_many_then_allocate(ptrs, layout(size)?) }
+            .map(PPtr::offset)
+            .map_err(|e| message(&e))
     }
 
     unsafe fn alloc_into(&self, dest: *mut u64, size: usize) -> Result<u64, String> {

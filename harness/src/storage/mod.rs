@@ -199,6 +199,26 @@ pub trait PHeap: Send + Sync + 'static {
         first
     }
 
+    /// Frees every block of `frees`, as [`dealloc_many`](Self::dealloc_many), then allocates
+    /// `size` bytes, as [`alloc`](Self::alloc): for an engine that gives blocks back where it
+    /// takes a new one (a transaction that frees what an earlier one unlinked), so that a
+    /// heap that can do both for the price of one visit to its allocator does
+    /// (alloclab-pmem: one visit to the thread's cache); the default makes the two calls.
+    ///
+    /// # Errors
+    ///
+    /// The first block refused, as [`dealloc_many`](Self::dealloc_many) (every other block
+    /// is still freed, and nothing is allocated); then as [`alloc`](Self::alloc).
+    ///
+    /// # Safety
+    ///
+    /// As [`dealloc`](Self::dealloc), for every block of `frees`.
+    unsafe fn dealloc_many_then_alloc(&self, frees: &[u64], size: usize) -> Result<u64, String> {
+        // SAFETY: the caller's contract.
+        unsafe { self.dealloc_many(frees) }?;
+        self.alloc(size)
+    }
+
     /// Allocates `size` bytes and stores the block's offset into `dest`, atomically with
     /// respect to a crash: after one, `dest` holds its old value (and the block is free) or
     /// the block (and it is live). Returns the offset.

@@ -575,6 +575,22 @@ impl<M: Medium> PersistentHeap<M> {
     ///
     /// As [`allocate_into`](Self::allocate_into) for the layout.
     pub fn allocate_unlinked(&self, layout: Layout) -> Result<PPtr<u8>, HeapError> {
+        // The fast path: a small block on the thread's stack, taken with one visit to the
+        // cache and no `Block` to build (the rest, and errors, in `take`).
+        let size = layout.size();
+        if size != 0 && size <= MAX_SMALL && layout.align() <= CACHE_LINE {
+            let c = class_of(size);
+            let cached = self.with_cache(|slot| {
+                // SAFETY: this thread owns its slot, and nothing else holds its stacks.
+                let offset = unsafe { slot.stacks() }[c].pop()?;
+                slot.count_allocations(1);
+                Some(offset)
+            });
+            if let Some(Some(offset)) = cached {
+                self.set_live(self.small_slot(c, offset as usize));
+                return Ok(PPtr::from_offset(offset));
+            }
+        }
         let block = self.take(layout, true)?;
         Ok(PPtr::from_offset(block.offset as u64))
     }
@@ -727,37 +743,113 @@ impl<M: Medium> PersistentHeap<M> {
         let mut first = Ok(());
         let cached = self.with_cache(|slot| {
             // SAFETY: this thread owns its slot, and nothing else holds its stacks.
-            let stacks = unsafe { slot.stacks() };
-            let mut freed = 0;
-            for &p in ptrs {
-                // `unmark`'s fast path, with the block's class and offset kept in registers.
-                let offset = p.offset() as usize;
-                if let Some(c) = self.unmark_small(offset) {
-                    self.push_cached(&mut stacks[c], c, offset);
-                    freed += 1;
-                    continue;
-                }
-                match self.unmark_slow(p) {
-                    Ok(block) => {
-                        self.give_back_cached(stacks, block);
-                        freed += 1;
-                    }
-                    Err(e) => {
-                        if first.is_ok() {
-                            first = Err(e);
-                        }
-                    }
-                }
-            }
+            let freed = self.release_cached(unsafe { slot.stacks() }, ptrs, &mut first);
             slot.count_frees(freed);
         });
         if cached.is_none() {
-            for &p in ptrs {
-                // SAFETY: the caller's contract, for each entry.
-                let released = unsafe { self.release(p) };
-                if first.is_ok() {
-                    first = released;
+            // SAFETY: the caller's contract.
+            first = unsafe { self.release_uncached(ptrs) };
+        }
+        first
+    }
+
+    /// [`release_many`](Self::release_many) then
+    /// [`allocate_unlinked`](Self::allocate_unlinked), with one visit to the calling
+    /// thread's cache for both when the allocation is a small class with a block cached: for
+    /// a caller that gives blocks back where it takes a new one (a storage engine's
+    /// transaction that frees what an earlier one unlinked and allocates a new version). The
+    /// last block given back of the class asked for is the one taken (the stacks are LIFO).
+    ///
+    /// # Errors
+    ///
+    /// The first refusal of a block given back, as [`release_many`](Self::release_many)
+    /// (every other block is still given back, and nothing is allocated); then as
+    /// [`allocate_unlinked`](Self::allocate_unlinked).
+    ///
+    /// # Safety
+    ///
+    /// As [`release`](Self::release), for every entry of `ptrs`.
+    pub unsafe fn release_many_then_allocate(
+        &self,
+        ptrs: &[PPtr<u8>],
+        layout: Layout,
+    ) -> Result<PPtr<u8>, HeapError> {
+        let size = layout.size();
+        let small = size != 0 && size <= MAX_SMALL && layout.align() <= CACHE_LINE;
+        let c = class_of(size.min(MAX_SMALL));
+        let mut first = Ok(());
+        let cached = self.with_cache(|slot| {
+            // SAFETY: this thread owns its slot, and nothing else holds its stacks.
+            let stacks = unsafe { slot.stacks() };
+            let freed = self.release_cached(stacks, ptrs, &mut first);
+            slot.count_frees(freed);
+            if !small || first.is_err() {
+                return None;
+            }
+            let offset = stacks[c].pop()?;
+            slot.count_allocations(1);
+            Some(offset)
+        });
+        match cached {
+            Some(Some(offset)) => {
+                self.set_live(self.small_slot(c, offset as usize));
+                return Ok(PPtr::from_offset(offset));
+            }
+            Some(None) => first?,
+            // SAFETY: the caller's contract (nothing was given back: no cache).
+            None => unsafe { self.release_uncached(ptrs) }?,
+        }
+        self.allocate_unlinked(layout)
+    }
+
+    /// Gives back every block of `ptrs` onto `stacks`, the calling thread's (as
+    /// [`release`](Self::release) does each, counting nothing); the number given back. The
+    /// first refusal goes to `first` if it holds none yet.
+    #[inline]
+    fn release_cached(
+        &self,
+        stacks: &mut [Vec<u64>; NCLASSES],
+        ptrs: &[PPtr<u8>],
+        first: &mut Result<(), HeapError>,
+    ) -> u64 {
+        let mut freed = 0;
+        for &p in ptrs {
+            // `unmark`'s fast path, with the block's class and offset kept in registers.
+            let offset = p.offset() as usize;
+            if let Some(c) = self.unmark_small(offset) {
+                self.push_cached(&mut stacks[c], c, offset);
+                freed += 1;
+                continue;
+            }
+            match self.unmark_slow(p) {
+                Ok(block) => {
+                    self.give_back_cached(stacks, block);
+                    freed += 1;
                 }
+                Err(e) => {
+                    if first.is_ok() {
+                        *first = Err(e);
+                    }
+                }
+            }
+        }
+        freed
+    }
+
+    /// [`release_many`](Self::release_many) block by block, for a thread with no cache (its
+    /// locals are gone: it is exiting).
+    ///
+    /// # Safety
+    ///
+    /// As [`release`](Self::release), for every entry.
+    #[cold]
+    unsafe fn release_uncached(&self, ptrs: &[PPtr<u8>]) -> Result<(), HeapError> {
+        let mut first = Ok(());
+        for &p in ptrs {
+            // SAFETY: the caller's contract, for each entry.
+            let released = unsafe { self.release(p) };
+            if first.is_ok() {
+                first = released;
             }
         }
         first

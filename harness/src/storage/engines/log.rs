@@ -149,10 +149,12 @@ pub struct Recovered {
     pub released: usize,
 }
 
-/// An in-place change waiting for [`TxLog::apply`].
+/// An in-place change waiting for [`TxLog::apply`]: its new words are
+/// `staged_words[at..at + n]` of the log.
 struct Staged {
     target: u64,
-    words: Vec<u64>,
+    at: usize,
+    n: usize,
     phase: Phase,
 }
 
@@ -174,6 +176,11 @@ pub struct TxLog {
     /// Records from here to `pos` are not yet flushed.
     unflushed: usize,
     staged: Vec<Staged>,
+    /// The new words of every staged change, in order (one buffer for all of them, kept
+    /// from one transaction to the next: staging allocates no DRAM once warm).
+    staged_words: Vec<u64>,
+    /// Scratch for the old words a [`stage`](Self::stage) compares (kept, as above).
+    old_words: Vec<u64>,
     frees: Vec<(FreeKind, u64)>,
     /// Free entries already written to the free lines.
     frees_written: usize,
@@ -230,6 +237,8 @@ impl TxLog {
             pos: RECORDS_AT,
             unflushed: RECORDS_AT,
             staged: Vec::new(),
+            staged_words: Vec::new(),
+            old_words: Vec::new(),
             frees: Vec::new(),
             frees_written: 0,
             allocs: Vec::new(),
@@ -304,6 +313,8 @@ impl TxLog {
             pos: RECORDS_AT,
             unflushed: RECORDS_AT,
             staged: Vec::new(),
+            staged_words: Vec::new(),
+            old_words: Vec::new(),
             frees: Vec::new(),
             frees_written: 0,
             allocs: Vec::new(),
@@ -460,6 +471,7 @@ impl TxLog {
         self.pos = RECORDS_AT;
         self.unflushed = RECORDS_AT;
         self.staged.clear();
+        self.staged_words.clear();
         self.frees.clear();
         self.frees_written = 0;
         self.allocs.clear();
@@ -536,9 +548,13 @@ impl TxLog {
         let bytes = heap.usable_size(size);
         let freeable = &mut self.freeable;
         let off = split.time(Phase::Mm, || {
+            if freeable.is_empty() {
+                return heap.alloc(bytes);
+            }
             // SAFETY: `free_at_next_alloc`'s contract.
-            unsafe { give_back(heap, freeable) }?;
-            heap.alloc(bytes)
+            let off = unsafe { heap.dealloc_many_then_alloc(freeable, bytes) };
+            freeable.clear();
+            off
         })?;
         self.allocs.push(off);
         self.dirty = true;
@@ -633,12 +649,12 @@ impl TxLog {
         new: &[u64],
         phase: Phase,
     ) -> Result<(), String> {
-        split.time(Phase::Cc, || {
+        let mut old = std::mem::take(&mut self.old_words);
+        let staged = split.time(Phase::Cc, || {
             let src = heap.at(target).cast::<u64>();
+            old.clear();
             // SAFETY: the caller's contract: `new.len()` words at `target`.
-            let old: Vec<u64> = (0..new.len())
-                .map(|i| unsafe { src.add(i).read() })
-                .collect();
+            old.extend((0..new.len()).map(|i| unsafe { src.add(i).read() }));
             let Some(first) = (0..new.len()).find(|&i| old[i] != new[i]) else {
                 return Ok(());
             };
@@ -662,11 +678,15 @@ impl TxLog {
             self.append(heap, KIND_WORDS, at, &old[first..=last], &new[first..=last]);
             self.staged.push(Staged {
                 target: at,
-                words: new[first..=last].to_vec(),
+                at: self.staged_words.len(),
+                n,
                 phase,
             });
+            self.staged_words.extend_from_slice(&new[first..=last]);
             Ok(())
-        })
+        });
+        self.old_words = old;
+        staged
     }
 
     /// Lists `off` to be freed after commit (kept alive until then, and relinked by undo).
@@ -700,7 +720,10 @@ impl TxLog {
                         .iter()
                         .enumerate()
                         .fold(0, |k, (i, &(kind, _))| k | (kind as u64) << (2 * i));
-                    let raw: Vec<u64> = entries.iter().map(|e| e.1).collect();
+                    let mut raw = [0u64; FREE_PER_LINE];
+                    for (r, e) in raw.iter_mut().zip(entries) {
+                        *r = e.1;
+                    }
                     self.write_line(heap, FREE_AT + 8 * line, hide(kinds), &raw);
                 }
             });
@@ -715,10 +738,13 @@ impl TxLog {
             split.time(Phase::Cc, || {
                 for line in first..=last {
                     let end = self.allocs.len().min((line + 1) * FREE_PER_LINE);
-                    let hidden: Vec<u64> = self.allocs[line * FREE_PER_LINE..end]
-                        .iter()
-                        .map(|&a| hide(a))
-                        .collect();
+                    let mut hidden = [0u64; FREE_PER_LINE];
+                    for (h, &a) in hidden
+                        .iter_mut()
+                        .zip(&self.allocs[line * FREE_PER_LINE..end])
+                    {
+                        *h = hide(a);
+                    }
                     self.write_line(heap, ALLOC_AT + 8 * line, 0, &hidden);
                 }
             });
@@ -747,14 +773,17 @@ impl TxLog {
             return;
         }
         split.fence(heap);
-        for s in std::mem::take(&mut self.staged) {
+        for s in &self.staged {
             let dst = heap.at(s.target).cast::<u64>();
+            let words = &self.staged_words[s.at..s.at + s.n];
             split.time(s.phase, || {
                 // SAFETY: the staged range, inside what the engine reaches (see `stage`).
-                unsafe { std::ptr::copy_nonoverlapping(s.words.as_ptr(), dst, s.words.len()) }
+                unsafe { std::ptr::copy_nonoverlapping(words.as_ptr(), dst, words.len()) }
             });
-            split.flush(heap, dst.cast(), 8 * s.words.len());
+            split.flush(heap, dst.cast(), 8 * words.len());
         }
+        self.staged.clear();
+        self.staged_words.clear();
         if !self.links.is_empty() {
             // Now that the fresh blocks are durable, keep the ones linked in place marked
             // (for redo) from the header line, which the commit's sequence store follows.
@@ -838,6 +867,7 @@ impl TxLog {
         // Write the alloc and free lines and flush the records, storing nothing in place
         // (unapplied records undo to what is there).
         self.staged.clear();
+        self.staged_words.clear();
         self.links.clear();
         self.apply(heap, split);
         let _ = self.roll(heap, split);
