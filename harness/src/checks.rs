@@ -14,7 +14,7 @@
 
 use std::fmt::Write as _;
 
-use crate::report::fmt_value;
+use crate::report::{View, fmt_value};
 use crate::results::{Record, ResultsFile};
 
 /// How a check came out.
@@ -99,26 +99,28 @@ pub const RANDOMIZED_FOOTPRINT_VS_SYSTEM: f64 = 1.5;
 /// The records of one run, looked up by (suite, workload, allocator, threads, metric).
 struct Lookup<'a> {
     records: &'a [Record],
+    view: View<'a>,
 }
 
 impl<'a> Lookup<'a> {
+    fn new(results: &'a ResultsFile) -> Self {
+        Self {
+            records: &results.records,
+            view: View::new(results),
+        }
+    }
+
+    /// The median of (suite, workload, allocator, threads, metric), if finite.
     fn median(
         &self,
         suite: &str,
         workload: &str,
         allocator: &str,
-        threads: usize,
+        t: usize,
         metric: &str,
     ) -> Option<f64> {
-        self.records
-            .iter()
-            .find(|r| {
-                r.suite == suite
-                    && r.workload == workload
-                    && r.allocator == allocator
-                    && r.threads == threads
-                    && r.metric == metric
-            })
+        self.view
+            .get(suite, workload, allocator, t, metric)
             .map(|r| r.median)
             .filter(|v| v.is_finite())
     }
@@ -411,29 +413,17 @@ fn step_bound_check(view: &Lookup<'_>) -> Check {
     for workload in view.workloads(REALTIME) {
         for t in view.threads(REALTIME, WFSPAN) {
             let bound = alloclab_wfspan::step_bound(span_bytes, t as u64 + 1);
-            let alloc = view.median(REALTIME, workload, WFSPAN, t, "alloc_max_steps");
-            let free = view.median(REALTIME, workload, WFSPAN, t, "free_max_steps");
-            let (Some(alloc), Some(free)) = (alloc, free) else {
+            // The most over the runs: the worst run decides, not the median.
+            let most = |metric: &str| {
+                view.view
+                    .get(REALTIME, workload, WFSPAN, t, metric)
+                    .map(|r| r.max)
+            };
+            let (Some(alloc_max), Some(free_max)) =
+                (most("alloc_max_steps"), most("free_max_steps"))
+            else {
                 return not_here(&what, &format!("no step counts at {t} threads"));
             };
-            // Medians over runs: the worst run decides.
-            let max = |metric: &str| {
-                view.records
-                    .iter()
-                    .filter(|r| {
-                        r.suite == REALTIME
-                            && r.workload == workload
-                            && r.allocator == WFSPAN
-                            && r.threads == t
-                            && r.metric == metric
-                    })
-                    .map(|r| r.max)
-                    .fold(f64::NEG_INFINITY, f64::max)
-            };
-            let (alloc_max, free_max) = (
-                max("alloc_max_steps").max(alloc),
-                max("free_max_steps").max(free),
-            );
             ok &= alloc_max <= bound.alloc as f64 && free_max <= bound.free as f64;
             parts.push(format!(
                 "{t} threads: alloc {alloc_max:.0} <= {}, free {free_max:.0} <= {}",
@@ -458,20 +448,13 @@ fn size_of_metric(metric: &str, prefix: &str) -> Option<usize> {
     metric.strip_prefix(prefix)?.parse().ok()
 }
 
-/// Issue 4's entropy check over the steady-state heap's sizes up to 1 KiB.
-fn entropy_check(view: &Lookup<'_>) -> Check {
-    let what = format!(
-        "`{SECURITY}`: {RANDOMIZED}'s steady-state placement entropy >= {ENTROPY_MIN_BITS} bits for sizes up to {ENTROPY_MAX_SIZE} B"
-    );
-    if let Some(why) = missing(view, SECURITY, RANDOMIZED, &[]) {
-        return not_here(&what, &why);
-    }
-    let prefix = "entropy_steady_";
-    let mut figures: Vec<(usize, f64)> = Vec::new();
+/// The randomized allocator's medians of the `security` metrics named `prefix` + a size,
+/// as (size, median), over every workload and thread count.
+fn sized_figures(view: &Lookup<'_>, prefix: &str) -> Vec<(usize, f64)> {
+    let mut figures = Vec::new();
     for workload in view.workloads(SECURITY) {
         for metric in view.metrics(SECURITY, workload, RANDOMIZED) {
-            let Some(size) = size_of_metric(metric, prefix).filter(|s| *s <= ENTROPY_MAX_SIZE)
-            else {
+            let Some(size) = size_of_metric(metric, prefix) else {
                 continue;
             };
             for t in view.threads(SECURITY, RANDOMIZED) {
@@ -481,6 +464,20 @@ fn entropy_check(view: &Lookup<'_>) -> Check {
             }
         }
     }
+    figures
+}
+
+/// Issue 4's entropy check over the steady-state heap's sizes up to 1 KiB.
+fn entropy_check(view: &Lookup<'_>) -> Check {
+    let what = format!(
+        "`{SECURITY}`: {RANDOMIZED}'s steady-state placement entropy >= {ENTROPY_MIN_BITS} bits for sizes up to {ENTROPY_MAX_SIZE} B"
+    );
+    if let Some(why) = missing(view, SECURITY, RANDOMIZED, &[]) {
+        return not_here(&what, &why);
+    }
+    let prefix = "entropy_steady_";
+    let mut figures = sized_figures(view, prefix);
+    figures.retain(|(size, _)| *size <= ENTROPY_MAX_SIZE);
     let Some(&(size, lowest)) = figures.iter().min_by(|a, b| a.1.total_cmp(&b.1)) else {
         return not_here(&what, "no steady-state entropy figures");
     };
@@ -516,21 +513,8 @@ fn reuse_check(view: &Lookup<'_>) -> Check {
     if let Some(why) = missing(view, SECURITY, RANDOMIZED, &[]) {
         return not_here(&what, &why);
     }
-    let mut same: Vec<(usize, f64)> = Vec::new();
-    let mut overlap: Vec<(usize, f64)> = Vec::new();
-    for workload in view.workloads(SECURITY) {
-        for metric in view.metrics(SECURITY, workload, RANDOMIZED) {
-            for (prefix, into) in [("reuse_same_", &mut same), ("reuse_overlap_", &mut overlap)] {
-                if let Some(size) = size_of_metric(metric, prefix) {
-                    for t in view.threads(SECURITY, RANDOMIZED) {
-                        if let Some(v) = view.median(SECURITY, workload, RANDOMIZED, t, metric) {
-                            into.push((size, v));
-                        }
-                    }
-                }
-            }
-        }
-    }
+    let same = sized_figures(view, "reuse_same_");
+    let overlap = sized_figures(view, "reuse_overlap_");
     let Some(&(size, highest)) = same.iter().max_by(|a, b| a.1.total_cmp(&b.1)) else {
         return not_here(&what, "no reuse figures");
     };
@@ -570,14 +554,9 @@ fn misuse_check(view: &Lookup<'_>) -> Check {
             }
             // Score 1 is caught; the worst run decides.
             let worst = view
-                .records
-                .iter()
-                .filter(|r| {
-                    r.suite == SECURITY
-                        && r.workload == workload
-                        && r.allocator == RANDOMIZED
-                        && r.metric == metric
-                })
+                .threads(SECURITY, RANDOMIZED)
+                .into_iter()
+                .filter_map(|t| view.view.get(SECURITY, workload, RANDOMIZED, t, metric))
                 .map(|r| r.min)
                 .fold(f64::INFINITY, f64::min);
             if worst >= 1.0 {
@@ -608,9 +587,7 @@ fn misuse_check(view: &Lookup<'_>) -> Check {
 /// The issues' checks over this run; empty if the run measured none of the suites they
 /// cover with the allocators they are about.
 pub fn host_heap_goals(results: &ResultsFile) -> Vec<Goal> {
-    let view = Lookup {
-        records: &results.records,
-    };
+    let view = Lookup::new(results);
     let covers = |allocator: &str| {
         [CPU, REALTIME, SECURITY]
             .iter()

@@ -294,7 +294,7 @@ struct MetricInfo<'a> {
 }
 
 /// The records of a file, indexed, with the orders the report uses.
-struct View<'a> {
+pub(crate) struct View<'a> {
     results: &'a ResultsFile,
     /// The first record of each key (later duplicates are ignored).
     map: BTreeMap<Key<'a>, &'a Record>,
@@ -308,7 +308,7 @@ struct View<'a> {
 }
 
 impl<'a> View<'a> {
-    fn new(results: &'a ResultsFile) -> Self {
+    pub(crate) fn new(results: &'a ResultsFile) -> Self {
         let mut map = BTreeMap::new();
         for r in &results.records {
             map.entry((
@@ -381,7 +381,8 @@ impl<'a> View<'a> {
             .filter(move |r| r.suite == suite && workload.is_none_or(|w| r.workload == w))
     }
 
-    fn get(
+    /// The record of (suite, workload, allocator, threads, metric), if any.
+    pub(crate) fn get(
         &self,
         suite: &str,
         workload: &str,

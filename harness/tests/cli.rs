@@ -159,27 +159,19 @@ fn suite_writes_report_results_and_a_chart_per_workload() {
 
     // A file that is not a results file, or of another version, is refused by name.
     let bad = dir.join("bad.json");
-    std::fs::write(&bad, "not json").unwrap();
-    assert_one_line_error(
-        &alloclab(&[
+    let report_of_bad = || {
+        alloclab(&[
             "report",
             bad.to_str().unwrap(),
             "--out",
             again.to_str().unwrap(),
-        ]),
-        "bad.json is not an alloclab results file",
-    );
+        ])
+    };
+    std::fs::write(&bad, "not json").unwrap();
+    assert_one_line_error(&report_of_bad(), "bad.json is not an alloclab results file");
     let json = std::fs::read_to_string(report.join("results.json")).unwrap();
     std::fs::write(&bad, json.replacen("\"version\": 1", "\"version\": 99", 1)).unwrap();
-    assert_one_line_error(
-        &alloclab(&[
-            "report",
-            bad.to_str().unwrap(),
-            "--out",
-            again.to_str().unwrap(),
-        ]),
-        "format version 99",
-    );
+    assert_one_line_error(&report_of_bad(), "format version 99");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
