@@ -136,15 +136,9 @@ impl<'a> Lookup<'a> {
         self.records.iter().any(|r| r.suite == suite)
     }
 
-    /// The workloads of `suite`, in record order.
+    /// The workloads of `suite`, by name.
     fn workloads(&self, suite: &str) -> Vec<&'a str> {
-        let mut out: Vec<&str> = Vec::new();
-        for r in self.records.iter().filter(|r| r.suite == suite) {
-            if !out.contains(&r.workload.as_str()) {
-                out.push(&r.workload);
-            }
-        }
-        out
+        self.view.workloads(suite)
     }
 
     /// The thread counts `allocator` ran `suite` at, ascending.
@@ -339,15 +333,8 @@ fn realtime_lowest_check(view: &Lookup<'_>, cores: usize) -> Check {
         .first()
         .copied()
         .unwrap_or("latency");
-    let others: Vec<&str> = {
-        let mut out: Vec<&str> = Vec::new();
-        for r in view.records.iter().filter(|r| r.suite == REALTIME) {
-            if r.allocator != WFSPAN && !out.contains(&r.allocator.as_str()) {
-                out.push(&r.allocator);
-            }
-        }
-        out
-    };
+    let mut others = view.view.allocators_in(REALTIME, Some(workload));
+    others.retain(|a| *a != WFSPAN);
     let mut parts = Vec::new();
     let mut ok = true;
     for &metric in REALTIME_METRICS {

@@ -396,7 +396,7 @@ impl<'a> View<'a> {
     }
 
     /// The workloads of `suite`, by name.
-    fn workloads(&self, suite: &str) -> Vec<&'a str> {
+    pub(crate) fn workloads(&self, suite: &str) -> Vec<&'a str> {
         let set: BTreeSet<&str> = self
             .records_in(suite, None)
             .map(|r| r.workload.as_str())
@@ -405,7 +405,7 @@ impl<'a> View<'a> {
     }
 
     /// The allocators with records in `suite` (and `workload`), in report order.
-    fn allocators_in(&self, suite: &str, workload: Option<&str>) -> Vec<&'a str> {
+    pub(crate) fn allocators_in(&self, suite: &str, workload: Option<&str>) -> Vec<&'a str> {
         let set: BTreeSet<&str> = self
             .records_in(suite, workload)
             .map(|r| r.allocator.as_str())
