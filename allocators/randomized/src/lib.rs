@@ -44,8 +44,9 @@
 //!   (at least 8 KiB; twice the request plus 8 KiB above 1 KiB): a class with probability
 //!   proportional to its number of free blocks, then its oldest block; and an offset inside it
 //!   uniformly among all aligned offsets that leave the slack before it large enough to
-//!   stand as a free block; both slacks go back to the lists. When there are fewer than 128
-//!   candidates holding less than 32 KiB, the object goes at a random offset within the
+//!   stand as a free block; both slacks go back to the lists. When there are fewer than 64
+//!   candidates holding less than 32 requests' worth (16 to 32 KiB), the object goes at a
+//!   random offset within the
 //!   first 8 KiB of a larger free block or of the chunk's untouched end (the wilderness)
 //!   instead, which refills the pool. In a block above 64 KiB the object goes within its
 //!   first 8 KiB. Blocks above 1 MiB get their own mapping (one mapping per block would
