@@ -487,7 +487,7 @@ pub(crate) unsafe fn validate_in_chunk(key: u64, payload: usize) -> Result<Live,
 
 /// Checks the block at `payload` without its arena's lock and marks it queued for a remote
 /// free (BUSY | HUGE), so that a second free of it is caught, in the same way, before the
-/// first is done.
+/// first is done. Returns the block's size.
 ///
 /// Sound without the lock: a live block's first word changes only by its owner's resize,
 /// its free, or this claim (a compare-and-swap); its second word may be rewritten by the
@@ -497,7 +497,7 @@ pub(crate) unsafe fn validate_in_chunk(key: u64, payload: usize) -> Result<Live,
 /// # Safety
 ///
 /// `payload - 16 .. payload` lies in a live chunk of this heap (the chunk table said so).
-pub(crate) unsafe fn claim_remote(key: u64, payload: usize) -> Result<(), Invalid> {
+pub(crate) unsafe fn claim_remote(key: u64, payload: usize) -> Result<usize, Invalid> {
     let h = payload - HEADER;
     // SAFETY: forwarded from the caller.
     let (w0, _) = unsafe { get(key, h) }.ok_or(Invalid::BadHeader)?;
@@ -510,7 +510,7 @@ pub(crate) unsafe fn claim_remote(key: u64, payload: usize) -> Result<(), Invali
     // SAFETY: as above.
     unsafe { word(h) }
         .compare_exchange(w0, w0 | HUGE, Ordering::Relaxed, Ordering::Relaxed)
-        .map(|_| ())
+        .map(|_| w0 & !FLAGS)
         .map_err(|_| Invalid::DoubleFree)
 }
 

@@ -58,8 +58,10 @@
 //!   so does a freed block of 128 KiB or more that leaves a free region of 256 KiB or more.
 //! * **Threads**: each arena has its own lock, a word in band; a thread prefers the arena
 //!   its `pthread_self` selects (no thread-local state) and takes another when it is busy.
-//!   A free that finds its block's arena busy queues the block on a lock-free stack that the
-//!   arena's next holder drains (`remote.rs`).
+//!   A free of another arena's block goes, under the freeing thread's own arena lock, to
+//!   that arena's outbox, which pushes such blocks as chains of 16 onto the block's arena's
+//!   lock-free stack; a free that finds its block's arena busy pushes the block alone. The
+//!   arena's next holder drains the stack (`remote.rs`).
 //! * **Random numbers**: ChaCha8 seeded from `getrandom`, one generator per arena; bounded
 //!   draws by Lemire's method, with no modulo bias. After `fork` the child reseeds (through
 //!   [`ForkHooks::after_fork_in_child`](alloclab_core::ForkHooks::after_fork_in_child)).

@@ -20,7 +20,7 @@ use crate::heap::{
 };
 use crate::lock::StateWord;
 use crate::os;
-use crate::remote::RemoteFrees;
+use crate::remote::{Outbox, RemoteFrees};
 use crate::rng::Rng;
 
 /// Arenas per heap.
@@ -45,6 +45,9 @@ struct Slot {
     remote: Padded<RemoteFrees>,
     lock: StateWord,
     arena: UnsafeCell<Arena>,
+    /// This arena's frees of other arenas' blocks, waiting to be pushed as chains; under
+    /// the lock, like the arena.
+    outbox: UnsafeCell<Outbox<ARENAS>>,
     /// The sentinels of the arena's free lists.
     lists: Lists,
 }
@@ -125,6 +128,14 @@ impl<'a> ArenaGuard<'a> {
             unsafe { guard.drain(queued) };
         }
         guard
+    }
+}
+
+impl ArenaGuard<'_> {
+    /// The arena's outbox.
+    fn outbox(&mut self) -> &mut Outbox<ARENAS> {
+        // SAFETY: the lock is held by this guard, which is borrowed mutably.
+        unsafe { &mut *self.slot.outbox.get() }
     }
 }
 
@@ -383,6 +394,20 @@ impl Root {
         }
         let index = self.arena_of(base);
         let slot = &self.slots[index];
+        let own = preferred_arena();
+        if own != index && self.slots[own].lock.try_lock().is_some() {
+            // Another arena's block, and this thread holds its own arena: queue the free in
+            // its outbox, to be pushed to the block's arena with a chain of others.
+            let mut arena = ArenaGuard::drained(self, own);
+            // SAFETY: `payload` lies in a chunk of this heap (checked by `locate`).
+            let size = unsafe { claim_remote(self.key, payload) }?;
+            // SAFETY: the claimed block's first payload word is ours to link through.
+            let link = |node: usize, next: usize| unsafe { wr(node, next) };
+            if let Some((first, last)) = arena.outbox().add(index, payload, size, link) {
+                slot.remote.push_chain(first, |below| link(last, below));
+            }
+            return Ok(());
+        }
         if slot.lock.try_lock().is_none() {
             // Busy: queue the free for the arena's next holder rather than wait.
             // SAFETY: `payload` lies in a chunk of this heap (checked by `locate`).
@@ -457,8 +482,25 @@ impl Root {
         }
     }
 
-    /// The counters of all arenas and huge blocks.
+    /// Pushes every arena's outbox chains to their arenas, so that the next lock of each
+    /// arena completes every free queued so far (the counters and the heap walk count
+    /// queued blocks as live).
+    fn flush_outboxes(&self) {
+        for i in 0..ARENAS {
+            let mut arena = self.lock_arena(i);
+            arena.outbox().take_all(|dest, first, last| {
+                // SAFETY: `last` is a claimed block of arena `dest`, linked through its first
+                // payload word, which is ours until the push publishes it.
+                self.slots[dest]
+                    .remote
+                    .push_chain(first, |below| unsafe { wr(last, below) });
+            });
+        }
+    }
+
+    /// The counters of all arenas and huge blocks, every queued free completed first.
     pub(crate) fn counters(&self) -> Counters {
+        self.flush_outboxes();
         let mut total = Counters::default();
         for i in 0..ARENAS {
             total.add(&self.lock_arena(i).counters());
@@ -474,6 +516,7 @@ impl Root {
 
     /// Walks the whole heap under all its locks; see [`crate::Randomized::check`].
     pub(crate) fn check(&self) -> Result<HeapShape, Corruption> {
+        self.flush_outboxes();
         self.lock_all();
         // SAFETY: every lock is held.
         let result = unsafe { self.check_locked() };

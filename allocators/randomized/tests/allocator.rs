@@ -663,16 +663,9 @@ fn cross_thread_frees_keep_the_heap_consistent() {
 }
 
 /// The stricter property: once the program has freed every block, live bytes return to
-/// the baseline (0 for a fresh heap).
-///
-/// Fails: a free that finds its arena locked is queued on the arena's remote-free stack,
-/// and only `lock_any` (an allocation that lands on that arena) drains it. Frees that take
-/// the lock, `usable_size`, `check` and `counters` do not; so when the threads stop
-/// allocating, their queued frees stay live in the counters and the walk (0.3 to 1.3 MB
-/// in 300 to 1300 blocks per run on the 2-core machine, depending on the interleaving),
-/// and their memory is unusable until some later allocation happens to land on that arena.
+/// the baseline (0 for a fresh heap): `counters` and `check` first complete every free
+/// still queued, in an outbox or on an arena's remote-free stack.
 #[test]
-
 fn cross_thread_frees_return_live_bytes_to_the_baseline() {
     let heap = Randomized::with_seed(51).unwrap();
     cross_thread_workload(&heap);

@@ -1,5 +1,5 @@
 //! Misuse of the randomized heap, each case in a forked child: double frees (immediate,
-//! delayed, interleaved), invalid frees (stack, unaligned, interior, foreign mapping,
+//! delayed, interleaved, of another thread's block), invalid frees (stack, unaligned, interior, foreign mapping,
 //! static, never returned, freed huge block) and overwritten headers (the block's own, its
 //! right neighbour's, its previous-size field alone). Every one must abort the child with
 //! `SIGABRT` and the message glibc users expect; a child that survives fails the test.
@@ -100,6 +100,38 @@ fn interleaved_double_free_aborts_with_double_free() {
     free(&heap, blocks[q].as_ptr());
     expect_abort(&[DOUBLE], || free(&heap, blocks[p].as_ptr()));
     free_rest(&heap, &blocks, &[p, q]);
+}
+
+/// A block another thread allocated, freed from this thread (which queues the free in its
+/// own arena's outbox, or on the block's arena's stack, or frees it at once if both threads
+/// share an arena), then freed again: caught as a double free while the first free waits.
+#[test]
+fn double_free_of_another_threads_block_aborts_with_double_free() {
+    let heap = Randomized::with_seed(8).unwrap();
+    let blocks: Vec<usize> = std::thread::scope(|s| {
+        s.spawn(|| {
+            (0..40)
+                .map(|_| {
+                    let p = heap.allocate(layout(48, 8)).unwrap();
+                    fill(p, 48, 0x33);
+                    p.as_ptr() as usize
+                })
+                .collect()
+        })
+        .join()
+        .unwrap()
+    });
+    let ptrs: Vec<NonNull<u8>> = blocks
+        .iter()
+        .map(|&a| NonNull::new(a as *mut u8).unwrap())
+        .collect();
+    // Fewer frees than a chain holds: the last ones are still waiting when the misuse comes.
+    free(&heap, ptrs[0].as_ptr());
+    free(&heap, ptrs[1].as_ptr());
+    let err = heap.check_pointer(ptrs[1].as_ptr()).unwrap_err();
+    assert!(err.contains("double free"), "{err}");
+    expect_abort(&[DOUBLE], || free(&heap, ptrs[1].as_ptr()));
+    free_rest(&heap, &ptrs, &[0, 1]);
 }
 
 #[test]
