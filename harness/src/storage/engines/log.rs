@@ -623,7 +623,9 @@ impl TxLog {
     ///
     /// Every block was unlinked by a committed transaction, and a fence made since has made
     /// durable that no free line of the log names it any more (InP's and LSM's deferred
-    /// frees after the next commit's fence): the heap may hand it out again at once.
+    /// frees after the next commit's fence): the heap may hand it out again at once. Every
+    /// block is live and handed to the log once ([`PHeap::dealloc_many_then_alloc`] may
+    /// reuse one without checking).
     pub unsafe fn free_at_next_alloc<H: PHeap>(
         &mut self,
         heap: &H,
