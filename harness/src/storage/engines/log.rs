@@ -103,10 +103,10 @@ pub const MAX_ALLOCS: usize = ALLOC_LINES * FREE_PER_LINE;
 const ALLOC_AT: usize = FREE_AT + 8 * FREE_LINES;
 const RECORDS_AT: usize = ALLOC_AT + 8 * ALLOC_LINES;
 const HEADER_WORDS: usize = 4;
-/// Blocks [`TxLog::free_at_next_alloc`] holds, with no allocation to give them back in,
-/// before it gives them back on their own: one heap call (and one [`Phase::Mm`] span) per
-/// this many blocks on a run of deletes (eleven YCSB deletes on InP, six blocks each)
-/// instead of one per commit.
+/// Blocks InP lets [`TxLog::free_at_next_alloc`] gather, with no allocation to give them
+/// back in, before they go back on their own: one heap call (and one [`Phase::Mm`] span)
+/// per this many blocks on a run of deletes (eleven YCSB deletes, six blocks each) instead
+/// of one per commit. (LSM gathers none: on its mix h, batches measured slower.)
 pub const FREE_BATCH: usize = 64;
 /// Words of the header line that keep the blocks a transaction links in place marked.
 pub const LINK_SLOTS: usize = 6;
@@ -202,7 +202,7 @@ pub struct TxLog {
     dirty: bool,
     /// Blocks the engine may give back to the heap at once (see
     /// [`free_at_next_alloc`](TxLog::free_at_next_alloc)), given back in the [`Phase::Mm`]
-    /// span of the next allocation, or once [`FREE_BATCH`] have gathered.
+    /// span of the next allocation, or once enough have gathered (see `free_at_next_alloc`).
     freeable: Vec<u64>,
     /// The usable sizes of an [`alloc_many`](TxLog::alloc_many) call (scratch, kept so that
     /// a transaction's allocation allocates no DRAM).
@@ -608,12 +608,13 @@ impl TxLog {
 
     /// Takes `blocks` (emptying it) to give back to the heap in the [`Phase::Mm`] span of
     /// the log's next allocation, together with what that allocation takes (one span and
-    /// one heap call instead of two). Without an allocation in between (a run of deletes)
-    /// the blocks gather until [`FREE_BATCH`] are held, and are then given back all at
-    /// once (one span and one heap call for several transactions' frees instead of one
-    /// each). The heap's state evolves as if each block were freed here, except that up
-    /// to [`FREE_BATCH`] free blocks stay allocated a little longer: nothing allocates
-    /// before they are given back.
+    /// one heap call instead of two). Blocks held from earlier calls that no allocation has
+    /// taken since are given back now (one span) once at least `gather` of them are held:
+    /// `0` gives them back at every call; [`FREE_BATCH`] lets a run of deletes gather them
+    /// (one span and one heap call for several transactions' frees instead of one each,
+    /// InP). The heap's state evolves as if each block were freed here, except that up to
+    /// `gather` free blocks (and the last call's) stay allocated a little longer: nothing
+    /// allocates before they are given back.
     ///
     /// # Errors
     ///
@@ -631,13 +632,16 @@ impl TxLog {
         heap: &H,
         split: &mut Split,
         blocks: &mut Vec<u64>,
+        gather: usize,
     ) -> Result<(), String> {
+        let left = if self.freeable.len() >= gather {
+            // SAFETY: the caller's contract, given when these blocks came.
+            unsafe { super::free_retired(heap, split, &mut self.freeable) }
+        } else {
+            Ok(())
+        };
         self.freeable.append(blocks);
-        if self.freeable.len() < FREE_BATCH {
-            return Ok(());
-        }
-        // SAFETY: the caller's contract, given when these blocks came.
-        unsafe { super::free_retired(heap, split, &mut self.freeable) }
+        left
     }
 
     /// The blocks [`free_at_next_alloc`](Self::free_at_next_alloc) holds, still allocated.
