@@ -398,6 +398,60 @@ fn many_at_once_allocates_and_releases_as_one_at_a_time_with_nothing_persistent(
 }
 
 #[test]
+fn release_many_then_reuse_hands_the_last_block_back_when_its_class_fits_else_allocates() {
+    let heap = sim_heap(4 * MIB);
+    let mut blocks = vec![PPtr::NULL; 4];
+    heap.allocate_unlinked_many(
+        &[layout(200), layout(1000), layout(200), layout(200)],
+        &mut blocks,
+    )
+    .unwrap();
+    let before = heap.stats();
+
+    // The last block is of the class asked for: it is the allocation, still live; the
+    // others are given back.
+    // SAFETY: the blocks are live, named by nothing and not used again.
+    let taken = unsafe { heap.release_many_then_reuse(&blocks[..3], layout(250)) }.unwrap();
+    assert_eq!(taken, blocks[2]);
+    assert_eq!(heap.block_size(taken), Some(256));
+    assert_eq!(heap.block_size(blocks[0]), None);
+    assert_eq!(heap.block_size(blocks[1]), None);
+    let after = heap.stats();
+    assert_eq!(after.live_blocks, 2, "three given back, one taken");
+    assert_eq!(after.frees - before.frees, 3);
+    assert_eq!(after.allocations - before.allocations, 1);
+    assert_eq!(after.persist, before.persist, "flushed or fenced");
+
+    // A class that does not fit: given back, and the allocation takes another block (the
+    // 256-byte block freed above is the one on top of its stack, not the one given back).
+    // SAFETY: as above.
+    let other = unsafe { heap.release_many_then_reuse(&[taken], layout(64)) }.unwrap();
+    assert_eq!(heap.block_size(taken), None);
+    assert_eq!(heap.block_size(other), Some(64));
+    assert_eq!(heap.stats().live_blocks, 2);
+
+    // A refused block among the others: nothing is allocated, the last is given back too.
+    // SAFETY: `blocks[3]` is live; `blocks[0]` is free (refused, not reused).
+    let refused = unsafe { heap.release_many_then_reuse(&[blocks[0], blocks[3]], layout(200)) };
+    assert!(
+        matches!(refused, Err(HeapError::NotABlock { offset }) if offset == blocks[0].offset()),
+        "{refused:?}"
+    );
+    assert_eq!(heap.block_size(blocks[3]), None, "kept after a refusal");
+    assert_eq!(heap.stats().live_blocks, 1);
+
+    // A last entry that is not a small block's start is checked, and refused.
+    let inside = PPtr::from_offset(other.offset() + 8);
+    // SAFETY: `other` is live; the second entry names no block.
+    let refused = unsafe { heap.release_many_then_reuse(&[other, inside], layout(64)) };
+    assert!(
+        matches!(refused, Err(HeapError::NotABlock { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(heap.stats().live_blocks, 0);
+}
+
+#[test]
 fn release_many_then_allocate_frees_then_takes_the_last_freed_block_or_refuses_and_takes_none() {
     let heap = sim_heap(4 * MIB);
     let mut blocks = vec![PPtr::NULL; 4];

@@ -9,7 +9,9 @@
 //! [`PersistentHeap::release_many`]: one visit to the thread's cache for several blocks;
 //! [`dealloc_many_then_alloc`](PHeap::dealloc_many_then_alloc) (a transaction's frees of
 //! what an earlier one unlinked, with its allocation) is
-//! [`PersistentHeap::release_many_then_allocate`]: one visit for both.
+//! [`PersistentHeap::release_many_then_reuse`]: one visit for both, and the last block
+//! freed, when it has the size class asked for, handed straight back without a look at
+//! the live map.
 
 use std::alloc::Layout;
 use std::path::Path;
@@ -95,8 +97,9 @@ impl<M: Medium + 'static> PHeap for PersistentHeap<M> {
         // SAFETY: `PPtr<u8>` is a `repr(transparent)` `u64` offset.
         let ptrs =
             unsafe { std::slice::from_raw_parts(frees.as_ptr().cast::<PPtr<u8>>(), frees.len()) };
-        // SAFETY: the caller's contract is `release_many_then_allocate`'s.
-        unsafe { self.release_many_then_allocate(ptrs, layout(size)?) }
+        // SAFETY: the caller's contract is `release_many_then_reuse`'s (the blocks are
+        // live: see `PHeap::dealloc_many_then_alloc`).
+        unsafe { self.release_many_then_reuse(ptrs, layout(size)?) }
             .map(PPtr::offset)
             .map_err(|e| message(&e))
     }

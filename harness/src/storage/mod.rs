@@ -208,11 +208,15 @@ pub trait PHeap: Send + Sync + 'static {
     /// # Errors
     ///
     /// The first block refused, as [`dealloc_many`](Self::dealloc_many) (every other block
-    /// is still freed, and nothing is allocated); then as [`alloc`](Self::alloc).
+    /// is still freed, and nothing is allocated); then as [`alloc`](Self::alloc). A heap
+    /// may hand the last block of `frees` straight back as the allocation without checking
+    /// it (alloclab-pmem does, when its size class fits), so a block that is not live need
+    /// not be refused here.
     ///
     /// # Safety
     ///
-    /// As [`dealloc`](Self::dealloc), for every block of `frees`.
+    /// As [`dealloc`](Self::dealloc), for every block of `frees`; besides, every block of
+    /// `frees` is live (allocated, and not freed since).
     unsafe fn dealloc_many_then_alloc(&self, frees: &[u64], size: usize) -> Result<u64, String> {
         // SAFETY: the caller's contract.
         unsafe { self.dealloc_many(frees) }?;

@@ -54,6 +54,11 @@
 //!   [`release_many`](PersistentHeap::release_many) do the same for several blocks with one
 //!   visit to the thread's cache (an engine's copy-on-write path and tuple, a commit's
 //!   retired versions).
+//!   [`release_many_then_allocate`](PersistentHeap::release_many_then_allocate) gives
+//!   blocks back and takes one in that one visit;
+//!   [`release_many_then_reuse`](PersistentHeap::release_many_then_reuse), for a caller
+//!   that vouches the blocks are live, hands the last one straight back when its class
+//!   fits, without reading its live-map byte (a line the caller has not touched).
 //!
 //! The block's contents are the caller's (persist them with
 //! [`persist`](PersistentHeap::persist) before publishing, or after: a crash in between
@@ -802,6 +807,73 @@ impl<M: Medium> PersistentHeap<M> {
         self.allocate_unlinked(layout)
     }
 
+    /// [`release_many_then_allocate`](Self::release_many_then_allocate) for a caller that
+    /// knows every block of `ptrs` is live: when the last block of `ptrs` is a small block
+    /// of the class `layout` asks for, it is the allocation, handed straight back without
+    /// being given back and taken again. Its live mark (set, and set again by the
+    /// allocation) and the thread's stack are then not touched, nor is the block checked
+    /// against the live map: no access to a live-map line the caller has not touched (the
+    /// freed block is one of many, so that line is usually out of the cache, and reading
+    /// it was most of the call's cost). The other blocks are given back as
+    /// [`release_many`](Self::release_many) does (checked). Otherwise, exactly
+    /// [`release_many_then_allocate`](Self::release_many_then_allocate).
+    ///
+    /// # Errors
+    ///
+    /// As [`release_many_then_allocate`](Self::release_many_then_allocate); a last block
+    /// that is not a small block's start (null, a run, outside the heap) is checked, and
+    /// refused, there.
+    ///
+    /// # Safety
+    ///
+    /// As [`release`](Self::release), for every entry of `ptrs`; besides, every entry is a
+    /// live block (taken from this heap and not given back since): the last one is not
+    /// checked, and a block already free would be handed out twice.
+    pub unsafe fn release_many_then_reuse(
+        &self,
+        ptrs: &[PPtr<u8>],
+        layout: Layout,
+    ) -> Result<PPtr<u8>, HeapError> {
+        let size = layout.size();
+        if let Some((&last, rest)) = ptrs.split_last()
+            && size != 0
+            && size <= MAX_SMALL
+            && layout.align() <= CACHE_LINE
+            && let Some((c, slot)) = self.small_at(last.offset() as usize)
+            && c == class_of(size)
+        {
+            debug_assert!(
+                self.live[slot].load(Ordering::Relaxed) != 0,
+                "release_many_then_reuse of a block that is not live"
+            );
+            let mut first = Ok(());
+            let counted = self.with_cache(|slot| {
+                // SAFETY: this thread owns its slot, and nothing else holds its stacks.
+                let stacks = unsafe { slot.stacks() };
+                let freed = self.release_cached(stacks, rest, &mut first);
+                if first.is_err() {
+                    // Nothing is allocated after a refusal: the last block goes back too.
+                    let last_freed = self.release_cached(stacks, &[last], &mut first);
+                    slot.count_frees(freed + last_freed);
+                    return;
+                }
+                // The reused block counts as a free and an allocation, as when it goes
+                // through the stack.
+                slot.count_frees(freed + 1);
+                slot.count_allocations(1);
+            });
+            if counted.is_none() {
+                // A thread whose locals are gone: the checked path, block by block.
+                // SAFETY: the caller's contract.
+                return unsafe { self.release_many_then_allocate(ptrs, layout) };
+            }
+            first?;
+            return Ok(last);
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.release_many_then_allocate(ptrs, layout) }
+    }
+
     /// Gives back every block of `ptrs` onto `stacks`, the calling thread's (as
     /// [`release`](Self::release) does each, counting nothing); the number given back. The
     /// first refusal goes to `first` if it holds none yet.
@@ -812,6 +884,16 @@ impl<M: Medium> PersistentHeap<M> {
         ptrs: &[PPtr<u8>],
         first: &mut Result<(), HeapError>,
     ) -> u64 {
+        if ptrs.len() > 1 {
+            // The blocks' live-map bytes are in lines the caller has not touched (the
+            // blocks are spread over the heap): ask for all of them first, so that their
+            // misses overlap instead of being paid one after another below.
+            for &p in ptrs {
+                if let Some((_, slot)) = self.small_at(p.offset() as usize) {
+                    self.prefetch_live(slot);
+                }
+            }
+        }
         let mut freed = 0;
         for &p in ptrs {
             // `unmark`'s fast path, with the block's class and offset kept in registers.
@@ -1047,6 +1129,24 @@ impl<M: Medium> PersistentHeap<M> {
 
     fn is_live(&self, block: &Block) -> bool {
         self.live[self.live_slot(block)].load(Ordering::Acquire) != 0
+    }
+
+    /// Starts loading live-map slot `slot`'s line into the cache (a hint: no effect on
+    /// what the map holds).
+    #[inline]
+    fn prefetch_live(&self, slot: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let byte: *const AtomicU8 = &self.live[slot];
+            // SAFETY: a prefetch never faults and changes no memory; `byte` is in the map.
+            unsafe {
+                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                    byte.cast::<i8>(),
+                )
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = slot;
     }
 
     /// Marks live-map slot `slot` live: a plain store by the thread that took its block.

@@ -36,8 +36,9 @@
 //!   previous commit's deferred frees (`dealloc_many`, no fence; one commit late, so that
 //!   no durable free line names a block the heap may hand out again), handed to the log
 //!   ([`TxLog::free_at_next_alloc`]), which gives them back in the same heap call and
-//!   [`Phase::Mm`] span as the next transaction's allocation (or at the next commit if
-//!   none allocated).
+//!   [`Phase::Mm`] span as the next transaction's allocation (or, on a run of
+//!   transactions that allocate nothing, all at once when [`FREE_BATCH`](super::log::FREE_BATCH) have
+//!   gathered).
 //!
 //! So two fences per committed write (`COMMIT_EVERY = 1`); reads take none. A failed
 //! operation (out of space, a full log) rolls its transaction back; an update past the
@@ -259,8 +260,12 @@ impl<H: PHeap> Engine<H> for Inp<H> {
             // SAFETY: unlinked by an earlier committed transaction, and no durable free
             // line names them any more (cleared before the fence just made).
             unsafe {
-                self.log
-                    .free_at_next_alloc(heap, &mut self.split, &mut self.retired)
+                self.log.free_at_next_alloc(
+                    heap,
+                    &mut self.split,
+                    &mut self.retired,
+                    super::log::FREE_BATCH,
+                )
             }?;
         }
         if !frees.is_empty() {
@@ -306,6 +311,49 @@ mod tests {
     #[test]
     fn inp_matches_a_btreemap_through_splits_deletes_errors_and_reopen() {
         engine_contract::<Inp<SimHeap>>(12_000, 2_000);
+    }
+
+    #[test]
+    fn inp_gives_a_run_of_deletes_back_in_batches_and_holds_at_most_a_batch_more() {
+        use std::sync::Arc;
+
+        use crate::storage::engines::log::FREE_BATCH;
+        let heap =
+            Arc::new(SimHeap::create_on(alloclab_pmem::SimMedium::new(16 << 20), 64).unwrap());
+        let mut e = Inp::create(Arc::clone(&heap), PHeap::root(&*heap)).unwrap();
+        for k in 0..300u64 {
+            e.insert(k, &[1; 1000]).unwrap();
+            e.commit().unwrap();
+        }
+        let (mut freed, mut batches) = (heap.stats().frees, 0);
+        for k in (0..300u64).step_by(2) {
+            assert!(e.delete(k).unwrap());
+            e.commit().unwrap();
+            let now = heap.stats().frees;
+            if now != freed {
+                assert!(
+                    now - freed >= FREE_BATCH as u64,
+                    "{} blocks given back on their own",
+                    now - freed
+                );
+                batches += 1;
+                freed = now;
+            }
+            // At most a batch, and the last commit's six.
+            assert!(e.log.freeable().len() < FREE_BATCH + 6);
+            assert_eq!(
+                heap.stats().live_blocks,
+                e.blocks().unwrap().unwrap().len() as u64,
+                "every block the heap holds live is one the engine names"
+            );
+        }
+        // 150 deletes of six blocks each, one commit late.
+        assert!(batches >= 149 * 6 / FREE_BATCH, "{batches} batches");
+        // An allocation gives the gathered blocks back with it.
+        let held = e.log.freeable().len() as u64;
+        e.insert(1001, &[2; 1000]).unwrap();
+        assert!(e.log.freeable().is_empty());
+        assert_eq!(heap.stats().frees, freed + held);
     }
 
     #[test]

@@ -645,7 +645,7 @@ impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
             // line names them any more (cleared before the fence just made).
             unsafe {
                 self.log
-                    .free_at_next_alloc(heap, &mut self.split, &mut self.retired)
+                    .free_at_next_alloc(heap, &mut self.split, &mut self.retired, 0)
             }?;
         }
         if !frees.is_empty() {
