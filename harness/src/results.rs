@@ -35,7 +35,8 @@
 //! One record per (suite, workload, allocator, threads, metric). `median`, `min` and `max`
 //! are over `runs` runs, each in a fresh process. Metrics of the `cpu` suite: `time` (ms,
 //! wall time of the fixed amount of work), `peak_footprint` (MiB: peak resident set minus
-//! the resident set before the allocator was first used), `timer_overhead` (% of the shortest timed
+//! the resident set before the allocator was first used, code mapped in before that),
+//! `timer_overhead` (% of the shortest timed
 //! sample spent reading the clock). Metrics of the `realtime` suite (see
 //! [`workloads::realtime`](crate::workloads::realtime)): `alloc_p50`, `alloc_p99`,
 //! `alloc_p99.9`, `alloc_p99.99`, `alloc_p99.999`, `alloc_max` and the same for `free_` and

@@ -447,6 +447,9 @@ impl HostHeapTask for MeasureHostHeap {
         // The footprint baseline is taken before the allocator is first used: memory an
         // allocator takes when it starts (mimalloc touches about 4 MiB at its first
         // allocation here) is part of its footprint, as in a whole-process peak RSS.
+        // Code is mapped in before the baseline: it is not heap, and glibc's malloc alone
+        // would have its code resident already (see `measure`).
+        measure::prefault_code();
         measure::reset_peak_rss();
         let rss_before = measure::current_rss_bytes().unwrap_or(0);
         // Initialise the allocator (and this thread's state in it) outside the timing,
