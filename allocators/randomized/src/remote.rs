@@ -215,6 +215,19 @@ mod loom_tests {
         stack: RemoteFrees,
     }
 
+    impl Nodes {
+        /// Three unlinked blocks and an empty stack.
+        fn new() -> Self {
+            Nodes {
+                next: [UnsafeCell::new(0), UnsafeCell::new(0), UnsafeCell::new(0)],
+                payload: [UnsafeCell::new(0), UnsafeCell::new(0), UnsafeCell::new(0)],
+                stack: RemoteFrees {
+                    head: AtomicUsize::new(0),
+                },
+            }
+        }
+    }
+
     fn push(nodes: &Nodes, i: usize) {
         // SAFETY: node `i` belongs to this thread until it is pushed.
         nodes.payload[i].with_mut(|p| unsafe { *p = 100 + i });
@@ -246,13 +259,7 @@ mod loom_tests {
     #[test]
     fn concurrent_pushes_and_a_drain_lose_nothing_and_duplicate_nothing() {
         model(|| {
-            let nodes = Arc::new(Nodes {
-                next: [UnsafeCell::new(0), UnsafeCell::new(0), UnsafeCell::new(0)],
-                payload: [UnsafeCell::new(0), UnsafeCell::new(0), UnsafeCell::new(0)],
-                stack: RemoteFrees {
-                    head: AtomicUsize::new(0),
-                },
-            });
+            let nodes = Arc::new(Nodes::new());
             let pushers: Vec<_> = [0usize, 1]
                 .into_iter()
                 .map(|i| {
@@ -277,13 +284,7 @@ mod loom_tests {
     #[test]
     fn a_pushed_chain_and_a_single_push_lose_nothing() {
         model(|| {
-            let nodes = Arc::new(Nodes {
-                next: [UnsafeCell::new(0), UnsafeCell::new(0), UnsafeCell::new(0)],
-                payload: [UnsafeCell::new(0), UnsafeCell::new(0), UnsafeCell::new(0)],
-                stack: RemoteFrees {
-                    head: AtomicUsize::new(0),
-                },
-            });
+            let nodes = Arc::new(Nodes::new());
             let chain = {
                 let nodes = nodes.clone();
                 thread::spawn(move || {
