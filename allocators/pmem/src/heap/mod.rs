@@ -192,6 +192,13 @@ const BLOCKS_PER_SLAB: [usize; NCLASSES] = {
     n
 };
 
+/// Whether a request of `size` bytes aligned to `align` is served from a small class (the
+/// thread caches' stacks) rather than as a run of pages.
+#[inline]
+fn is_small(size: usize, align: usize) -> bool {
+    size != 0 && size <= MAX_SMALL && align <= CACHE_LINE
+}
+
 /// The smallest class whose blocks hold `size` bytes (`size <= MAX_SMALL`): a table
 /// lookup by the size in cache lines.
 #[inline]
@@ -583,7 +590,7 @@ impl<M: Medium> PersistentHeap<M> {
         // The fast path: a small block on the thread's stack, taken with one visit to the
         // cache and no `Block` to build (the rest, and errors, in `take`).
         let size = layout.size();
-        if size != 0 && size <= MAX_SMALL && layout.align() <= CACHE_LINE {
+        if is_small(size, layout.align()) {
             let c = class_of(size);
             let cached = self.with_cache(|slot| {
                 // SAFETY: this thread owns its slot, and nothing else holds its stacks.
@@ -780,7 +787,7 @@ impl<M: Medium> PersistentHeap<M> {
         layout: Layout,
     ) -> Result<PPtr<u8>, HeapError> {
         let size = layout.size();
-        let small = size != 0 && size <= MAX_SMALL && layout.align() <= CACHE_LINE;
+        let small = is_small(size, layout.align());
         let c = class_of(size.min(MAX_SMALL));
         let mut first = Ok(());
         let cached = self.with_cache(|slot| {
@@ -836,9 +843,7 @@ impl<M: Medium> PersistentHeap<M> {
     ) -> Result<PPtr<u8>, HeapError> {
         let size = layout.size();
         if let Some((&last, rest)) = ptrs.split_last()
-            && size != 0
-            && size <= MAX_SMALL
-            && layout.align() <= CACHE_LINE
+            && is_small(size, layout.align())
             && let Some((c, slot)) = self.small_at(last.offset() as usize)
             && c == class_of(size)
         {
@@ -1087,7 +1092,7 @@ impl<M: Medium> PersistentHeap<M> {
         let stacks = unsafe { slot.stacks() };
         for i in 0..out.len() {
             let (size, align) = request(i);
-            let small = size != 0 && size <= MAX_SMALL && align <= CACHE_LINE;
+            let small = is_small(size, align);
             let c = class_of(size.min(MAX_SMALL));
             let taken = small.then(|| {
                 let stack = &mut stacks[c];
