@@ -6,7 +6,7 @@
 //!
 //! Memory comes from the OS in chunks of [`CHUNK`] bytes aligned to their size. A chunk is
 //! a sequence of blocks, each starting with a 16-byte header, and ends with a zero-size
-//! *sentinel* header:
+//! *sentinel* header (written when the chunk's wilderness retires, see below):
 //!
 //! ```text
 //!  header (16 B)                                   free blocks only
@@ -608,8 +608,9 @@ impl Arena {
     /// # Safety
     ///
     /// The range is fresh memory of a registered chunk that belongs to this arena.
-    pub(crate) unsafe fn adopt_first(&mut self, start: usize, sentinel: usize, chunk_bytes: u64) {
-        self.add_mapped(chunk_bytes);
+    /// The chunk's bytes are counted by the control block, which maps it before any arena
+    /// is set up (see `Root::counters`).
+    pub(crate) unsafe fn adopt_first(&mut self, start: usize, sentinel: usize) {
         // SAFETY: forwarded.
         unsafe { self.open_wilderness(start, sentinel) };
     }
@@ -1157,13 +1158,15 @@ impl Arena {
             if after < end {
                 let rest = end - after;
                 if wild {
+                    // `end` is the chunk's sentinel, written only when the wilderness
+                    // retires (see `open_wilderness`).
                     self.put(after, rest | WILD, obj_size);
                     self.wild = after;
                 } else {
                     self.put(after, rest, obj_size);
                     self.push(after, rest);
+                    self.set_prev(end, rest);
                 }
-                self.set_prev(end, rest);
             } else {
                 debug_assert!(!wild);
                 self.set_prev(end, obj_size);
@@ -1184,27 +1187,33 @@ impl Arena {
             return;
         }
         let (h, size) = (self.wild, self.wild_end - self.wild);
-        // SAFETY: the wilderness is a block of this arena.
+        // SAFETY: the wilderness is a block of this arena, and its end the chunk's
+        // sentinel.
         unsafe {
             let (_, prev) = self.get_or_die(h);
             self.put(h, size, prev);
             self.push(h, size);
+            self.put(self.wild_end, BUSY | INTERNAL, size);
         }
         self.wild = 0;
         self.wild_end = 0;
     }
 
-    /// Makes `[start, sentinel)` the wilderness and ends the chunk with a sentinel.
+    /// Makes `[start, sentinel)` the wilderness, whose chunk ends with a sentinel at
+    /// `sentinel`.
+    ///
+    /// The sentinel header is written when the wilderness retires
+    /// ([`retire_wilderness`](Self::retire_wilderness)), not now: until then the only block
+    /// that reaches it is the wilderness, whose end is `wild_end`, and nothing reads past
+    /// it. So a chunk's last page is touched only once the chunk is full, not by every
+    /// arena a thread sets up (one page in three of a small program's heap).
     ///
     /// # Safety
     ///
     /// The range is fresh memory of a chunk of this arena.
     unsafe fn open_wilderness(&mut self, start: usize, sentinel: usize) {
         // SAFETY: forwarded.
-        unsafe {
-            self.put(start, (sentinel - start) | WILD, 0);
-            self.put(sentinel, BUSY | INTERNAL, sentinel - start);
-        }
+        unsafe { self.put(start, (sentinel - start) | WILD, 0) };
         self.wild = start;
         self.wild_end = sentinel;
     }
@@ -1304,6 +1313,8 @@ impl Arena {
                 released = true;
             }
             if wild {
+                // Its end is the chunk's sentinel, not written yet (see
+                // `open_wilderness`).
                 self.put(start, total | WILD, start_prev);
                 self.wild = start;
             } else {
@@ -1313,8 +1324,8 @@ impl Arena {
                     start_prev,
                 );
                 self.push(start, total);
+                self.set_prev(start + total, total);
             }
-            self.set_prev(start + total, total);
         }
     }
 
@@ -1413,13 +1424,15 @@ impl Arena {
             if grown < total {
                 let rest = h + grown;
                 if wild {
+                    // `h + total` is the chunk's sentinel, not written yet (see
+                    // `open_wilderness`).
                     self.put(rest, (total - grown) | WILD, grown);
                     self.wild = rest;
                 } else {
                     self.put(rest, total - grown, grown);
                     self.push(rest, total - grown);
+                    self.set_prev(h + total, total - grown);
                 }
-                self.set_prev(h + total, total - grown);
             } else {
                 self.set_prev(h + total, grown);
             }
@@ -1497,7 +1510,10 @@ impl Arena {
                         h,
                     ));
                 }
+                // The wilderness ends the walk: its chunk's sentinel is written when it
+                // retires.
                 shape.wilderness_bytes += size as u64;
+                return Ok(());
             } else if free {
                 shape.free_blocks += 1;
                 shape.free_bytes += size as u64;

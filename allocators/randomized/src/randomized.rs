@@ -87,7 +87,7 @@ impl Randomized {
     }
 
     /// The control block if it exists.
-    fn existing_root(&self) -> Option<&Root> {
+    pub(crate) fn existing_root(&self) -> Option<&Root> {
         let root = self.state.root();
         // SAFETY: as in `root`.
         (root != 0).then(|| unsafe { &*(root as *const Root) })

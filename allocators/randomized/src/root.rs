@@ -30,6 +30,9 @@ const TABLE: usize = 1 << 14;
 // The free-list tallies (`heap::tally_of`) count an arena's free bytes / 16 in 32 bits:
 // the table's chunks must stay under that.
 const _: () = assert!(TABLE / 4 * 3 * CHUNK / crate::heap::GRANULE <= u32::MAX as usize);
+/// Consecutive chunks whose table slots are consecutive: a page of the table.
+const TABLE_RUN: usize = 4096 / size_of::<usize>();
+const _: () = assert!(TABLE.is_multiple_of(TABLE_RUN));
 /// Chunk-table kind of a chunk of blocks.
 const KIND_BLOCKS: usize = 1;
 /// Chunk-table kind of a huge block's mapping.
@@ -37,12 +40,11 @@ const KIND_HUGE: usize = 2;
 /// A removed entry.
 const TOMBSTONE: usize = 3;
 
-/// An arena and its lock, on their own cache lines.
-#[repr(C, align(64))]
+/// An arena and its lock, on a page of their own: a thread that sets up an arena touches
+/// one page of the control block for it, not two (the slot was 4 224 bytes, straddling
+/// pages, before the remote-free stacks moved out of it).
+#[repr(C, align(4096))]
 struct Slot {
-    /// Frees that found the arena busy; on a cache line of its own, so that their pushes
-    /// do not steal the holder's line.
-    remote: Padded<RemoteFrees>,
     lock: StateWord,
     arena: UnsafeCell<Arena>,
     /// This arena's frees of other arenas' blocks, waiting to be pushed as chains; under
@@ -63,23 +65,32 @@ impl<T> core::ops::Deref for Padded<T> {
     }
 }
 
-/// The control block.
+const _: () = assert!(size_of::<Slot>() == 4096);
+
+/// The control block: a page of shared fields, a page per arena, then the chunk table.
+/// A small program touches the first page, one page per arena its threads use, and one
+/// page of the table (see [`Root::slot_of`]).
 #[repr(C)]
 pub(crate) struct Root {
-    slots: [Slot; ARENAS],
+    /// Each arena's stack of frees that found it busy, each on cache lines of its own, so
+    /// that their pushes do not steal the holder's lines.
+    remote: [Padded<RemoteFrees>; ARENAS],
     /// Key of the header tags.
     key: u64,
     /// Seed of the arenas' generators: arena `i` draws from its stream `i + 1` (the key
-    /// came from stream 0), set up when a thread first locks it.
-    seed: [u8; 32],
+    /// came from stream 0), set up when a thread first locks it. Replaced in a forked
+    /// child (under every lock), so that the arenas it sets up later do not repeat the
+    /// parent's.
+    seed: UnsafeCell<[u8; 32]>,
     /// Lock of the table's writers.
     table_lock: StateWord,
     /// Slots of the table in use (entries and tombstones), under `table_lock`.
     table_used: AtomicUsize,
-    table: [AtomicUsize; TABLE],
     huge_live_bytes: AtomicU64,
     huge_allocations: AtomicU64,
     huge_deallocations: AtomicU64,
+    slots: [Slot; ARENAS],
+    table: [AtomicUsize; TABLE],
 }
 
 // SAFETY: every arena is reached only through its lock; the rest is atomics and the key,
@@ -119,11 +130,28 @@ impl<'a> ArenaGuard<'a> {
         let slot = &root.slots[index];
         let mut guard = ArenaGuard { slot };
         if !guard.is_ready() {
-            let rng = Rng::from_seed_stream(root.seed, index as u64 + 1);
-            guard.init(index, root.key, rng, &slot.lists);
+            // SAFETY: the seed changes only under every lock (`unlock_all`), and this one
+            // is held.
+            let seed = unsafe { *root.seed.get() };
+            guard.init(
+                index,
+                root.key,
+                Rng::from_seed_stream(seed, index as u64 + 1),
+                &slot.lists,
+            );
+            if index == 0 {
+                // Arena 0's first memory is the first chunk's, after the control block;
+                // set up only when a thread uses arena 0 (one in sixteen, as a rule), so
+                // that a heap whose threads prefer other arenas leaves that page alone.
+                let base = root as *const Root as usize;
+                // SAFETY: the first chunk's space after the control block is fresh, and
+                // arena 0's.
+                unsafe { guard.adopt_first(base + ROOT_SPACE, base + CHUNK - HEADER) };
+            }
         }
-        if !slot.remote.is_empty() {
-            let queued = slot.remote.take_all();
+        let remote = &root.remote[index];
+        if !remote.is_empty() {
+            let queued = remote.take_all();
             // SAFETY: the stack holds blocks of this arena, whose lock is held.
             unsafe { guard.drain(queued) };
         }
@@ -170,14 +198,8 @@ impl Root {
         // aligned, and larger than `Root`; nothing else refers to it yet.
         unsafe {
             ptr::addr_of_mut!((*root).key).write(key);
-            ptr::addr_of_mut!((*root).seed).write(seed);
-            let r = &*root;
-            r.table_insert(base | KIND_BLOCKS);
-            // The first chunk is arena 0's: set it up now (its lock is not needed before
-            // the heap is published).
-            let arena = &mut *r.slots[0].arena.get();
-            arena.init(0, key, Rng::from_seed_stream(seed, 1), &r.slots[0].lists);
-            arena.adopt_first(base + ROOT_SPACE, base + CHUNK - HEADER, CHUNK as u64);
+            ptr::addr_of_mut!((*root).seed).write(UnsafeCell::new(seed));
+            (*root).table_insert(base | KIND_BLOCKS);
         }
         Some(root)
     }
@@ -204,9 +226,19 @@ impl Root {
 
     // ----- chunk table ---------------------------------------------------------------
 
+    ///
+    /// Chunks within the same [`TABLE_RUN`] chunks of address space (2 GiB) get
+    /// consecutive slots, on one page of the table; which page is a hash of the address
+    /// above that. The OS maps a process's chunks near each other, so a small heap's
+    /// entries share one page of the table rather than taking a page each (three pages of
+    /// a three-thread program's heap, before). Linear probing then meets runs of
+    /// neighbouring chunks; a lookup of a registered chunk still finds its own slot first
+    /// unless two bases 2 GiB x 32 apart collide.
     fn slot_of(base: usize) -> usize {
-        let x = ((base / CHUNK) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        (x >> (64 - TABLE.trailing_zeros())) as usize
+        let chunk = base / CHUNK;
+        let page = ((chunk / TABLE_RUN) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            >> (64 - (TABLE / TABLE_RUN).trailing_zeros());
+        page as usize * TABLE_RUN + chunk % TABLE_RUN
     }
 
     /// Adds `entry`; `false` if the table is full. Under the table lock, or before the heap
@@ -404,7 +436,7 @@ impl Root {
             // SAFETY: the claimed block's first payload word is ours to link through.
             let link = |node: usize, next: usize| unsafe { wr(node, next) };
             if let Some((first, last)) = arena.outbox().add(index, payload, size, link) {
-                slot.remote.push_chain(first, |below| link(last, below));
+                self.remote[index].push_chain(first, |below| link(last, below));
             }
             return Ok(());
         }
@@ -413,8 +445,7 @@ impl Root {
             // SAFETY: `payload` lies in a chunk of this heap (checked by `locate`).
             unsafe { claim_remote(self.key, payload) }?;
             // SAFETY: the claimed block's first payload word is ours to link through.
-            slot.remote
-                .push(payload, |next| unsafe { wr(payload, next) });
+            self.remote[index].push(payload, |next| unsafe { wr(payload, next) });
             return Ok(());
         }
         let mut arena = ArenaGuard::drained(self, index);
@@ -457,10 +488,16 @@ impl Root {
     // ----- whole heap ----------------------------------------------------------------
 
     /// Takes every lock (arenas by index, then the table): before `fork`.
+    ///
+    /// Arenas no thread has used stay as they are (nobody can have queued frees there: they
+    /// have no blocks), so a `fork` does not touch their pages.
     pub(crate) fn lock_all(&self) {
         for (index, slot) in self.slots.iter().enumerate() {
             slot.lock.lock();
-            core::mem::forget(ArenaGuard::drained(self, index));
+            // SAFETY: the lock was just taken.
+            if unsafe { (*slot.arena.get()).is_ready() } {
+                core::mem::forget(ArenaGuard::drained(self, index));
+            }
         }
         self.table_lock.lock();
     }
@@ -472,13 +509,31 @@ impl Root {
     ///
     /// This thread holds every lock (it called `lock_all`).
     pub(crate) unsafe fn unlock_all(&self, reseed: bool) {
+        if reseed {
+            // SAFETY: every lock is held, so no arena is being set up from the seed.
+            unsafe { *self.seed.get() = os::entropy() };
+        }
         self.table_lock.unlock(0);
         for slot in &self.slots {
-            if reseed {
-                // SAFETY: the lock is held.
-                unsafe { (*slot.arena.get()).reseed() };
+            // SAFETY: the lock is held.
+            let arena = unsafe { &mut *slot.arena.get() };
+            if reseed && arena.is_ready() {
+                arena.reseed();
             }
             slot.lock.unlock(0);
+        }
+    }
+
+    /// Locks arena `index` if a thread has used it; `None` (and unlocked) if not.
+    fn lock_if_used(&self, index: usize) -> Option<ArenaGuard<'_>> {
+        let slot = &self.slots[index];
+        slot.lock.lock();
+        // SAFETY: the lock was just taken.
+        if unsafe { (*slot.arena.get()).is_ready() } {
+            Some(ArenaGuard::drained(self, index))
+        } else {
+            slot.lock.unlock(0);
+            None
         }
     }
 
@@ -487,13 +542,13 @@ impl Root {
     /// queued blocks as live).
     fn flush_outboxes(&self) {
         for i in 0..ARENAS {
-            let mut arena = self.lock_arena(i);
+            let Some(mut arena) = self.lock_if_used(i) else {
+                continue;
+            };
             arena.outbox().take_all(|dest, first, last| {
                 // SAFETY: `last` is a claimed block of arena `dest`, linked through its first
                 // payload word, which is ours until the push publishes it.
-                self.slots[dest]
-                    .remote
-                    .push_chain(first, |below| unsafe { wr(last, below) });
+                self.remote[dest].push_chain(first, |below| unsafe { wr(last, below) });
             });
         }
     }
@@ -501,9 +556,17 @@ impl Root {
     /// The counters of all arenas and huge blocks, every queued free completed first.
     pub(crate) fn counters(&self) -> Counters {
         self.flush_outboxes();
-        let mut total = Counters::default();
+        // The first chunk is mapped whether or not arena 0 has been set up in it.
+        let first = CHUNK as u64;
+        let mut total = Counters {
+            mapped_bytes: first,
+            peak_mapped_bytes: first,
+            ..Counters::default()
+        };
         for i in 0..ARENAS {
-            total.add(&self.lock_arena(i).counters());
+            if let Some(arena) = self.lock_if_used(i) {
+                total.add(&arena.counters());
+            }
         }
         let huge = self.huge_live_bytes.load(Ordering::Relaxed);
         total.live_bytes += huge;
@@ -566,13 +629,25 @@ impl Root {
             };
             // SAFETY: all locks are held.
             let arena = unsafe { &*self.slots[index].arena.get() };
+            shapes[index].chunks += 1;
+            if !arena.is_ready() {
+                // Only the first chunk is mapped before its arena is set up: it holds no
+                // blocks until a thread uses arena 0.
+                if base != own {
+                    return Err(Corruption::at("chunk of an arena never set up", base));
+                }
+                continue;
+            }
             // SAFETY: the chunk is this arena's; its lock is held.
             unsafe { arena.check_chunk(first, base + CHUNK - HEADER, &mut shapes[index]) }?;
-            shapes[index].chunks += 1;
         }
         for (index, shape) in shapes.iter().enumerate() {
             // SAFETY: all locks are held.
             let arena = unsafe { &*self.slots[index].arena.get() };
+            if !arena.is_ready() {
+                total.chunks += shape.chunks;
+                continue;
+            }
             // SAFETY: as above.
             unsafe { arena.check_lists(shape.free_bytes, shape.live_bytes) }?;
             let wild = arena.wilderness();
@@ -617,5 +692,92 @@ impl ChunkSource for Root {
             return None;
         }
         Some(base)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use core::alloc::Layout;
+
+    use alloclab_core::Allocator;
+
+    use super::*;
+    use crate::Randomized;
+
+    /// The resident pages among the `len` bytes at `base` (a page-aligned mapping).
+    fn resident_pages(base: usize, len: usize) -> Vec<usize> {
+        let page = os::page_size();
+        let mut v = vec![0u8; len / page];
+        // SAFETY: `base..base + len` is mapped (a chunk of the heap under test); `v` has a
+        // byte per page.
+        let rc = unsafe { libc::mincore(base as *mut libc::c_void, len, v.as_mut_ptr()) };
+        assert_eq!(rc, 0, "mincore failed");
+        (0..v.len()).filter(|&i| v[i] & 1 != 0).collect()
+    }
+
+    /// One thread allocates and frees from a fresh heap; returns the heap, its control
+    /// block's address, and the block's address.
+    fn one_thread_heap(size: usize) -> (Randomized, usize, usize) {
+        let heap = Randomized::with_seed(7).expect("first chunk");
+        let root = heap.existing_root().expect("built") as *const Root as usize;
+        let layout = Layout::from_size_align(size, 16).unwrap();
+        let block = std::thread::scope(|s| {
+            s.spawn(|| {
+                let p = heap.allocate(layout).expect("allocation");
+                // SAFETY: allocated just above with `layout`.
+                unsafe { heap.deallocate(p.cast(), layout) };
+                p.cast::<u8>().as_ptr() as usize
+            })
+            .join()
+            .unwrap()
+        });
+        (heap, root, block)
+    }
+
+    #[test]
+    fn a_thread_touches_one_page_of_the_control_block_for_its_arena() {
+        let (heap, root, _) = one_thread_heap(64);
+        let page = os::page_size();
+        let pages = resident_pages(root, ROOT_SPACE.next_multiple_of(page));
+        // The shared page, the arena's slot, and the table's page of the two chunks.
+        // (Before: the slot straddled two pages, the shared fields had one after the slots,
+        // each chunk's table entry a page of its own, and arena 0 was set up at creation,
+        // its slot and first block touched whether used or not: 7 or more.)
+        assert!(pages.len() <= 3, "resident control-block pages {pages:?}");
+        assert!(heap.check().is_ok());
+    }
+
+    #[test]
+    fn a_chunk_with_a_wilderness_leaves_its_last_page_untouched() {
+        let (heap, root, block) = one_thread_heap(64);
+        let chunk = block & !(CHUNK - 1);
+        let page = os::page_size();
+        let pages = resident_pages(chunk, CHUNK);
+        let last = CHUNK / page - 1;
+        assert!(!pages.contains(&last), "last page resident: {pages:?}");
+        if chunk != root {
+            // The thread's own chunk: a few pages at its front.
+            assert!(pages.iter().all(|&p| p < 16), "pages {pages:?}");
+        }
+        assert!(heap.check().is_ok());
+    }
+
+    #[test]
+    fn chunks_whose_wilderness_retired_end_with_their_sentinel() {
+        let heap = Randomized::with_seed(11).expect("first chunk");
+        let layout = Layout::from_size_align(900 << 10, 16).unwrap();
+        // Fourteen blocks of 900 KiB fill three 4 MiB chunks or more of one arena, each
+        // retiring the wilderness before.
+        let blocks: Vec<_> = (0..14)
+            .map(|_| heap.allocate(layout).expect("allocation"))
+            .collect();
+        let shape = heap.check().expect("heap walk");
+        assert!(shape.chunks >= 4, "{shape:?}");
+        for p in blocks {
+            // SAFETY: allocated above with `layout`.
+            unsafe { heap.deallocate(p.cast(), layout) };
+        }
+        let shape = heap.check().expect("heap walk");
+        assert_eq!(shape.live_blocks, 0, "{shape:?}");
     }
 }
