@@ -182,10 +182,38 @@ impl Drop for ArenaGuard<'_> {
 /// 2 MiB stacks, 15.8 with 8 MiB, of 16 arenas), where a plain hash puts two threads on one
 /// arena one time in sixteen, and they then take turns on it. The main thread's stack is
 /// elsewhere: it meets another thread's arena with probability 1/16.
+#[inline(always)]
 fn preferred_arena() -> usize {
-    // SAFETY: pthread_self has no preconditions.
-    let me = unsafe { libc::pthread_self() } as usize;
+    let me = thread_pointer();
     ((me >> 21) + (me >> 23)) % ARENAS
+}
+
+/// This thread's `pthread_self`: on x86-64 Linux, the thread pointer, read from `%fs:0`
+/// (the TLS ABI keeps the thread control block's address in its first word, and glibc's
+/// and musl's `pthread_self` return that address), without the call through the PLT
+/// that `pthread_self` costs on every allocation and free.
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(loom)))]
+#[inline(always)]
+fn thread_pointer() -> usize {
+    let tp: usize;
+    // SAFETY: `%fs:0` is mapped in every thread of a Linux x86-64 process (the TLS ABI's
+    // thread control block); reading it has no side effects.
+    unsafe {
+        core::arch::asm!(
+            "mov {}, qword ptr fs:[0]",
+            out(reg) tp,
+            options(nostack, readonly, preserves_flags, pure)
+        );
+    }
+    tp
+}
+
+/// This thread's `pthread_self`.
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux", not(loom))))]
+#[inline(always)]
+fn thread_pointer() -> usize {
+    // SAFETY: pthread_self has no preconditions.
+    unsafe { libc::pthread_self() as usize }
 }
 
 impl Root {
@@ -703,6 +731,16 @@ mod tests {
 
     use super::*;
     use crate::Randomized;
+
+    #[test]
+    fn the_thread_pointer_is_pthread_self() {
+        let check = || {
+            // SAFETY: no preconditions.
+            assert_eq!(thread_pointer(), unsafe { libc::pthread_self() } as usize);
+        };
+        check();
+        std::thread::spawn(check).join().unwrap();
+    }
 
     /// The resident pages among the `len` bytes at `base` (a page-aligned mapping).
     fn resident_pages(base: usize, len: usize) -> Vec<usize> {
