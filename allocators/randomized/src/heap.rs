@@ -1741,6 +1741,52 @@ mod tests {
     }
 
     #[test]
+    fn class_of_nth_finds_the_class_of_every_block() {
+        // SAFETY: zeroed memory is a valid `Arena` (see `Arena::init`); only its tallies
+        // are used here.
+        let mut arena: Box<Arena> = Box::new(unsafe { core::mem::zeroed() });
+        let mut rng = Rng::from_seed_stream([5; 32], 0);
+        for round in 0..200u64 {
+            arena.class_tally = [0; CLASSES];
+            arena.group_tally = [0; CLASSES / GROUP];
+            // Sparse or dense, some classes empty, some whole groups empty.
+            for class in 0..CLASSES {
+                if rng.below(4 + round % 5) == 0 && (class / GROUP) as u64 % 3 != round % 3 {
+                    let t = (1 + rng.below(3)) * tally_of(class_floor(class) as u64);
+                    arena.class_tally[class] += t;
+                    arena.group_tally[class / GROUP] += t;
+                }
+            }
+            let mut target = 0u64;
+            for class in 0..CLASSES {
+                for _ in 0..tally_blocks(arena.class_tally[class]) {
+                    assert_eq!(
+                        arena.class_of_nth(target),
+                        class,
+                        "round {round}, block {target}"
+                    );
+                    assert_eq!(
+                        arena.class_of_block(0, CLASSES - 1, target),
+                        class,
+                        "round {round}, block {target}"
+                    );
+                    target += 1;
+                }
+            }
+            // From a class `lo` to a class `hi`, counting from `lo`.
+            let lo = rng.below(CLASSES as u64) as usize;
+            let hi = lo + rng.below((CLASSES - lo) as u64) as usize;
+            let mut target = 0u64;
+            for class in lo..=hi {
+                for _ in 0..tally_blocks(arena.class_tally[class]) {
+                    assert_eq!(arena.class_of_block(lo, hi, target), class, "{lo}..={hi}");
+                    target += 1;
+                }
+            }
+        }
+    }
+
+    #[test]
     fn small_last_is_the_class_of_range_min() {
         assert_eq!(SMALL_LAST, class_of(RANGE_MIN));
         // Every request of at most RANGE_MIN / RANGE bytes ends its candidates there.
