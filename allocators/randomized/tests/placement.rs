@@ -300,6 +300,34 @@ fn placement_is_a_function_of_the_seed() {
     );
 }
 
+/// Arenas that no thread had used at the `fork` are set up later, from the heap's seed: the
+/// child replaces that seed, so they too place differently in the child than in the
+/// parent, while the parent's stay as they would have been. (Nothing is allocated before
+/// the fork here, so every arena is set up after it.)
+#[test]
+fn arenas_first_used_after_a_fork_place_differently_in_the_child() {
+    let parent = Randomized::with_seed(7).unwrap();
+    let child = Randomized::with_seed(7).unwrap();
+    let unchanged = Randomized::with_seed(7).unwrap();
+    child.prepare_fork();
+    child.after_fork_in_child();
+    unchanged.prepare_fork();
+    unchanged.after_fork_in_parent();
+    let a = placements(&parent, &mut Relative::new());
+    let b = placements(&child, &mut Relative::new());
+    let c = placements(&unchanged, &mut Relative::new());
+    assert_eq!(
+        a, c,
+        "prepare_fork/after_fork_in_parent changed the placement"
+    );
+    let d = differing(&a, &b);
+    assert!(
+        d > 0.9,
+        "the child's new arenas agree with the parent's on {:.1}% of positions",
+        100.0 * (1.0 - d)
+    );
+}
+
 /// `after_fork_in_child` reseeds every arena from the OS: from then on a heap built with
 /// seed 7 no longer places like another built with seed 7, while a heap that went through
 /// `prepare_fork` and `after_fork_in_parent` (no reseed) still does. No real fork needed.
