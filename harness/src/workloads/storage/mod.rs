@@ -27,7 +27,10 @@
 //!    for every heap), each timed on its own with two clock reads into an HDR histogram;
 //!    the engine commits after every `COMMIT_EVERY` operations (inside the timing of the
 //!    operation that completes the batch) and at the end. The phase is timed as a whole
-//!    for the throughput.
+//!    for the throughput. One operation in [`SPLIT_SAMPLE`] (chosen by a hash of its
+//!    number, so that commits are sampled as often as other operations) has its time
+//!    split measured ([`Split::time_next`]: the split's fenced clock reads slow the
+//!    operations they time).
 //! 3. **Recovery** (durable heaps): the engines and the heap are dropped (a clean close),
 //!    the pool is opened again ([`PoolFile::open`]: heap recovery) and every partition is
 //!    recovered ([`Engine::recover`], one after another: engine recovery).
@@ -41,7 +44,7 @@
 //! |---|---|---|
 //! | `ops_per_s` | ops/s | run-phase operations per second, all threads |
 //! | `op_p50`, `op_p99`, `op_p99.9`, `op_p99.99` | ns | one operation (its commit included), one clock read included |
-//! | `share_index`, `share_cc`, `share_mm`, `share_mod` | % | the engines' time split over the run phase, summed over threads ([`Split`]) |
+//! | `share_index`, `share_cc`, `share_mm`, `share_mod` | % | the engines' time split over the run phase's sampled operations, summed over threads ([`Split`]) |
 //! | `engine_flushes_per_op`, `engine_fences_per_op`, `engine_bytes_flushed_per_op` | /op | the engines' own flush calls, fences and bytes flushed |
 //! | `flushes_per_op`, `fences_per_op`, `bytes_flushed_per_op` | /op | everything the heap's medium flushed (cache lines) and fenced, engines' flushes included (heaps that count: alloclab-pmem) |
 //! | `recovery_heap_ms`, `recovery_engine_ms` | ms | heap open, and all partitions' recovery (durable heaps) |
@@ -407,7 +410,19 @@ struct Ran<E> {
     split: Split,
 }
 
-/// Runs a partition's operations, timing each.
+/// One run-phase operation in this many is timed for the split ([`Split::time_next`]).
+pub const SPLIT_SAMPLE: u64 = 4;
+
+/// Whether run-phase operation `n` of a partition is one of the split's sample: a hash of
+/// `n` (the SplitMix64 finaliser), so that the sample does not follow the commit period.
+fn split_sampled(n: usize) -> bool {
+    let mut z = (n as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)).is_multiple_of(SPLIT_SAMPLE)
+}
+
+/// Runs a partition's operations, timing each (and a sample of them for the split).
 fn run_ops<H: PoolFile, E: Engine<H>>(
     engine: &mut E,
     plan: &PartitionPlan,
@@ -422,6 +437,7 @@ fn run_ops<H: PoolFile, E: Engine<H>>(
         if let Op::Insert { item, bytes } = *op {
             fill_value(&mut value, plan.key(item), bytes as usize);
         }
+        engine.split().time_next(split_sampled(n));
         let t0 = Instant::now();
         let done = match *op {
             Op::Read { item } => engine.read(plan.key(item), &mut out),
@@ -449,6 +465,9 @@ fn run_ops<H: PoolFile, E: Engine<H>>(
         commit?;
         latency.saturating_record(nanos_between(t0, t1));
     }
+    // The last commit is no operation's: not in the split's sample (nor is anything the
+    // engine does after the run).
+    engine.split().time_next(false);
     engine.commit()
 }
 
@@ -678,6 +697,24 @@ mod tests {
 
     fn metrics(samples: &[Sample]) -> Vec<&str> {
         samples.iter().map(|s| s.metric.as_str()).collect()
+    }
+
+    #[test]
+    fn the_split_samples_about_one_operation_in_split_sample_at_every_commit_phase() {
+        // Operations that complete a batch of 32 (CoW's commits) and the others are
+        // sampled alike: within a few percent of 1 / SPLIT_SAMPLE each.
+        let n = 64_000;
+        for phase in [0, 31] {
+            let sampled = (0..n)
+                .filter(|i| i % 32 == phase && split_sampled(*i))
+                .count() as f64;
+            let expected = (n / 32) as f64 / SPLIT_SAMPLE as f64;
+            assert!(
+                (sampled - expected).abs() < 0.1 * expected,
+                "{sampled} of {} at phase {phase}",
+                n / 32
+            );
+        }
     }
 
     #[test]
