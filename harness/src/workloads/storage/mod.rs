@@ -408,6 +408,10 @@ struct Ran<E> {
     engine: E,
     latency: Histogram<u64>,
     split: Split,
+    /// When the partition's first operation began and its last one (the final commit
+    /// included) ended.
+    began: Instant,
+    ended: Instant,
 }
 
 /// One run-phase operation in this many is timed for the split ([`Split::time_next`]).
@@ -552,7 +556,7 @@ pub fn measure<H: PoolFile, E: Engine<H>>(
     let start = Barrier::new(threads + 1);
     let end = Barrier::new(threads + 1);
     type Outcome<E> = Result<Ran<E>, String>;
-    let (elapsed, persist, ran) = std::thread::scope(|scope| {
+    let (persist, ran) = std::thread::scope(|scope| {
         let handles: Vec<_> = plans
             .iter()
             .enumerate()
@@ -576,16 +580,20 @@ pub fn measure<H: PoolFile, E: Engine<H>>(
                     let result = prepared.and_then(|mut engine| {
                         let before = engine.split().clone();
                         let mut latency = latency_histogram();
+                        let began = Instant::now();
                         let ran = panic::catch_unwind(AssertUnwindSafe(|| {
                             run_ops::<H, E>(&mut engine, plan, &mut latency)
                         }))
                         .unwrap_or_else(|p| {
                             Err(format!("partition {t} panicked: {}", panic_message(&*p)))
                         });
+                        let ended = Instant::now();
                         ran.map(|()| Ran {
                             split: engine.split().since(&before),
                             engine,
                             latency,
+                            began,
+                            ended,
                         })
                     });
                     end.wait();
@@ -596,9 +604,7 @@ pub fn measure<H: PoolFile, E: Engine<H>>(
         loaded_barrier.wait();
         let before = heap.persist_counts();
         start.wait();
-        let t0 = Instant::now();
         end.wait();
-        let elapsed = t0.elapsed();
         let after = heap.persist_counts();
         let ran: Vec<Outcome<E>> = handles
             .into_iter()
@@ -607,9 +613,24 @@ pub fn measure<H: PoolFile, E: Engine<H>>(
                     .unwrap_or_else(|_| Err("a partition thread panicked".to_owned()))
             })
             .collect();
-        (elapsed, before.zip(after).map(|(b, a)| a.since(&b)), ran)
+        (before.zip(after).map(|(b, a)| a.since(&b)), ran)
     });
     let ran = ran.into_iter().collect::<Result<Vec<_>, String>>()?;
+    // From the first partition's start to the last one's end, as the partitions saw it:
+    // a clock read by this thread after the start barrier can come late (with as many
+    // partitions as cores, this thread may wait for one while they run), which made
+    // throughputs at two threads up to several times too high.
+    let began = ran
+        .iter()
+        .map(|r| r.began)
+        .min()
+        .expect("a partition at least");
+    let ended = ran
+        .iter()
+        .map(|r| r.ended)
+        .max()
+        .expect("a partition at least");
+    let elapsed = ended.duration_since(began);
     let mut split = Split::default();
     let mut latency = latency_histogram();
     let mut engines = Vec::with_capacity(threads);
