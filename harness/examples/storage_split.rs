@@ -3,8 +3,10 @@
 //!
 //! `cargo run --release -p alloclab-harness --example storage_split -- WORKLOADS [HEAPS]
 //! [THREADS] [RUNS]` (comma-separated workloads such as `inp-g,cow-h`; heaps default to
-//! `alloclab-pmem,pmdk,dram`; 1 thread; 5 runs). Prints, per workload, heap and run, the
-//! throughput and each phase's ns/op, then the medians.
+//! `alloclab-pmem,pmdk,dram`; 1 thread; 5 runs). Prints, per workload and heap, the
+//! medians over the runs of the throughput, of each phase's ns per operation timed (the
+//! suite times a sample of the operations for the split) and of the memory-management
+//! share.
 
 use std::time::{Duration, Instant};
 
@@ -103,7 +105,7 @@ fn main() {
     for (workload, spec) in specs {
         let heaps: Vec<&str> = heaps.split(',').collect();
         // Per heap: ops/s and ns/op of each phase, one entry per run.
-        let mut table = vec![vec![Vec::new(); 5]; heaps.len()];
+        let mut table = vec![vec![Vec::new(); 6]; heaps.len()];
         for _ in 0..runs {
             for (h, heap) in heaps.iter().enumerate() {
                 let r = measure_by_name(spec, heap, &params, &dir).unwrap_or_else(|e| {
@@ -112,14 +114,16 @@ fn main() {
                 });
                 let ops = r.ops as f64;
                 table[h][0].push(ops / r.elapsed.as_secs_f64());
+                let timed = r.split.timed_ops().max(1) as f64;
                 for (i, phase) in Phase::ALL.into_iter().enumerate() {
-                    table[h][i + 1].push(r.split.cycles(phase) as f64 / per_ns / ops);
+                    table[h][i + 1].push(r.split.cycles(phase) as f64 / per_ns / timed);
                 }
+                table[h][5].push(r.split.share(Phase::Mm) * 100.0);
             }
         }
         println!(
-            "{workload:<12} {:<14} {:>9} {:>8} {:>8} {:>8} {:>8}  (median; ns/op; runs min-max)",
-            "heap", "kops/s", "index", "cc", "mm", "mod"
+            "{workload:<12} {:<14} {:>9} {:>8} {:>8} {:>8} {:>8} {:>6}  (median; ns/op; runs min-max)",
+            "heap", "kops/s", "index", "cc", "mm", "mod", "mm%"
         );
         for (h, heap) in heaps.iter().enumerate() {
             let cols: Vec<(f64, f64, f64)> = table[h]
@@ -130,21 +134,24 @@ fn main() {
                 })
                 .collect();
             print!(
-                "{workload:<12} {heap:<14} {:>9.1} {:>8.0} {:>8.0} {:>8.0} {:>8.0}  ",
+                "{workload:<12} {heap:<14} {:>9.1} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>6.1}  ",
                 cols[0].0 / 1e3,
                 cols[1].0,
                 cols[2].0,
                 cols[3].0,
-                cols[4].0
+                cols[4].0,
+                cols[5].0
             );
             println!(
-                "kops {:.0}-{:.0} cc {:.0}-{:.0} mm {:.0}-{:.0}",
+                "kops {:.0}-{:.0} cc {:.0}-{:.0} mm {:.0}-{:.0} mm% {:.1}-{:.1}",
                 cols[0].1 / 1e3,
                 cols[0].2 / 1e3,
                 cols[2].1,
                 cols[2].2,
                 cols[3].1,
-                cols[3].2
+                cols[3].2,
+                cols[5].1,
+                cols[5].2
             );
         }
     }

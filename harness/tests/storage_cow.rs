@@ -22,7 +22,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use alloclab_harness::storage::engines::cow::{Cow, FANOUT, Walk};
+use alloclab_harness::storage::engines::cow::{Cow, FANOUT, NODE_BYTES, Walk};
 use alloclab_harness::storage::{Engine, PHeap};
 use alloclab_pmem::heap::SLAB_BYTES;
 use alloclab_pmem::persist::SplitMix64;
@@ -196,15 +196,28 @@ fn reached_bytes(heap: &Heap, walk: &Walk, context: &str) -> u64 {
     blocks.values().map(|&s| s as u64).sum()
 }
 
-/// In a running heap after a commit: the live blocks are exactly the tree's.
+/// In a running heap after a commit: the live blocks are exactly the tree's and the
+/// partition's spare nodes (live, and none of them in the tree).
 fn check_no_leak(heap: &Heap, walk: &Walk, context: &str) {
     reached_bytes(heap, walk, context);
+    let tree: BTreeSet<u64> = walk.blocks.iter().copied().collect();
+    let spares: BTreeSet<u64> = walk.spares.iter().copied().collect();
+    assert_eq!(spares.len(), walk.spares.len(), "{context}: a spare twice");
+    for &b in &spares {
+        assert!(!tree.contains(&b), "{context}: spare {b:#x} is in the tree");
+        assert_eq!(
+            heap.block_size(PPtr::from_offset(b)),
+            Some(NODE_BYTES),
+            "{context}: spare {b:#x} is not a live node block"
+        );
+    }
     assert_eq!(
         heap.stats().live_blocks,
-        walk.blocks.len() as u64,
-        "{context}: live blocks are not exactly the tree's ({} nodes, {} tuples)",
+        (walk.blocks.len() + walk.spares.len()) as u64,
+        "{context}: live blocks are not exactly the tree's ({} nodes, {} tuples) and {} spares",
         walk.nodes,
-        walk.entries.len()
+        walk.entries.len(),
+        walk.spares.len()
     );
 }
 
@@ -273,13 +286,18 @@ fn random_operations_match_a_btreemap_model_through_splits_deletes_and_a_clean_r
         }
     }
     cow.commit().unwrap();
-    assert_eq!(cow.walk().unwrap(), Walk::default());
+    let walk = cow.walk().unwrap();
     assert_eq!(
-        heap.stats().live_blocks,
-        0,
-        "blocks left after deleting everything"
+        Walk {
+            spares: Vec::new(),
+            ..walk.clone()
+        },
+        Walk::default()
     );
+    // Blocks left after deleting everything are the partition's spares only.
+    check_no_leak(&heap, &walk, "emptied");
     drop(cow);
+    assert_eq!(heap.stats().live_blocks, 0, "dropping left blocks live");
     let (heap, mut cow) = reopen(&heap);
     assert_eq!(heap.recovery().live_blocks, 0);
     assert!(cow.insert(5, b"again").unwrap());
@@ -484,10 +502,11 @@ fn operations_never_fence_a_commit_fences_twice_and_a_batch_copies_each_node_onc
         let after = cow.walk().unwrap();
         let old: BTreeSet<u64> = before.blocks[..].iter().copied().collect();
         let copied = after.blocks.iter().filter(|b| !old.contains(b)).count();
-        // Every new block of the tree is a node copy or a new tuple; an allocation beyond
-        // them would be a node copied twice.
+        // Every new block of the tree is a node copy or a new tuple; an allocation (or a
+        // spare taken) beyond them would be a node copied twice.
+        let allocated = heap.stats().allocations - stats.allocations;
         assert_eq!(
-            heap.stats().allocations - stats.allocations,
+            allocated + before.spares.len() as u64 - after.spares.len() as u64,
             copied as u64,
             "round {round}: allocations beyond one copy per node and one tuple per key"
         );

@@ -37,6 +37,7 @@ mod dram;
 pub mod engines;
 mod pmdk;
 
+use std::cell::Cell;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -350,18 +351,42 @@ impl Phase {
 /// log writing [`Phase::Cc`]). Time outside every phase (the driver, key generation) is
 /// not counted; shares are of the sum of the four.
 ///
-/// Each span also carries about one clock read: an empty span is attributed 26–43 ns on
-/// the project's 2-core VM (the `storage_split` example prints it), which is most of a
-/// span around one alloclab-pmem allocation. Shares are not corrected for it, so a phase
-/// made of many short spans (memory management with a fast heap) is overstated. And
-/// `rdtsc` is not ordered by `SFENCE`: the wait for a fence's write-backs lands in
-/// whichever span next needs them to be done (a flush, a locked instruction, or, it seems,
-/// the next access that misses the L1 cache), not necessarily in the fence's own
-/// [`Phase::Cc`] span. InP on mix g shows it: its allocation span is the first after the
-/// commit's fence to miss L1 (the search before it hits; the free it does reads the
-/// live-map byte of a block retired a commit ago), and measured ~135 ns/op with
-/// alloclab-pmem, ~35 ns/op when a diagnostic span of eight stores to a cold stack array
-/// was put in front of it (which then took the ~100 ns).
+/// # The clock
+///
+/// A span is two reads of the cycle counter, each after an `LFENCE` ([`now`]): the read
+/// that ends a span waits until every instruction before it has completed, its loads
+/// included, so a span is charged for its own cache misses and the next span starts
+/// clean. A bare `rdtsc` is not ordered by anything: it runs as soon as it is decoded,
+/// so a load that misses in one span finishes, on the clock, in whichever later span
+/// first waits for it (a dependent instruction, a full reorder buffer). On CoW with mix g
+/// that made the split bimodal: the update reads the old tuple's header (a miss: the
+/// commit flushed it out of the cache) in a [`Phase::Mod`] span and then allocates the
+/// copy's block, whose size class depends on that header, in a [`Phase::Mm`] span.
+/// Measured on the project's 2-core VM with alloclab-pmem, 1 thread, 8 interleaved runs
+/// (load 3.0–3.3): with a bare `rdtsc` the MM share of cow-g was 9.5–37.1% (median 30.7;
+/// MM 203 ns per operation, modification 104); with `LFENCE; rdtsc` 4.9–15.4% (median
+/// 7.5; MM 81, modification 620). Fencing only the read that ends a span is not enough:
+/// inp-g, whose allocation span follows untimed code, stayed at 2.5–10.2%.
+/// The fences cost the operations they time (their phases no longer overlap: 5–15% of
+/// cow-g's, cow-h's, inp-g's and inp-h's throughput in one measurement, 20–42% in
+/// another), so the suite's driver times a sample of the operations
+/// ([`time_next`](Self::time_next)).
+///
+/// Stores are another matter: `LFENCE` does not wait for the store buffer to drain, nor
+/// for the write-backs a `SFENCE` orders. The wait for a fence's write-backs lands in
+/// whichever span next needs them to be done (a flush, a locked instruction, a store
+/// when the store buffer is full), not necessarily in the fence's own [`Phase::Cc`] span;
+/// CoW's commit waits for them inside its [`Phase::Cc`] span for that reason (see its
+/// module documentation).
+///
+/// Each span also carries about one clock read: the `storage_split` example prints what
+/// an empty span is attributed on this machine. Shares are not corrected for it, so a
+/// phase made of many short spans (memory management with a fast heap) is overstated.
+///
+/// And a span is wall time: a thread preempted inside a span (a 4 ms time slice when
+/// other processes compete for the cores) has the whole slice charged to that span's
+/// phase. Over many runs that lands in each phase in proportion to its share, but one run
+/// of a 20,000-operation workload (20–40 ms) can take one or two such slices.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Split {
     cycles: [u64; 4],
@@ -371,16 +396,47 @@ pub struct Split {
     pub fences: u64,
     /// Bytes the engine's own flushes covered.
     pub bytes_flushed: u64,
+    /// Operations marked timed by [`time_next`](Self::time_next).
+    timed_ops: Cell<u64>,
+    /// Whether spans are run without reading the clock (see [`time_next`](Self::time_next)).
+    untimed: Cell<bool>,
 }
 
 impl Split {
-    /// Runs `f`, adding its duration to `phase`.
+    /// Runs `f`, adding its duration to `phase` (unless the current operation is not
+    /// timed: see [`time_next`](Self::time_next)).
     #[inline]
     pub fn time<R>(&mut self, phase: Phase, f: impl FnOnce() -> R) -> R {
+        if self.untimed.get() {
+            return f();
+        }
         let start = now();
         let r = f();
         self.cycles[phase as usize] += now().wrapping_sub(start);
         r
+    }
+
+    /// Whether the spans of the operation that comes next, up to the next call, are timed
+    /// (every span is, until the first call): for a driver that times a sample of the
+    /// operations. Counts the operation in [`timed_ops`](Self::timed_ops) when `timed`.
+    /// Flushes and fences are counted either way.
+    ///
+    /// Why sample: the fenced clock reads (see "The clock") keep the phases of a timed
+    /// operation from overlapping, which costs the operation time; timing one operation in
+    /// a few keeps the shares exact for those operations (each starts after everything
+    /// before it completed, so it is charged for its own work only) while the throughput,
+    /// measured over all operations, pays the fences for a few.
+    pub fn time_next(&self, timed: bool) {
+        self.untimed.set(!timed);
+        if timed {
+            self.timed_ops.set(self.timed_ops.get() + 1);
+        }
+    }
+
+    /// Operations marked timed by [`time_next`](Self::time_next) so far (what the cycles of
+    /// a driver that samples are per).
+    pub fn timed_ops(&self) -> u64 {
+        self.timed_ops.get()
     }
 
     /// Cycles (or nanoseconds where there is no cycle counter) spent in `phase`.
@@ -406,6 +462,8 @@ impl Split {
         self.flushes += other.flushes;
         self.fences += other.fences;
         self.bytes_flushed += other.bytes_flushed;
+        self.timed_ops
+            .set(self.timed_ops.get() + other.timed_ops.get());
     }
 
     /// What was added to this split since `earlier`, a snapshot of it (a split only grows).
@@ -415,6 +473,8 @@ impl Split {
             flushes: self.flushes.saturating_sub(earlier.flushes),
             fences: self.fences.saturating_sub(earlier.fences),
             bytes_flushed: self.bytes_flushed.saturating_sub(earlier.bytes_flushed),
+            timed_ops: Cell::new(self.timed_ops().saturating_sub(earlier.timed_ops())),
+            untimed: Cell::new(false),
         }
     }
 
@@ -447,13 +507,18 @@ impl Split {
     }
 }
 
-/// The cycle counter (x86-64 `rdtsc`), or monotonic nanoseconds elsewhere.
+/// The cycle counter (x86-64 `rdtsc`, after every earlier instruction has completed: see
+/// [`Split`], "The clock"), or monotonic nanoseconds elsewhere.
 #[inline]
 fn now() -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
-        // SAFETY: `rdtsc` has no preconditions on x86-64.
-        unsafe { core::arch::x86_64::_rdtsc() }
+        // SAFETY: `lfence` (SSE2, part of the x86-64 baseline) and `rdtsc` have no
+        // preconditions on x86-64.
+        unsafe {
+            core::arch::x86_64::_mm_lfence();
+            core::arch::x86_64::_rdtsc()
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -556,6 +621,31 @@ pub trait Engine<H: PHeap>: Sized + Send {
 mod tests {
     use super::*;
     use crate::peers::{ALLOCATORS, Capability};
+
+    #[test]
+    fn untimed_operations_add_no_cycles_but_count_flushes_and_timed_ones_are_counted() {
+        let heap = DramStorage::new(64).unwrap();
+        let mut split = Split::default();
+        let work = || std::hint::black_box((0..1000u64).sum::<u64>());
+        split.time(Phase::Index, work);
+        assert!(split.cycles(Phase::Index) > 0, "spans are timed by default");
+        assert_eq!(split.timed_ops(), 0);
+        let before = split.clone();
+        split.time_next(false);
+        split.time(Phase::Mm, work);
+        split.fence(&heap);
+        assert_eq!(split.cycles(Phase::Mm), 0);
+        assert_eq!(split.cycles(Phase::Cc), 0);
+        assert_eq!(split.fences, 1, "an untimed fence is still counted");
+        split.time_next(true);
+        split.time(Phase::Mm, work);
+        assert!(split.cycles(Phase::Mm) > 0);
+        let run = split.since(&before);
+        assert_eq!((run.timed_ops(), run.fences), (1, 1));
+        let mut total = run.clone();
+        total.add(&run);
+        assert_eq!(total.timed_ops(), 2);
+    }
 
     #[test]
     fn every_engine_and_every_persistent_heap_dispatches_by_name() {

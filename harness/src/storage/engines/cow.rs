@@ -57,6 +57,22 @@
 //!
 //! Operations issue **no flush and no fence**.
 //!
+//! # Spare nodes
+//!
+//! Operations take their node blocks (copies, split halves, new roots) from a list of
+//! [`SPARE_NODES`] node blocks the partition allocated ahead, linked nowhere, instead of
+//! asking the heap for one or two blocks each: a delete, which needs a leaf copy and no
+//! tuple, then makes no call into the heap at all, and an insert or update asks only for
+//! its tuple. The list is filled again in the commit's call into the heap (the retired
+//! nodes it frees are the blocks it takes back, their allocator state still in the cache),
+//! and by an operation that finds it short, which takes [`SPARE_NODES`] more with its own
+//! blocks. Taking a block from the list is the engine's bookkeeping, timed (as taking
+//! one from the operation's own list of blocks was before) in the phase that uses the
+//! block; the calls into the heap are [`Phase::Mm`]. Spares are unreachable: a crash frees
+//! them in heaps that recover by reachability and leaks them in heaps that persist their
+//! allocation state (PMDK: at most [`SPARE_NODES`] blocks per partition, besides the
+//! batch's blocks below); dropping the engine frees them.
+//!
 //! # Commit
 //!
 //! 1. flush every dirty node and every new tuple, then **fence** (skipped when nothing was
@@ -64,7 +80,8 @@
 //! 2. store the dirty root into the master record (one failure-atomic 8-byte store), flush
 //!    it, **fence**;
 //! 3. free the retired blocks, all in one call ([`PHeap::dealloc_many`]): no durable word
-//!    names them any more.
+//!    names them any more; then, in the same [`Phase::Mm`] span, allocate the spare nodes
+//!    back up to [`SPARE_NODES`] ([`PHeap::alloc_many`]).
 //!
 //! Two fences per commit, none per operation: with `COMMIT_EVERY = 32`, 1/16 of a fence
 //! per operation. A commit with nothing to commit issues nothing.
@@ -118,6 +135,10 @@ pub const NODE_BYTES: usize = 512;
 
 /// Entries per node (keys and pointers of a leaf, children of an internal node).
 pub const FANOUT: usize = 31;
+
+/// Node blocks a partition allocates ahead (see "Spare nodes" in the module
+/// documentation): a batch's worth of leaf copies and a few more.
+pub const SPARE_NODES: usize = 40;
 
 /// The phase that copying a node into the dirty directory is timed under.
 const COPY_PHASE: Phase = Phase::Cc;
@@ -465,6 +486,9 @@ pub struct Walk {
     pub nodes: usize,
     /// Levels (0 for an empty tree, 1 for a lone leaf).
     pub height: usize,
+    /// The partition's spare node blocks: allocated, linked nowhere (see "Spare nodes" in
+    /// the [module documentation](self)).
+    pub spares: Vec<u64>,
 }
 
 /// The copy-on-write engine (see the [module documentation](self)).
@@ -486,6 +510,9 @@ pub struct Cow<H: PHeap> {
     path: Vec<Step>,
     /// Node blocks allocated for the current operation, not yet used.
     fresh: Vec<u64>,
+    /// Node blocks allocated ahead, linked nowhere, that operations take their node blocks
+    /// from (see "Spare nodes" in the module documentation).
+    spare: Vec<u64>,
     /// Blocks of this batch the current operation dropped, freed at its end.
     unlinked: Vec<u64>,
     /// The block sizes the current operation asks the heap for (scratch).
@@ -519,6 +546,7 @@ impl<H: PHeap> Cow<H> {
             retired: Vec::new(),
             path: Vec::new(),
             fresh: Vec::new(),
+            spare: Vec::new(),
             unlinked: Vec::new(),
             sizes: Vec::new(),
             split: Split::default(),
@@ -533,7 +561,10 @@ impl<H: PHeap> Cow<H> {
     ///
     /// The first inconsistency found.
     pub fn walk(&self) -> Result<Walk, String> {
-        let mut walk = Walk::default();
+        let mut walk = Walk {
+            spares: self.spare.clone(),
+            ..Walk::default()
+        };
         if self.root != 0 {
             let height = Node::open(&*self.heap, self.root)?.level() as usize + 1;
             walk.height = height;
@@ -593,28 +624,34 @@ impl<H: PHeap> Cow<H> {
         Ok(())
     }
 
-    /// Allocates `nodes` node blocks into `fresh` and, if asked, one tuple block of
-    /// `tuple` bytes (its offset returned; 0 if not asked), all in one call into the heap
-    /// ([`PHeap::alloc_many`]); on failure takes nothing and changes nothing. No call (and no
-    /// [`Phase::Mm`] time) when the operation needs no block.
+    /// Moves `nodes` node blocks from the spares into `fresh` and allocates, if asked, one
+    /// tuple block of `tuple` bytes (its offset returned; 0 if not asked). When the spares
+    /// are short, the same call into the heap ([`PHeap::alloc_many`]) takes [`SPARE_NODES`]
+    /// more. On failure takes nothing from the heap and changes nothing. No call (and no
+    /// [`Phase::Mm`] time) when the spares hold the nodes and no tuple is asked for.
     fn alloc_blocks(&mut self, nodes: usize, tuple: Option<usize>) -> Result<u64, String> {
         let heap = &*self.heap;
-        let (fresh, sizes) = (&mut self.fresh, &mut self.sizes);
+        let (fresh, spare, sizes) = (&mut self.fresh, &mut self.spare, &mut self.sizes);
         fresh.clear();
         sizes.clear();
-        sizes.resize(nodes, NODE_BYTES);
-        sizes.extend(tuple);
-        if sizes.is_empty() {
-            return Ok(0);
+        if spare.len() < nodes {
+            sizes.resize(nodes - spare.len() + SPARE_NODES, NODE_BYTES);
         }
-        self.split.time(Phase::Mm, || {
-            heap.alloc_many(sizes, fresh)
-                .map_err(|e| format!("cow: {e}"))?;
-            Ok(match tuple {
-                Some(_) => fresh.pop().expect("the tuple's block, allocated last"),
-                None => 0,
-            })
-        })
+        sizes.extend(tuple);
+        let tuple = if sizes.is_empty() {
+            0
+        } else {
+            self.split.time(Phase::Mm, || {
+                heap.alloc_many(sizes, spare)
+                    .map_err(|e| format!("cow: {e}"))?;
+                Ok::<_, String>(match tuple {
+                    Some(_) => spare.pop().expect("the tuple's block, allocated last"),
+                    None => 0,
+                })
+            })?
+        };
+        fresh.extend(spare.drain(spare.len() - nodes..));
+        Ok(tuple)
     }
 
     /// Frees the blocks the operation unlinked (they were never committed).
@@ -758,12 +795,13 @@ impl<H: PHeap> Cow<H> {
 
 impl<H: PHeap> Drop for Cow<H> {
     /// Frees the dirty directory and new tuples of an uncommitted batch (the batch is
-    /// abandoned; nothing durable names them).
+    /// abandoned; nothing durable names them) and the spare nodes.
     fn drop(&mut self) {
         let batch: Vec<u64> = self
             .dirty_nodes
             .drain()
             .chain(self.dirty_tuples.drain())
+            .chain(self.spare.drain(..))
             .collect();
         // SAFETY: allocated in this batch, named by no durable word; never used again.
         let _ = unsafe { self.heap.dealloc_many(&batch) };
@@ -993,14 +1031,24 @@ impl<H: PHeap> Engine<H> for Cow<H> {
         self.committed = root;
         self.dirty_nodes.clear();
         self.dirty_tuples.clear();
-        if self.retired.is_empty() {
+        let refill = SPARE_NODES.saturating_sub(self.spare.len());
+        if self.retired.is_empty() && refill == 0 {
             return Ok(());
         }
-        let retired = &mut self.retired;
+        let (retired, spare, sizes) = (&mut self.retired, &mut self.spare, &mut self.sizes);
+        sizes.clear();
+        sizes.resize(refill, NODE_BYTES);
         self.split.time(Phase::Mm, || {
             // SAFETY: unlinked by the master switch just made durable; not used again.
             let freed = unsafe { heap.dealloc_many(retired) };
             retired.clear();
+            // The spares for the next batch, in the same visit to the heap's allocator: the
+            // node blocks just retired, whose allocator state is still in the cache. Out of
+            // space here is no error of the commit (it is durable): the next operation that
+            // needs a node asks again, and fails then.
+            if !sizes.is_empty() {
+                let _ = heap.alloc_many(sizes, spare);
+            }
             freed.map_err(|e| format!("cow: committed, but freeing a retired block: {e}"))
         })
     }

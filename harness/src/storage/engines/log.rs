@@ -105,9 +105,9 @@ const RECORDS_AT: usize = ALLOC_AT + 8 * ALLOC_LINES;
 const HEADER_WORDS: usize = 4;
 /// Blocks InP lets [`TxLog::free_at_next_alloc`] gather, with no allocation to give them
 /// back in, before they go back on their own: one heap call (and one [`Phase::Mm`] span)
-/// per this many blocks on a run of deletes (eleven YCSB deletes, six blocks each) instead
+/// per this many blocks on a run of deletes (42 YCSB deletes, six blocks each) instead
 /// of one per commit. (LSM gathers none: on its mix h, batches measured slower.)
-pub const FREE_BATCH: usize = 64;
+pub const FREE_BATCH: usize = 256;
 /// Words of the header line that keep the blocks a transaction links in place marked.
 pub const LINK_SLOTS: usize = 6;
 const KIND_WORDS: u64 = 1;

@@ -27,7 +27,10 @@
 //!    for every heap), each timed on its own with two clock reads into an HDR histogram;
 //!    the engine commits after every `COMMIT_EVERY` operations (inside the timing of the
 //!    operation that completes the batch) and at the end. The phase is timed as a whole
-//!    for the throughput.
+//!    for the throughput. One operation in [`SPLIT_SAMPLE`] (chosen by a hash of its
+//!    number, so that commits are sampled as often as other operations) has its time
+//!    split measured ([`Split::time_next`]: the split's fenced clock reads slow the
+//!    operations they time).
 //! 3. **Recovery** (durable heaps): the engines and the heap are dropped (a clean close),
 //!    the pool is opened again ([`PoolFile::open`]: heap recovery) and every partition is
 //!    recovered ([`Engine::recover`], one after another: engine recovery).
@@ -41,7 +44,7 @@
 //! |---|---|---|
 //! | `ops_per_s` | ops/s | run-phase operations per second, all threads |
 //! | `op_p50`, `op_p99`, `op_p99.9`, `op_p99.99` | ns | one operation (its commit included), one clock read included |
-//! | `share_index`, `share_cc`, `share_mm`, `share_mod` | % | the engines' time split over the run phase, summed over threads ([`Split`]) |
+//! | `share_index`, `share_cc`, `share_mm`, `share_mod` | % | the engines' time split over the run phase's sampled operations, summed over threads ([`Split`]) |
 //! | `engine_flushes_per_op`, `engine_fences_per_op`, `engine_bytes_flushed_per_op` | /op | the engines' own flush calls, fences and bytes flushed |
 //! | `flushes_per_op`, `fences_per_op`, `bytes_flushed_per_op` | /op | everything the heap's medium flushed (cache lines) and fenced, engines' flushes included (heaps that count: alloclab-pmem) |
 //! | `recovery_heap_ms`, `recovery_engine_ms` | ms | heap open, and all partitions' recovery (durable heaps) |
@@ -405,9 +408,25 @@ struct Ran<E> {
     engine: E,
     latency: Histogram<u64>,
     split: Split,
+    /// When the partition's first operation began and its last one (the final commit
+    /// included) ended.
+    began: Instant,
+    ended: Instant,
 }
 
-/// Runs a partition's operations, timing each.
+/// One run-phase operation in this many is timed for the split ([`Split::time_next`]).
+pub const SPLIT_SAMPLE: u64 = 4;
+
+/// Whether run-phase operation `n` of a partition is one of the split's sample: a hash of
+/// `n` (the SplitMix64 finaliser), so that the sample does not follow the commit period.
+fn split_sampled(n: usize) -> bool {
+    let mut z = (n as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)).is_multiple_of(SPLIT_SAMPLE)
+}
+
+/// Runs a partition's operations, timing each (and a sample of them for the split).
 fn run_ops<H: PoolFile, E: Engine<H>>(
     engine: &mut E,
     plan: &PartitionPlan,
@@ -422,6 +441,7 @@ fn run_ops<H: PoolFile, E: Engine<H>>(
         if let Op::Insert { item, bytes } = *op {
             fill_value(&mut value, plan.key(item), bytes as usize);
         }
+        engine.split().time_next(split_sampled(n));
         let t0 = Instant::now();
         let done = match *op {
             Op::Read { item } => engine.read(plan.key(item), &mut out),
@@ -449,6 +469,9 @@ fn run_ops<H: PoolFile, E: Engine<H>>(
         commit?;
         latency.saturating_record(nanos_between(t0, t1));
     }
+    // The last commit is no operation's: not in the split's sample (nor is anything the
+    // engine does after the run).
+    engine.split().time_next(false);
     engine.commit()
 }
 
@@ -533,7 +556,7 @@ pub fn measure<H: PoolFile, E: Engine<H>>(
     let start = Barrier::new(threads + 1);
     let end = Barrier::new(threads + 1);
     type Outcome<E> = Result<Ran<E>, String>;
-    let (elapsed, persist, ran) = std::thread::scope(|scope| {
+    let (persist, ran) = std::thread::scope(|scope| {
         let handles: Vec<_> = plans
             .iter()
             .enumerate()
@@ -557,16 +580,20 @@ pub fn measure<H: PoolFile, E: Engine<H>>(
                     let result = prepared.and_then(|mut engine| {
                         let before = engine.split().clone();
                         let mut latency = latency_histogram();
+                        let began = Instant::now();
                         let ran = panic::catch_unwind(AssertUnwindSafe(|| {
                             run_ops::<H, E>(&mut engine, plan, &mut latency)
                         }))
                         .unwrap_or_else(|p| {
                             Err(format!("partition {t} panicked: {}", panic_message(&*p)))
                         });
+                        let ended = Instant::now();
                         ran.map(|()| Ran {
                             split: engine.split().since(&before),
                             engine,
                             latency,
+                            began,
+                            ended,
                         })
                     });
                     end.wait();
@@ -577,9 +604,7 @@ pub fn measure<H: PoolFile, E: Engine<H>>(
         loaded_barrier.wait();
         let before = heap.persist_counts();
         start.wait();
-        let t0 = Instant::now();
         end.wait();
-        let elapsed = t0.elapsed();
         let after = heap.persist_counts();
         let ran: Vec<Outcome<E>> = handles
             .into_iter()
@@ -588,9 +613,24 @@ pub fn measure<H: PoolFile, E: Engine<H>>(
                     .unwrap_or_else(|_| Err("a partition thread panicked".to_owned()))
             })
             .collect();
-        (elapsed, before.zip(after).map(|(b, a)| a.since(&b)), ran)
+        (before.zip(after).map(|(b, a)| a.since(&b)), ran)
     });
     let ran = ran.into_iter().collect::<Result<Vec<_>, String>>()?;
+    // From the first partition's start to the last one's end, as the partitions saw it:
+    // a clock read by this thread after the start barrier can come late (with as many
+    // partitions as cores, this thread may wait for one while they run), which made
+    // throughputs at two threads up to several times too high.
+    let began = ran
+        .iter()
+        .map(|r| r.began)
+        .min()
+        .expect("a partition at least");
+    let ended = ran
+        .iter()
+        .map(|r| r.ended)
+        .max()
+        .expect("a partition at least");
+    let elapsed = ended.duration_since(began);
     let mut split = Split::default();
     let mut latency = latency_histogram();
     let mut engines = Vec::with_capacity(threads);
@@ -678,6 +718,24 @@ mod tests {
 
     fn metrics(samples: &[Sample]) -> Vec<&str> {
         samples.iter().map(|s| s.metric.as_str()).collect()
+    }
+
+    #[test]
+    fn the_split_samples_about_one_operation_in_split_sample_at_every_commit_phase() {
+        // Operations that complete a batch of 32 (CoW's commits) and the others are
+        // sampled alike: within a few percent of 1 / SPLIT_SAMPLE each.
+        let n = 64_000;
+        for phase in [0, 31] {
+            let sampled = (0..n)
+                .filter(|i| i % 32 == phase && split_sampled(*i))
+                .count() as f64;
+            let expected = (n / 32) as f64 / SPLIT_SAMPLE as f64;
+            assert!(
+                (sampled - expected).abs() < 0.1 * expected,
+                "{sampled} of {} at phase {phase}",
+                n / 32
+            );
+        }
     }
 
     #[test]
