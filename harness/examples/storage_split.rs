@@ -112,8 +112,7 @@ fn main() {
                     eprintln!("storage_split: {workload} on {heap}: {e}");
                     std::process::exit(1)
                 });
-                let ops = r.ops as f64;
-                table[h][0].push(ops / r.elapsed.as_secs_f64());
+                table[h][0].push(r.ops_per_s);
                 let timed = r.split.timed_ops().max(1) as f64;
                 for (i, phase) in Phase::ALL.into_iter().enumerate() {
                     table[h][i + 1].push(r.split.cycles(phase) as f64 / per_ns / timed);
