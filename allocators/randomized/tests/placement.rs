@@ -300,22 +300,21 @@ fn placement_is_a_function_of_the_seed() {
     );
 }
 
-/// Arenas that no thread had used at the `fork` are set up later, from the heap's seed: the
-/// child replaces that seed, so they too place differently in the child than in the
-/// parent, while the parent's stay as they would have been. (Nothing is allocated before
-/// the fork here, so every arena is set up after it.)
-#[test]
-fn arenas_first_used_after_a_fork_place_differently_in_the_child() {
-    let parent = Randomized::with_seed(7).unwrap();
-    let child = Randomized::with_seed(7).unwrap();
-    let unchanged = Randomized::with_seed(7).unwrap();
+/// Forks `child` (which reseeds) and `unchanged` (which does not) as the two sides of a
+/// `fork`, then runs the same mix on them and on `parent`: `unchanged` must place as
+/// `parent` does, `child` (nearly) nowhere alike.
+fn fork_then_compare(
+    [parent, child, unchanged]: [&Randomized; 3],
+    [rp, rc, ru]: [&mut Relative; 3],
+    what: &str,
+) {
     child.prepare_fork();
     child.after_fork_in_child();
     unchanged.prepare_fork();
     unchanged.after_fork_in_parent();
-    let a = placements(&parent, &mut Relative::new());
-    let b = placements(&child, &mut Relative::new());
-    let c = placements(&unchanged, &mut Relative::new());
+    let a = placements(parent, rp);
+    let b = placements(child, rc);
+    let c = placements(unchanged, ru);
     assert_eq!(
         a, c,
         "prepare_fork/after_fork_in_parent changed the placement"
@@ -323,8 +322,24 @@ fn arenas_first_used_after_a_fork_place_differently_in_the_child() {
     let d = differing(&a, &b);
     assert!(
         d > 0.9,
-        "the child's new arenas agree with the parent's on {:.1}% of positions",
+        "{what}: the child agrees with the parent on {:.1}% of positions",
         100.0 * (1.0 - d)
+    );
+}
+
+/// Arenas that no thread had used at the `fork` are set up later, from the heap's seed: the
+/// child replaces that seed, so they too place differently in the child than in the
+/// parent, while the parent's stay as they would have been. (Nothing is allocated before
+/// the fork here, so every arena is set up after it.)
+#[test]
+fn arenas_first_used_after_a_fork_place_differently_in_the_child() {
+    let heaps = [(); 3].map(|()| Randomized::with_seed(7).unwrap());
+    let mut relative = [(); 3].map(|()| Relative::new());
+    let [rp, rc, ru] = &mut relative;
+    fork_then_compare(
+        [&heaps[0], &heaps[1], &heaps[2]],
+        [rp, rc, ru],
+        "arenas set up after the fork",
     );
 }
 
@@ -342,24 +357,10 @@ fn the_child_after_fork_places_differently_from_its_parent() {
     let first = [&parent, &child, &unchanged].map(|h| h.allocate(l).unwrap());
     assert_eq!(rp.of(first[0]), rc.of(first[1]));
     assert_eq!(rp.of(first[0]), ru.of(first[2]));
-
-    child.prepare_fork();
-    child.after_fork_in_child();
-    unchanged.prepare_fork();
-    unchanged.after_fork_in_parent();
-
-    let a = placements(&parent, &mut rp);
-    let b = placements(&child, &mut rc);
-    let c = placements(&unchanged, &mut ru);
-    assert_eq!(
-        a, c,
-        "prepare_fork/after_fork_in_parent changed the placement"
-    );
-    let d = differing(&a, &b);
-    assert!(
-        d > 0.9,
-        "after the reseed the child still agrees with the parent on {:.1}% of positions",
-        100.0 * (1.0 - d)
+    fork_then_compare(
+        [&parent, &child, &unchanged],
+        [&mut rp, &mut rc, &mut ru],
+        "arenas in use at the fork",
     );
     for (heap, p) in [&parent, &child, &unchanged].into_iter().zip(first) {
         // SAFETY: live, freed once.
