@@ -603,13 +603,12 @@ impl Arena {
     }
 
     /// Gives the arena `[start, sentinel)` of a fresh chunk as its first memory (the
-    /// first chunk's space after the control block).
+    /// first chunk's space after the control block). The chunk's bytes are counted by the
+    /// control block, which maps it before any arena is set up (see `Root::counters`).
     ///
     /// # Safety
     ///
     /// The range is fresh memory of a registered chunk that belongs to this arena.
-    /// The chunk's bytes are counted by the control block, which maps it before any arena
-    /// is set up (see `Root::counters`).
     pub(crate) unsafe fn adopt_first(&mut self, start: usize, sentinel: usize) {
         // SAFETY: forwarded.
         unsafe { self.open_wilderness(start, sentinel) };

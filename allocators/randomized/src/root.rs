@@ -130,24 +130,7 @@ impl<'a> ArenaGuard<'a> {
         let slot = &root.slots[index];
         let mut guard = ArenaGuard { slot };
         if !guard.is_ready() {
-            // SAFETY: the seed changes only under every lock (`unlock_all`), and this one
-            // is held.
-            let seed = unsafe { *root.seed.get() };
-            guard.init(
-                index,
-                root.key,
-                Rng::from_seed_stream(seed, index as u64 + 1),
-                &slot.lists,
-            );
-            if index == 0 {
-                // Arena 0's first memory is the first chunk's, after the control block;
-                // set up only when a thread uses arena 0 (one in sixteen, as a rule), so
-                // that a heap whose threads prefer other arenas leaves that page alone.
-                let base = root as *const Root as usize;
-                // SAFETY: the first chunk's space after the control block is fresh, and
-                // arena 0's.
-                unsafe { guard.adopt_first(base + ROOT_SPACE, base + CHUNK - HEADER) };
-            }
+            guard.set_up(root, index);
         }
         let remote = &root.remote[index];
         if !remote.is_empty() {
@@ -160,6 +143,28 @@ impl<'a> ArenaGuard<'a> {
 }
 
 impl ArenaGuard<'_> {
+    /// Sets up arena `index` of `root` at its first lock (out of line: once per arena, off
+    /// the path of every lock).
+    #[cold]
+    #[inline(never)]
+    fn set_up(&mut self, root: &Root, index: usize) {
+        // SAFETY: the seed changes only under every lock (`unlock_all`), and this one is
+        // held.
+        let seed = unsafe { *root.seed.get() };
+        let rng = Rng::from_seed_stream(seed, index as u64 + 1);
+        let slot = self.slot;
+        self.init(index, root.key, rng, &slot.lists);
+        if index == 0 {
+            // Arena 0's first memory is the first chunk's, after the control block; set up
+            // only when a thread uses arena 0 (one in sixteen, as a rule), so that a heap
+            // whose threads prefer other arenas leaves that page alone.
+            let base = root as *const Root as usize;
+            // SAFETY: the first chunk's space after the control block is fresh, and arena
+            // 0's.
+            unsafe { self.adopt_first(base + ROOT_SPACE, base + CHUNK - HEADER) };
+        }
+    }
+
     /// The arena's outbox.
     fn outbox(&mut self) -> &mut Outbox<ARENAS> {
         // SAFETY: the lock is held by this guard, which is borrowed mutably.
@@ -254,6 +259,7 @@ impl Root {
 
     // ----- chunk table ---------------------------------------------------------------
 
+    /// The table slot where probing for the mapping based at `base` starts.
     ///
     /// Chunks within the same [`TABLE_RUN`] chunks of address space (2 GiB) get
     /// consecutive slots, on one page of the table; which page is a hash of the address
