@@ -353,8 +353,8 @@ impl Phase {
 ///
 /// # The clock
 ///
-/// A span is two reads of the cycle counter, each after an `LFENCE` (the private `now`): the read
-/// that ends a span waits until every instruction before it has completed, its loads
+/// A span is two reads of the cycle counter, each after an `LFENCE` (the private `now`):
+/// the read that ends a span waits until every instruction before it has completed, its loads
 /// included, so a span is charged for its own cache misses and the next span starts
 /// clean. A bare `rdtsc` is not ordered by anything: it runs as soon as it is decoded,
 /// so a load that misses in one span finishes, on the clock, in whichever later span

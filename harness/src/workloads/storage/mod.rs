@@ -411,8 +411,9 @@ struct Ran<E> {
     /// included) ended.
     began: Instant,
     ended: Instant,
-    /// Operations sampled for the split, and the time they took.
-    sampled: (u64, Duration),
+    /// The time the operations sampled for the split took (their number is the split's
+    /// [`timed_ops`](Split::timed_ops)).
+    sampled_time: Duration,
 }
 
 /// One run-phase operation in this many is timed for the split ([`Split::time_next`]).
@@ -435,14 +436,14 @@ fn split_sampled(n: usize) -> bool {
 }
 
 /// Runs a partition's operations, timing each (and a sample of them for the split): the
-/// latency of those not sampled goes into `latency`; returns how many were sampled and the
-/// time they took.
+/// latency of those not sampled goes into `latency`; returns the time the sampled ones
+/// took.
 fn run_ops<H: PoolFile, E: Engine<H>>(
     engine: &mut E,
     plan: &PartitionPlan,
     latency: &mut Histogram<u64>,
-) -> Result<(u64, Duration), String> {
-    let mut sampled = (0u64, Duration::ZERO);
+) -> Result<Duration, String> {
+    let mut sampled_time = Duration::ZERO;
     let mut value = Vec::with_capacity(TUPLE_BYTES);
     let mut out = Vec::with_capacity(TUPLE_BYTES);
     let column = [0x5Au8; COLUMN_BYTES];
@@ -480,8 +481,7 @@ fn run_ops<H: PoolFile, E: Engine<H>>(
         }
         commit?;
         if in_sample {
-            sampled.0 += 1;
-            sampled.1 += t1.duration_since(t0);
+            sampled_time += t1.duration_since(t0);
         } else {
             latency.saturating_record(nanos_between(t0, t1));
         }
@@ -490,7 +490,7 @@ fn run_ops<H: PoolFile, E: Engine<H>>(
     // engine does after the run).
     engine.split().time_next(false);
     engine.commit()?;
-    Ok(sampled)
+    Ok(sampled_time)
 }
 
 /// Checks that every item that should exist does, with its length, and every deleted item
@@ -606,13 +606,13 @@ pub fn measure<H: PoolFile, E: Engine<H>>(
                             Err(format!("partition {t} panicked: {}", panic_message(&*p)))
                         });
                         let ended = Instant::now();
-                        ran.map(|sampled| Ran {
+                        ran.map(|sampled_time| Ran {
                             split: engine.split().since(&before),
                             engine,
                             latency,
                             began,
                             ended,
-                            sampled,
+                            sampled_time,
                         })
                     });
                     end.wait();
@@ -655,14 +655,13 @@ pub fn measure<H: PoolFile, E: Engine<H>>(
         .iter()
         .zip(&plans)
         .map(|(r, plan)| {
-            let (n, time) = r.sampled;
             let seconds = r
                 .ended
                 .duration_since(r.began)
-                .saturating_sub(time)
+                .saturating_sub(r.sampled_time)
                 .as_secs_f64()
                 .max(1e-9);
-            (plan.ops.len() as u64).saturating_sub(n) as f64 / seconds
+            (plan.ops.len() as u64).saturating_sub(r.split.timed_ops()) as f64 / seconds
         })
         .sum();
     let mut split = Split::default();
