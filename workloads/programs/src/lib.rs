@@ -8,6 +8,9 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod catalog;
 pub mod classic;
 pub mod gen_c;
+pub mod process;
+pub mod redis;
 pub mod scripts;

@@ -1,0 +1,517 @@
+//! Runs a program in a fresh process and measures it from outside: wall time, user and
+//! system CPU time and peak resident set, from the `rusage` that `wait4` returns for the
+//! child (and the descendants it waited for: a compiler driver's `cc1`, say).
+//!
+//! The child starts in a process group of its own, so that a timeout kills everything it
+//! started. Its standard output and error go to unlinked temporary files, read back after it
+//! exits: no pipe can fill up and stall it, and nothing of the harness reads while it runs.
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// What to run: a program, its arguments and environment, and the heap to preload.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    /// The program (a path, or a name looked up in `PATH`).
+    pub program: OsString,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Variables added to (or replacing) the inherited environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// The shared library to put in front of the C library (`LD_PRELOAD`); `None` runs the
+    /// program with the C library's own malloc. Any `LD_PRELOAD` the harness itself inherited
+    /// is removed either way.
+    pub preload: Option<PathBuf>,
+    /// What the program reads on standard input (nothing: `/dev/null`).
+    pub stdin: Option<Vec<u8>>,
+    /// The working directory (the harness's own when `None`).
+    pub dir: Option<PathBuf>,
+    /// How long it may run before it (and its process group) is killed.
+    pub timeout: Duration,
+}
+
+impl Spec {
+    /// A spec for `program` with `args`, nothing preloaded, a 60 s timeout.
+    pub fn new<S: AsRef<OsStr>>(
+        program: impl AsRef<OsStr>,
+        args: impl IntoIterator<Item = S>,
+    ) -> Self {
+        Self {
+            program: program.as_ref().to_owned(),
+            args: args.into_iter().map(|a| a.as_ref().to_owned()).collect(),
+            env: Vec::new(),
+            preload: None,
+            stdin: None,
+            dir: None,
+            timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// The command line as a person would type it, for messages.
+    pub fn command_line(&self) -> String {
+        std::iter::once(&self.program)
+            .chain(&self.args)
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The `std` command for this spec (standard streams not set).
+    fn command(&self) -> Command {
+        let mut command = Command::new(&self.program);
+        command.args(&self.args).env_remove("LD_PRELOAD");
+        for (k, v) in &self.env {
+            command.env(k, v);
+        }
+        if let Some(lib) = &self.preload {
+            command.env("LD_PRELOAD", lib);
+        }
+        if let Some(dir) = &self.dir {
+            command.current_dir(dir);
+        }
+        // A group of its own: a timeout kills the program and whatever it started.
+        command.process_group(0);
+        command
+    }
+}
+
+/// How a measured program ended, and what it cost.
+#[derive(Clone, Debug)]
+pub struct Exit {
+    /// Its exit status.
+    pub status: ExitStatus,
+    /// From start to exit, as the harness saw it.
+    pub wall: Duration,
+    /// CPU time in user mode (the program and the descendants it waited for).
+    pub user: Duration,
+    /// CPU time in the kernel on its behalf.
+    pub sys: Duration,
+    /// The largest resident set of the program or any descendant it waited for, in bytes
+    /// (`ru_maxrss`).
+    pub peak_rss_bytes: u64,
+    /// Everything it wrote to standard output.
+    pub stdout: Vec<u8>,
+    /// Everything it wrote to standard error.
+    pub stderr: Vec<u8>,
+}
+
+impl Exit {
+    /// User plus system CPU time.
+    pub fn cpu(&self) -> Duration {
+        self.user + self.sys
+    }
+
+    /// The status in words: `exit 0`, `exit 3`, `killed by signal 11 (SIGSEGV)`.
+    pub fn status_text(&self) -> String {
+        status_text(self.status)
+    }
+
+    /// The last non-empty line of standard error, for a one-line failure message.
+    pub fn last_stderr_line(&self) -> Option<String> {
+        String::from_utf8_lossy(&self.stderr)
+            .lines()
+            .rev()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .map(str::to_owned)
+    }
+}
+
+/// An exit status in words.
+pub fn status_text(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal} ({})", signal_name(signal)),
+        (None, None) => status.to_string(),
+    }
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGILL => "SIGILL",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGPIPE => "SIGPIPE",
+        _ => "signal",
+    }
+}
+
+/// Why a program could not be measured.
+#[derive(Debug)]
+pub enum RunError {
+    /// The program does not exist or cannot be executed.
+    NotFound {
+        /// The program as given.
+        program: String,
+        /// The cause.
+        source: io::Error,
+    },
+    /// It ran past its timeout; it and its process group were killed.
+    TimedOut {
+        /// The command line.
+        command: String,
+        /// The timeout.
+        after: Duration,
+    },
+    /// Anything else the OS refused (temporary files, `wait4`).
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The cause.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotFound { program, source } => match source.kind() {
+                io::ErrorKind::NotFound => write!(f, "command '{program}' not found"),
+                io::ErrorKind::PermissionDenied => {
+                    write!(
+                        f,
+                        "command '{program}' cannot be executed: permission denied"
+                    )
+                }
+                _ => write!(f, "cannot start '{program}': {source}"),
+            },
+            Self::TimedOut { command, after } => write!(
+                f,
+                "'{command}' did not finish within {} s and was killed",
+                fmt_secs(*after)
+            ),
+            Self::Io { what, source } => write!(f, "cannot {what}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for RunError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::NotFound { source, .. } | Self::Io { source, .. } => Some(source),
+            Self::TimedOut { .. } => None,
+        }
+    }
+}
+
+fn fmt_secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0}")
+    } else {
+        format!("{s:.1}")
+    }
+}
+
+/// An unlinked temporary file for a child's output stream.
+fn scratch_file() -> io::Result<File> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!(".alloclab-output-{}-{n}", std::process::id()));
+    let file = File::options()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    std::fs::remove_file(&path)?;
+    Ok(file)
+}
+
+fn read_back(mut file: File) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    file.seek(SeekFrom::Start(0))?;
+    file.read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// Starts `spec`'s program with its standard output and error going to `stdout` and
+/// `stderr`, standard input from `/dev/null` or a pipe (fed by a thread).
+///
+/// # Errors
+///
+/// [`RunError::NotFound`] if the program cannot be started.
+pub fn spawn(spec: &Spec, stdout: Stdio, stderr: Stdio) -> Result<Child, RunError> {
+    let mut command = spec.command();
+    command.stdout(stdout).stderr(stderr);
+    command.stdin(if spec.stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    let mut child = command.spawn().map_err(|source| RunError::NotFound {
+        program: spec.program.to_string_lossy().into_owned(),
+        source,
+    })?;
+    if let (Some(input), Some(mut pipe)) = (spec.stdin.clone(), child.stdin.take()) {
+        // A program that exits without reading everything closes the pipe: the write fails
+        // with EPIPE (the harness ignores SIGPIPE's default or handles it), which is fine.
+        std::thread::spawn(move || {
+            use std::io::Write as _;
+            let _ = pipe.write_all(&input);
+        });
+    }
+    Ok(child)
+}
+
+/// What `wait4` returned for a child.
+#[derive(Clone, Copy, Debug)]
+pub struct Reaped {
+    /// Its exit status.
+    pub status: ExitStatus,
+    /// User CPU time.
+    pub user: Duration,
+    /// System CPU time.
+    pub sys: Duration,
+    /// `ru_maxrss`, in bytes.
+    pub peak_rss_bytes: u64,
+    /// When `wait4` returned.
+    pub at: Instant,
+}
+
+/// Waits for `child` with `wait4` (which reaps it: do not call `Child::wait` afterwards),
+/// killing its process group if it runs past `timeout` after `started`.
+///
+/// Returns `Ok(None)` on a timeout (the child was killed and reaped).
+///
+/// # Errors
+///
+/// If `wait4` fails.
+pub fn wait_measured(
+    child: &Child,
+    started: Instant,
+    timeout: Duration,
+) -> Result<Option<Reaped>, RunError> {
+    let pid = child.id() as libc::pid_t;
+    let (tx, rx) = mpsc::channel();
+    // The blocking wait4 runs on a thread of its own, so that its return is timed to the
+    // scheduler's resolution rather than to a polling interval.
+    let waiter = std::thread::spawn(move || {
+        let mut status: libc::c_int = 0;
+        // SAFETY: an all-zero rusage is a valid value of the plain C struct.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        loop {
+            // SAFETY: `pid` is our unreaped child; `status` and `usage` are valid for writes.
+            let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+            if r == pid {
+                let at = Instant::now();
+                let _ = tx.send(Ok(Reaped {
+                    status: ExitStatus::from_raw(status),
+                    user: timeval(usage.ru_utime),
+                    sys: timeval(usage.ru_stime),
+                    // Linux reports ru_maxrss in KiB.
+                    peak_rss_bytes: (usage.ru_maxrss.max(0) as u64) * 1024,
+                    at,
+                }));
+                return;
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                let _ = tx.send(Err(e));
+                return;
+            }
+        }
+    });
+    let left = timeout.saturating_sub(started.elapsed());
+    let got = match rx.recv_timeout(left) {
+        Ok(got) => Some(got),
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            // SAFETY: killing a process group we created; the child is not reaped yet (the
+            // waiter has not returned), so its pid, which is the group's id, is still ours.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+            let _ = rx.recv();
+            None
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            return Err(RunError::Io {
+                what: "wait for the program",
+                source: io::Error::other("the waiting thread ended without an answer"),
+            });
+        }
+    };
+    let _ = waiter.join();
+    match got {
+        Some(Ok(reaped)) => Ok(Some(reaped)),
+        Some(Err(source)) => Err(RunError::Io {
+            what: "wait for the program",
+            source,
+        }),
+        None => Ok(None),
+    }
+}
+
+fn timeval(t: libc::timeval) -> Duration {
+    Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+}
+
+/// Runs `spec` to completion and measures it. A non-zero exit is not an error: it is in
+/// [`Exit::status`], for the caller to judge.
+///
+/// # Errors
+///
+/// [`RunError::NotFound`] if the program cannot be started, [`RunError::TimedOut`] if it
+/// ran past `spec.timeout`, [`RunError::Io`] if no temporary file could be made.
+pub fn run(spec: &Spec) -> Result<Exit, RunError> {
+    let io = |what| move |source| RunError::Io { what, source };
+    let out = scratch_file().map_err(io("create a temporary file"))?;
+    let err = scratch_file().map_err(io("create a temporary file"))?;
+    let started = Instant::now();
+    let child = spawn(
+        spec,
+        Stdio::from(out.try_clone().map_err(io("duplicate a file"))?),
+        Stdio::from(err.try_clone().map_err(io("duplicate a file"))?),
+    )?;
+    let reaped = wait_measured(&child, started, spec.timeout)?;
+    // `child` was reaped by wait4: dropping it neither waits nor kills.
+    drop(child);
+    let Some(reaped) = reaped else {
+        return Err(RunError::TimedOut {
+            command: spec.command_line(),
+            after: spec.timeout,
+        });
+    };
+    Ok(Exit {
+        status: reaped.status,
+        wall: reaped.at - started,
+        user: reaped.user,
+        sys: reaped.sys,
+        peak_rss_bytes: reaped.peak_rss_bytes,
+        stdout: read_back(out).map_err(io("read the program's output"))?,
+        stderr: read_back(err).map_err(io("read the program's output"))?,
+    })
+}
+
+/// Where `program` is: itself if it names a path, else the first executable of that name in
+/// `PATH`.
+pub fn find_program(program: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let executable = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return executable(&p).then_some(p);
+    }
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(program))
+            .find(|p| executable(p))
+    })
+}
+
+/// A 64-bit FNV-1a hash of `bytes`, cut to 52 bits so that it survives a trip through an
+/// `f64` (results carry every figure as one): equal outputs, equal digests.
+pub fn digest(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    // Fold the high bits in before cutting, so that no input byte's effect is lost.
+    (h ^ (h >> 52)) & ((1 << 52) - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measures_a_program_and_keeps_its_output() {
+        let exit = run(&Spec::new("sh", ["-c", "echo out; echo err >&2; exit 3"])).unwrap();
+        assert_eq!(exit.status.code(), Some(3));
+        assert_eq!(exit.stdout, b"out\n");
+        assert_eq!(exit.last_stderr_line().as_deref(), Some("err"));
+        assert_eq!(exit.status_text(), "exit 3");
+        assert!(exit.wall > Duration::ZERO);
+    }
+
+    #[test]
+    fn peak_rss_follows_what_the_program_touched() {
+        // 64 MiB touched in the child: its ru_maxrss must be at least that.
+        let spec = Spec::new(
+            "python3",
+            [
+                "-c",
+                "b = bytearray(64 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1",
+            ],
+        );
+        if find_program("python3").is_none() {
+            println!("skipped: python3 not found");
+            return;
+        }
+        let exit = run(&spec).unwrap();
+        assert!(exit.status.success());
+        assert!(exit.peak_rss_bytes >= 64 << 20, "{}", exit.peak_rss_bytes);
+    }
+
+    #[test]
+    fn a_hung_program_and_its_children_are_killed_at_the_timeout() {
+        let mut spec = Spec::new("sh", ["-c", "sleep 30 & sleep 30"]);
+        spec.timeout = Duration::from_millis(200);
+        let started = Instant::now();
+        let err = run(&spec).unwrap_err();
+        assert!(matches!(err, RunError::TimedOut { .. }), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert!(
+            err.to_string().contains("did not finish within 0.2 s"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_missing_program_is_named() {
+        let err = run(&Spec::new("alloclab-no-such-program", [""; 0])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "command 'alloclab-no-such-program' not found"
+        );
+    }
+
+    #[test]
+    fn the_preload_is_set_only_when_asked() {
+        let mut spec = Spec::new("sh", ["-c", "printf %s \"$LD_PRELOAD\""]);
+        let exit = run(&spec).unwrap();
+        assert_eq!(exit.stdout, b"");
+        spec.preload = Some(PathBuf::from("/nonexistent/lib.so"));
+        let exit = run(&spec).unwrap();
+        assert_eq!(exit.stdout, b"/nonexistent/lib.so");
+    }
+
+    #[test]
+    fn standard_input_is_fed() {
+        let mut spec = Spec::new("wc", ["-c"]);
+        spec.stdin = Some(vec![b'x'; 100_000]);
+        let exit = run(&spec).unwrap();
+        assert_eq!(String::from_utf8_lossy(&exit.stdout).trim(), "100000");
+    }
+
+    #[test]
+    fn digests_fit_an_f64_and_tell_outputs_apart() {
+        let a = digest(b"hello\n");
+        let b = digest(b"hellp\n");
+        assert_ne!(a, b);
+        assert_eq!(a, digest(b"hello\n"));
+        assert!(a < 1 << 52 && b < 1 << 52);
+        assert_eq!((a as f64) as u64, a);
+    }
+
+    #[test]
+    fn programs_are_found_in_path_or_by_path() {
+        assert!(find_program("sh").is_some());
+        assert!(find_program("/bin/sh").is_some());
+        assert!(find_program("alloclab-no-such-program").is_none());
+        assert!(find_program("/nonexistent/sh").is_none());
+    }
+}
