@@ -18,6 +18,7 @@
 //! * [`machine`]: what machine a result was measured on.
 
 pub mod checks;
+pub mod exec;
 pub mod machine;
 pub mod measure;
 pub mod peers;
@@ -27,3 +28,37 @@ pub mod results;
 pub mod runner;
 pub mod storage;
 pub mod workloads;
+
+use std::path::Path;
+
+/// Checks that `dir` can be created and written, before any minutes are spent measuring.
+///
+/// # Errors
+///
+/// One line naming the directory.
+pub fn ensure_writable_dir(dir: &Path) -> Result<(), String> {
+    let fail = |e: std::io::Error| format!("cannot write to {}: {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    let probe = dir.join(format!(".alloclab-write-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(fail)?;
+    std::fs::remove_file(&probe).map_err(fail)
+}
+
+/// Checks that `file` can be written: not a directory, in a directory that can be.
+///
+/// # Errors
+///
+/// One line naming the file.
+pub fn ensure_writable_file(file: &Path) -> Result<(), String> {
+    if file.is_dir() {
+        return Err(format!(
+            "cannot write to {}: it is a directory",
+            file.display()
+        ));
+    }
+    let parent = match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    ensure_writable_dir(parent)
+}

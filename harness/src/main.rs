@@ -4,6 +4,7 @@
 //! alloclab list
 //! alloclab run <workload> --alloc a,b,... [--threads N,...] [--scale S] [--runs R] [--json FILE]
 //! alloclab suite [--only SUITE,...] [--alloc a,b,...] [--out DIR] [--readme README.md]
+//! alloclab exec --alloc a,b,... [--runs R] [--timeout S] [--check-output] [--json FILE] -- CMD ARGS...
 //! ```
 
 use std::io::IsTerminal;
@@ -44,6 +45,21 @@ enum Cmd {
     Run(RunArgs),
     /// Runs every suite (or those named) and writes a report directory.
     Suite(SuiteArgs),
+    /// Runs your own command under each heap named (through LD_PRELOAD) and compares wall
+    /// time, CPU time, peak RSS and exit status.
+    #[command(
+        long_about = "Runs your own command under each heap named and compares them.\n\n\
+            alloclab's heaps (wfspan, randomized) and the peers' shared libraries \
+            (libmimalloc, libjemalloc, libtcmalloc) are put in front of the C library with \
+            LD_PRELOAD; `system` runs the command with nothing preloaded. Every run is a \
+            fresh process, runs are interleaved across heaps, and wall time, user+sys CPU \
+            time and peak RSS come from wait4. The command's output is kept, not shown; its \
+            standard input is /dev/null. A run whose exit status (or, with --check-output, \
+            whose standard output) differs from the first heap's is flagged, and the exit \
+            status is then non-zero.\n\n\
+            Example: alloclab exec --alloc system,wfspan,libmimalloc -- python3 -c 'print(sum(range(10**7)))'"
+    )]
+    Exec(ExecArgs),
     /// Writes report.md, the charts and (with --readme) the README's results section again
     /// from a results.json, measuring nothing: for a report changed after the run.
     Report(ReportArgs),
@@ -112,6 +128,36 @@ struct SuiteArgs {
 }
 
 #[derive(Args)]
+struct ExecArgs {
+    /// Heaps to run the command on, comma-separated; ratios are against the first (see
+    /// `alloclab list`: system, wfspan, randomized, libmimalloc, libjemalloc, libtcmalloc).
+    #[arg(long, value_delimiter = ',', required = true)]
+    alloc: Vec<String>,
+    /// Runs per heap, each in a fresh process.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: u32,
+    /// Seconds one run may take before it is killed (with everything it started).
+    #[arg(long, default_value_t = 300.0, value_parser = parse_timeout)]
+    timeout: f64,
+    /// Also flag a run whose standard output differs from the first heap's first run.
+    #[arg(long)]
+    check_output: bool,
+    /// Also write every run's figures as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// The command and its arguments (after `--`).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<std::ffi::OsString>,
+}
+
+fn parse_timeout(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() && v <= 86_400.0 => Ok(v),
+        _ => Err(format!("'{s}' is not a number of seconds in (0, 86400]")),
+    }
+}
+
+#[derive(Args)]
 struct ReportArgs {
     /// A results.json written by `alloclab suite` or `alloclab run --json`.
     results: PathBuf,
@@ -157,6 +203,14 @@ fn main() -> ExitCode {
         Cmd::Run(args) => run(args),
         Cmd::Suite(args) => suite(args),
         Cmd::Report(args) => rewrite_report(args),
+        Cmd::Exec(args) => alloclab_harness::exec::exec(&alloclab_harness::exec::Request {
+            allocators: args.alloc,
+            runs: args.runs,
+            timeout: std::time::Duration::from_secs_f64(args.timeout),
+            check_output: args.check_output,
+            json: args.json,
+            command: args.command,
+        }),
         Cmd::Worker(args) => worker(args),
     };
     match outcome {
@@ -179,6 +233,16 @@ fn print_list() {
         if let Some(reason) = peers::unavailable(a.name) {
             println!("  {:<13} unavailable: {reason}", "");
         }
+    }
+    println!(
+        "\nIn-process heaps (mimalloc, jemalloc, ...) are compiled into alloclab and called through \
+         its allocator trait; programs run on the heaps marked for the `programs` suite and \
+         `alloclab exec`: alloclab's preload libraries, the peers' shared libraries (lib*), or \
+         system (nothing preloaded)."
+    );
+    match peers::libraries::install_line_for_missing() {
+        Some(line) => println!("Missing shared libraries of peers: {line}"),
+        None => println!("Every peer's shared library is installed."),
     }
     println!("\nWorkloads:");
     for suite in SUITES {
@@ -272,29 +336,6 @@ fn thread_counts(common: &Common) -> Option<Vec<usize>> {
     (!common.threads.is_empty()).then(|| common.threads.iter().map(|&t| t as usize).collect())
 }
 
-/// Checks that `dir` can be created and written, before any minutes are spent measuring.
-fn ensure_writable_dir(dir: &Path) -> Result<(), String> {
-    let fail = |e: std::io::Error| format!("cannot write to {}: {e}", dir.display());
-    std::fs::create_dir_all(dir).map_err(fail)?;
-    let probe = dir.join(format!(".alloclab-write-probe-{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(fail)?;
-    std::fs::remove_file(&probe).map_err(fail)
-}
-
-fn ensure_writable_file(file: &Path) -> Result<(), String> {
-    if file.is_dir() {
-        return Err(format!(
-            "cannot write to {}: it is a directory",
-            file.display()
-        ));
-    }
-    let parent = match file.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    ensure_writable_dir(parent)
-}
-
 fn progress_bar(total: u64) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
@@ -310,6 +351,17 @@ fn progress_bar(total: u64) -> ProgressBar {
 
 fn measure_plan(plan: &Plan) -> Result<runner::Outcome, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
+    if plan
+        .workloads
+        .iter()
+        .any(|w| w.suite == workloads::programs::SUITE)
+    {
+        // The programs run on preload libraries and compiled benchmarks: build them once,
+        // before the first run, so that a build error is one message here.
+        let names: Vec<&str> = plan.allocators.iter().map(|a| a.name).collect();
+        peers::libraries::ensure_built(&names)?;
+        workloads::programs::prepare()?;
+    }
     if plan.sched == Sched::Fifo
         && plan
             .workloads
@@ -422,7 +474,7 @@ fn run(args: RunArgs) -> Result<(), String> {
             suggestion(&args.workload, &known)
         )
     })?;
-    if let Some(reason) = workloads::storage::unavailable(workload.name) {
+    if let Some(reason) = workloads::unavailable(workload) {
         return Err(format!("workload '{}' cannot run: {reason}", workload.name));
     }
     let allocators = resolve_allocators(&args.alloc)?;
@@ -433,7 +485,7 @@ fn run(args: RunArgs) -> Result<(), String> {
         ));
     }
     if let Some(path) = &args.json {
-        ensure_writable_file(path)?;
+        alloclab_harness::ensure_writable_file(path)?;
     }
     let plan = Plan {
         workloads: vec![workload],
@@ -473,11 +525,12 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
     let chosen_workloads: Vec<&'static WorkloadInfo> = workloads::all()
         .iter()
         .filter(|w| suites.contains(&w.suite))
-        .filter(|w| match workloads::storage::unavailable(w.name) {
-            // A storage engine not built in this branch: its workloads are left out.
+        .filter(|w| match workloads::unavailable(w) {
+            // A program not installed, or a storage engine not built in this branch: its
+            // workloads are left out, each reason said once.
             Some(reason) => {
                 if !skipped_engines.contains(&reason) {
-                    eprintln!("note: skipping storage workloads: {reason}");
+                    eprintln!("note: skipping {} workloads: {reason}", w.suite);
                     skipped_engines.push(reason);
                 }
                 false
@@ -519,9 +572,9 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
         }
         named
     };
-    ensure_writable_dir(&args.out)?;
+    alloclab_harness::ensure_writable_dir(&args.out)?;
     if let Some(readme) = &args.readme {
-        ensure_writable_file(readme)?;
+        alloclab_harness::ensure_writable_file(readme)?;
     }
     let plan = Plan {
         workloads: chosen_workloads,
@@ -621,7 +674,8 @@ fn terminal_table(results: &ResultsFile) -> String {
         )
     };
     for &(suite, workload) in &workloads_seen {
-        if suite == report::STORAGE_SUITE {
+        // Both have a summary of their own, below.
+        if suite == report::STORAGE_SUITE || suite == report::PROGRAMS_SUITE {
             continue;
         }
         let rows: Vec<_> = results
@@ -708,6 +762,9 @@ fn terminal_table(results: &ResultsFile) -> String {
         .any(|(s, _)| *s == report::STORAGE_SUITE)
     {
         out.push_str(&workloads::storage::report::terminal_text(results));
+    }
+    if workloads::programs::report::has_programs(results) {
+        out.push_str(&workloads::programs::report::terminal_text(results));
     }
     out.push_str(&alloclab_harness::checks::terminal_text(results));
     // Workloads that time each call report the clock's cost instead of a small overhead.

@@ -70,8 +70,12 @@ pub const CLOCK_READ_METRIC: &str = "clock_read";
 pub const SCHED_FIFO_METRIC: &str = "sched_fifo";
 /// Metrics that describe the measurement rather than the allocator: no comparison column,
 /// chart panel or mean, but notes of their own.
-pub const QUALIFIER_METRICS: &[&str] =
-    &[TIMER_OVERHEAD_METRIC, CLOCK_READ_METRIC, SCHED_FIFO_METRIC];
+pub const QUALIFIER_METRICS: &[&str] = &[
+    TIMER_OVERHEAD_METRIC,
+    CLOCK_READ_METRIC,
+    SCHED_FIFO_METRIC,
+    crate::workloads::programs::RESULT_DIGEST_METRIC,
+];
 /// Metrics listed first, in this order (percentiles ascending, so that a row reads from the
 /// median to the worst case); any other metric follows, sorted by name.
 pub const METRIC_ORDER: &[&str] = &[
@@ -184,6 +188,9 @@ pub const SWEEP_PARAMETERS: &[(&str, &str)] = &[
 /// [`workloads::storage::report`](crate::workloads::storage::report)) instead of a table
 /// and a chart per workload.
 pub const STORAGE_SUITE: &str = "storage";
+/// The programs suite's name: its ratios are all to `system` (nothing preloaded), and it
+/// has a summary of its own ([`workloads::programs::report`](crate::workloads::programs::report)).
+pub const PROGRAMS_SUITE: &str = crate::workloads::programs::SUITE;
 
 /// Placeholder for a value that does not exist.
 const NONE: &str = "—";
@@ -347,6 +354,14 @@ impl<'a> View<'a> {
                 *best = r.allocator.as_str();
             }
         }
+        // A program's ratios are to the heap it has without a preload, whatever came first.
+        if results
+            .records
+            .iter()
+            .any(|r| r.suite == PROGRAMS_SUITE && r.allocator == "system")
+        {
+            baselines.insert(PROGRAMS_SUITE, "system");
+        }
         let suites_in_records: BTreeSet<&str> =
             results.records.iter().map(|r| r.suite.as_str()).collect();
         let mut suites: Vec<&str> = Vec::new();
@@ -418,7 +433,7 @@ impl<'a> View<'a> {
     }
 
     /// The thread counts with records in `suite` (and `workload`), ascending.
-    fn threads_in(&self, suite: &str, workload: Option<&str>) -> Vec<usize> {
+    pub(crate) fn threads_in(&self, suite: &str, workload: Option<&str>) -> Vec<usize> {
         let set: BTreeSet<usize> = self
             .records_in(suite, workload)
             .map(|r| r.threads)
@@ -832,6 +847,9 @@ pub fn render_markdown(results: &ResultsFile) -> String {
         if suite == STORAGE_SUITE {
             crate::workloads::storage::report::markdown(&mut out, results);
             continue;
+        }
+        if suite == PROGRAMS_SUITE {
+            crate::workloads::programs::report::markdown(&mut out, results);
         }
         for workload in view.workloads(suite) {
             let _ = writeln!(out, "\n### {suite}/{workload}");
@@ -1466,6 +1484,10 @@ pub fn render_readme_section(results: &ResultsFile) -> String {
         let baseline = view.baseline(suite).unwrap_or(NONE);
         if suite == STORAGE_SUITE {
             crate::workloads::storage::report::readme(&mut out, results);
+            continue;
+        }
+        if suite == PROGRAMS_SUITE {
+            crate::workloads::programs::report::readme(&mut out, results);
             continue;
         }
         // Model figures of different kinds: the checks, then each workload's values.

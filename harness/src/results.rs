@@ -255,11 +255,7 @@ impl Record {
         let mut values: Vec<f64> = samples.iter().map(|s| s.value).collect();
         values.sort_by(f64::total_cmp);
         let n = values.len();
-        let median = if n % 2 == 1 {
-            values[n / 2]
-        } else {
-            (values[n / 2 - 1] + values[n / 2]) / 2.0
-        };
+        let median = median_of_sorted(&values);
         Record {
             suite: suite.to_owned(),
             workload: workload.to_owned(),
@@ -273,6 +269,17 @@ impl Record {
             runs: n as u32,
             lower_is_better: samples[0].lower_is_better,
         }
+    }
+}
+
+/// The median of values sorted in ascending order (the mean of the middle two for an even
+/// count; 0 for none).
+pub fn median_of_sorted(values: &[f64]) -> f64 {
+    let n = values.len();
+    match n {
+        0 => 0.0,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
     }
 }
 

@@ -92,7 +92,7 @@ impl Plan {
     pub fn threads_for(&self, workload: &WorkloadInfo) -> Vec<usize> {
         match &self.threads {
             // A simulation has no threads to vary: its default (1) stands.
-            Some(given) if workload.requires.runs_on_host_threads() => given.clone(),
+            Some(given) if workload.takes_thread_counts() => given.clone(),
             _ => workload.default_thread_counts(machine::logical_cores()),
         }
     }
@@ -429,6 +429,9 @@ pub fn worker_main(request: &WorkerRequest) -> Result<Vec<Sample>, String> {
         }
         Capability::CachingModel => {
             crate::workloads::training::run(workload.name, allocator.name, &request.params)
+        }
+        Capability::Program => {
+            crate::workloads::programs::run(workload.name, allocator.name, &request.params)
         }
     }
 }

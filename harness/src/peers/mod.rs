@@ -6,6 +6,7 @@
 //! fresh worker process, so one allocator's cached memory never shows in another's figures.
 
 mod hls;
+pub mod libraries;
 mod tlsf;
 
 use core::alloc::GlobalAlloc;
@@ -41,6 +42,9 @@ pub enum Capability {
     /// A model of PyTorch's CUDA caching allocator (`alloclab-training`): replays DNN
     /// training tensor traces in process, measured in bytes and calls, not in time.
     CachingModel,
+    /// A heap a separate, unmodified program can run on: a shared library put in front of
+    /// the C library with `LD_PRELOAD` (see [`libraries`]), or the C library's malloc itself.
+    Program,
 }
 
 impl Capability {
@@ -48,7 +52,7 @@ impl Capability {
     /// (not for simulations, whose default stands, nor for the GPU suite, which sweeps device
     /// threads inside each workload).
     pub fn runs_on_host_threads(self) -> bool {
-        matches!(self, Self::HostHeap | Self::PersistentHeap)
+        matches!(self, Self::HostHeap | Self::PersistentHeap | Self::Program)
     }
 }
 
@@ -62,6 +66,7 @@ impl fmt::Display for Capability {
             Self::GpuMalloc => "GPU byte allocator",
             Self::GpuThreads => "GPU allocator of pages per thread",
             Self::CachingModel => "caching-allocator model",
+            Self::Program => "heap a program can run on (LD_PRELOAD, or the C library's malloc)",
         })
     }
 }
@@ -106,25 +111,27 @@ pub const ALLOCATORS: &[AllocatorInfo] = &[
         name: "wfspan",
         description: "alloclab's wait-free span allocator (Ouyang & Zhu 2022): bounded steps per alloc and free",
         origin: Origin::Alloclab,
-        capabilities: &[Capability::HostHeap],
+        capabilities: &[Capability::HostHeap, Capability::Program],
     },
     AllocatorInfo {
         name: "randomized",
         description: "alloclab's randomized allocator: one word of state, random block and offset per object, keyed headers",
         origin: Origin::Alloclab,
-        capabilities: &[Capability::HostHeap],
+        capabilities: &[Capability::HostHeap, Capability::Program],
+    },
+    AllocatorInfo {
+        name: "system",
+        description: "the C library's malloc (glibc ptmalloc2 here): per-thread arenas, bins, locks; for a program, nothing preloaded",
+        origin: Origin::Peer,
+        capabilities: &[Capability::HostHeap, Capability::Program],
     },
     peer(
-        "system",
-        "the C library's malloc (glibc ptmalloc2 here): per-thread arenas, bins, locks",
-    ),
-    peer(
         "mimalloc",
-        "Microsoft's mimalloc: per-thread heaps, free-list sharding, delayed remote frees",
+        "Microsoft's mimalloc (the mimalloc crate, compiled in): per-thread heaps, free-list sharding, delayed remote frees",
     ),
     peer(
         "jemalloc",
-        "jemalloc via tikv-jemallocator: thread caches, arenas, size-class slabs",
+        "jemalloc (tikv-jemallocator, compiled in): thread caches, arenas, size-class slabs",
     ),
     peer(
         "rlsf",
@@ -133,6 +140,18 @@ pub const ALLOCATORS: &[AllocatorInfo] = &[
     peer(
         "wf_alloc",
         "wf_alloc 0.1: a public wfspan-style prototype, through its hosted (not wait-free) GlobalAlloc wrapper",
+    ),
+    shared_library(
+        "libmimalloc",
+        "mimalloc 2.0 as Debian ships it (libmimalloc.so.2), preloaded into programs",
+    ),
+    shared_library(
+        "libjemalloc",
+        "jemalloc 5.3 as Debian ships it (libjemalloc.so.2), preloaded into programs",
+    ),
+    shared_library(
+        "libtcmalloc",
+        "gperftools' tcmalloc as Debian ships it (libtcmalloc_minimal.so.4), preloaded into programs",
     ),
     AllocatorInfo {
         name: "hls-bitmap",
@@ -240,6 +259,15 @@ const fn gpu(
     }
 }
 
+const fn shared_library(name: &'static str, description: &'static str) -> AllocatorInfo {
+    AllocatorInfo {
+        name,
+        description,
+        origin: Origin::Peer,
+        capabilities: &[Capability::Program],
+    }
+}
+
 const fn peer(name: &'static str, description: &'static str) -> AllocatorInfo {
     AllocatorInfo {
         name,
@@ -256,9 +284,11 @@ pub fn find(name: &str) -> Option<&'static AllocatorInfo> {
 
 /// Why the allocator `name` cannot run on this machine or in this build, if it cannot: a
 /// persistent heap whose library is missing (`libpmemobj.so.1 not found: install
-/// libpmemobj-dev`) or that is not built in this branch. `None` for every other allocator.
+/// libpmemobj-dev`) or that is not built in this branch, or a peer's shared library that is
+/// not installed (`libtcmalloc_minimal.so.4 not found: apt-get install -y
+/// libtcmalloc-minimal4`). `None` for every other allocator.
 pub fn unavailable(name: &str) -> Option<String> {
-    crate::pmem::availability(name).and_then(Result::err)
+    libraries::unavailable(name).or_else(|| crate::pmem::availability(name).and_then(Result::err))
 }
 
 /// wfspan, alloclab's wait-free span allocator.

@@ -8,6 +8,7 @@
 //! | suite      | workloads                                  | default threads        |
 //! |------------|--------------------------------------------|------------------------|
 //! | `cpu`      | see [`cpu`]                                | the number of cores    |
+//! | `programs` | real programs and C versions of the `cpu` workloads, see [`programs`] | the cores (C benchmarks); 1 |
 //! | `realtime` | `latency`, see [`realtime`]                | 1×, 2× and 4× the cores |
 //! | `security` | `entropy`, `reuse`, `overflow`, `misuse`, see [`security`] | 1                |
 //! | `hls`      | `mixed-kernels`, see [`hls`] (simulated)   | 1 (always)             |
@@ -26,6 +27,7 @@ pub mod cpu;
 pub mod gpu;
 pub mod hls;
 pub mod pmem;
+pub mod programs;
 pub mod realtime;
 pub mod security;
 pub mod storage;
@@ -65,6 +67,16 @@ impl Scale {
             Self::Small => small.max(1),
             Self::Medium => small.max(1) * 4,
             Self::Large => small.max(1) * 16,
+        }
+    }
+
+    /// Work relative to [`Scale::Small`]: 1/64, 1, 4 or 16.
+    pub fn factor(self) -> f64 {
+        match self {
+            Self::Tiny => 1.0 / 64.0,
+            Self::Small => 1.0,
+            Self::Medium => 4.0,
+            Self::Large => 16.0,
         }
     }
 
@@ -174,6 +186,7 @@ pub fn oversubscribed(cores: usize) -> Vec<usize> {
 /// Every suite, in the order `alloclab suite` runs them.
 pub const SUITES: &[&str] = &[
     "cpu",
+    programs::SUITE,
     "realtime",
     "security",
     "hls",
@@ -186,8 +199,10 @@ pub const SUITES: &[&str] = &[
 
 /// The workloads of every suite, in [`SUITES`] order.
 static ALL: LazyLock<Vec<WorkloadInfo>> = LazyLock::new(|| {
+    let programs = programs::workloads();
     [
         cpu::WORKLOADS,
+        &programs,
         realtime::WORKLOADS,
         security::WORKLOADS,
         hls::WORKLOADS,
@@ -211,6 +226,24 @@ pub fn all() -> &'static [WorkloadInfo] {
 /// Looks a workload up by name.
 pub fn find(name: &str) -> Option<&'static WorkloadInfo> {
     all().iter().find(|w| w.name == name)
+}
+
+/// Why `workload` cannot run here or in this build, as one line with what to install; `None`
+/// when it can.
+pub fn unavailable(workload: &WorkloadInfo) -> Option<String> {
+    match workload.suite {
+        programs::SUITE => programs::unavailable(workload.name),
+        _ => storage::unavailable(workload.name),
+    }
+}
+
+impl WorkloadInfo {
+    /// Whether a `--threads` list applies to this workload: host threads that the harness
+    /// starts (not a simulation's, not the GPU's, not a real program's own threads).
+    pub fn takes_thread_counts(&self) -> bool {
+        self.requires.runs_on_host_threads()
+            && (self.suite != programs::SUITE || programs::takes_threads(self.name))
+    }
 }
 
 /// A workload that runs on a host heap, as a worker process finds it by name: the code
@@ -348,6 +381,14 @@ mod tests {
                     assert!(training::is_training_workload(w.name), "{}", w.name);
                     assert_eq!(w.suite, "training");
                 }
+                Capability::Program => {
+                    assert!(
+                        alloclab_programs::catalog::find(w.name).is_some(),
+                        "{}",
+                        w.name
+                    );
+                    assert_eq!(w.suite, programs::SUITE);
+                }
             }
         }
         assert_eq!(HostWorkload::from_name("no-such-workload"), None);
@@ -369,6 +410,8 @@ mod tests {
             for w in all() {
                 let expected = match w.suite {
                     "cpu" => vec![cores],
+                    "programs" if programs::takes_threads(w.name) => vec![cores],
+                    "programs" => vec![1],
                     "realtime" => vec![cores, 2 * cores, 4 * cores],
                     "security" => vec![1],
                     "hls" => vec![1],

@@ -1,0 +1,333 @@
+//! The heaps a program can be run on: the shared library each puts in front of the C library
+//! with `LD_PRELOAD`, or nothing for the C library's own malloc.
+//!
+//! - alloclab's heaps come as the preload libraries of `allocators/preload`
+//!   (`liballoclab_preload_wfspan.so`, ...). They are looked for in `ALLOCLAB_PRELOAD_DIR`
+//!   when it is set, else beside the running `alloclab` executable (`target/<profile>/`),
+//!   where [`ensure_built`] builds them with cargo when they are missing or older than the
+//!   executable and the workspace is there to build from.
+//! - The peers come as the shared libraries their maintainers ship, from the distribution:
+//!   `libmimalloc.so.2`, `libjemalloc.so.2`, `libtcmalloc_minimal.so.4`, found through the
+//!   dynamic linker's cache (`ldconfig -p`) or the usual library directories.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Where a heap's preload library comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Nothing is preloaded: the program's own malloc (the C library's, or what the program
+    /// is linked with).
+    Nothing,
+    /// One of alloclab's preload libraries, built from this workspace.
+    Alloclab {
+        /// The cargo package that builds it.
+        package: &'static str,
+        /// The file it builds.
+        file: &'static str,
+    },
+    /// A shared library from the distribution.
+    Distribution {
+        /// Its soname.
+        soname: &'static str,
+        /// The Debian package that ships it.
+        package: &'static str,
+    },
+}
+
+/// The preload source of every allocator that can run a program, by allocator name.
+pub const PRELOAD_SOURCES: &[(&str, Source)] = &[
+    (
+        "wfspan",
+        Source::Alloclab {
+            package: "alloclab-preload-wfspan",
+            file: "liballoclab_preload_wfspan.so",
+        },
+    ),
+    (
+        "randomized",
+        Source::Alloclab {
+            package: "alloclab-preload-randomized",
+            file: "liballoclab_preload_randomized.so",
+        },
+    ),
+    ("system", Source::Nothing),
+    (
+        "libmimalloc",
+        Source::Distribution {
+            soname: "libmimalloc.so.2",
+            package: "libmimalloc2.0",
+        },
+    ),
+    (
+        "libjemalloc",
+        Source::Distribution {
+            soname: "libjemalloc.so.2",
+            package: "libjemalloc2",
+        },
+    ),
+    (
+        "libtcmalloc",
+        Source::Distribution {
+            soname: "libtcmalloc_minimal.so.4",
+            package: "libtcmalloc-minimal4",
+        },
+    ),
+];
+
+/// The environment variable that names the directory of alloclab's preload libraries.
+pub const PRELOAD_DIR_ENV: &str = "ALLOCLAB_PRELOAD_DIR";
+
+/// How `allocator` is preloaded, if it can be.
+pub fn source(allocator: &str) -> Option<Source> {
+    PRELOAD_SOURCES
+        .iter()
+        .find(|(name, _)| *name == allocator)
+        .map(|&(_, s)| s)
+}
+
+/// The one command that installs every distribution library that is missing here, if any.
+pub fn install_line_for_missing() -> Option<String> {
+    let missing: Vec<&str> = PRELOAD_SOURCES
+        .iter()
+        .filter_map(|(_, s)| match *s {
+            Source::Distribution { soname, package } if find_shared_library(soname).is_none() => {
+                Some(package)
+            }
+            _ => None,
+        })
+        .collect();
+    (!missing.is_empty()).then(|| format!("apt-get install -y {}", missing.join(" ")))
+}
+
+/// Why `allocator`'s library cannot be loaded here, as one line with the install command;
+/// `None` when it can (alloclab's are built on demand, so only a distribution library can be
+/// missing).
+pub fn unavailable(allocator: &str) -> Option<String> {
+    match source(allocator)? {
+        Source::Distribution { soname, package } if find_shared_library(soname).is_none() => {
+            Some(format!("{soname} not found: apt-get install -y {package}"))
+        }
+        _ => None,
+    }
+}
+
+/// The directory alloclab's preload libraries are looked for in.
+pub fn alloclab_dir() -> Result<PathBuf, String> {
+    if let Some(dir) = std::env::var_os(PRELOAD_DIR_ENV) {
+        return Ok(PathBuf::from(dir));
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
+    exe.parent()
+        .map(Path::to_owned)
+        .ok_or_else(|| "the executable has no directory".to_owned())
+}
+
+/// The library to preload for `allocator`: `Ok(None)` for the C library's own malloc.
+///
+/// # Errors
+///
+/// One line: the allocator has no preload library (with the ones that do), or its library is
+/// not there (with what installs or builds it).
+pub fn resolve(allocator: &str) -> Result<Option<PathBuf>, String> {
+    match source(allocator) {
+        None => Err(not_preloadable(allocator)),
+        Some(Source::Nothing) => Ok(None),
+        Some(Source::Distribution { soname, package }) => find_shared_library(soname)
+            .map(Some)
+            .ok_or_else(|| format!("{soname} not found: apt-get install -y {package}")),
+        Some(Source::Alloclab { package, file }) => {
+            let path = alloclab_dir()?.join(file);
+            if path.is_file() {
+                Ok(Some(path))
+            } else {
+                Err(format!(
+                    "{} not found (build it with: cargo build --release -p {package})",
+                    path.display()
+                ))
+            }
+        }
+    }
+}
+
+/// The message for an allocator that cannot be put in front of a program.
+pub fn not_preloadable(allocator: &str) -> String {
+    let names: Vec<&str> = PRELOAD_SOURCES.iter().map(|(n, _)| *n).collect();
+    let hint = match allocator {
+        "mimalloc" | "jemalloc" => {
+            format!("; '{allocator}' is the in-process crate, 'lib{allocator}' its shared library")
+        }
+        "tcmalloc" => "; did you mean 'libtcmalloc'?".to_owned(),
+        _ => String::new(),
+    };
+    format!(
+        "allocator '{allocator}' cannot be preloaded into a program (those that can: {}){hint}",
+        names.join(", ")
+    )
+}
+
+/// Brings alloclab's preload libraries among `allocators` up to date with cargo (a second or
+/// so when nothing changed), when the workspace they come from is there, so that a program
+/// never runs on a library older than its sources; says so when one had to be built from
+/// scratch. With [`PRELOAD_DIR_ENV`] set, nothing is built: the directory is the user's.
+///
+/// # Errors
+///
+/// If a library is needed, cannot be found, and cannot be built (with cargo's last line).
+pub fn ensure_built(allocators: &[&str]) -> Result<(), String> {
+    let packages: Vec<(&str, &str)> = allocators
+        .iter()
+        .filter_map(|a| match source(a)? {
+            Source::Alloclab { package, file } => Some((package, file)),
+            _ => None,
+        })
+        .collect();
+    if packages.is_empty() || std::env::var_os(PRELOAD_DIR_ENV).is_some() {
+        return Ok(());
+    }
+    let dir = alloclab_dir()?;
+    let missing: Vec<&str> = packages
+        .iter()
+        .filter(|(_, file)| !dir.join(file).is_file())
+        .map(|&(_, file)| file)
+        .collect();
+    // The workspace this executable was built from, and the profile directory it sits in.
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_owned);
+    let profile = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let target_dir = dir.parent();
+    let buildable = workspace
+        .as_ref()
+        .is_some_and(|w| w.join("Cargo.toml").is_file())
+        && matches!(profile, "release" | "debug")
+        && target_dir.is_some();
+    if !buildable {
+        // Nothing to build from: the libraries there are used as they are.
+        return match packages.iter().find(|(_, file)| !dir.join(file).is_file()) {
+            Some((package, file)) => Err(format!(
+                "{} not found (build it with: cargo build --release -p {package})",
+                dir.join(file).display()
+            )),
+            None => Ok(()),
+        };
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(&cargo);
+    command.arg("build").arg("--quiet");
+    if profile == "release" {
+        command.arg("--release");
+    }
+    for (package, _) in &packages {
+        command.args(["-p", package]);
+    }
+    command
+        .arg("--target-dir")
+        .arg(target_dir.expect("checked above"))
+        .current_dir(workspace.as_ref().expect("checked above"));
+    let names: Vec<&str> = packages.iter().map(|(_, f)| *f).collect();
+    if !missing.is_empty() {
+        eprintln!("note: building {} with cargo", missing.join(" and "));
+    }
+    let output = command
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", Path::new(&cargo).display()))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        return Err(format!(
+            "building {} failed: {}",
+            names.join(" and "),
+            stderr
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no message")
+        ));
+    }
+    Ok(())
+}
+
+/// Where the shared library `soname` is: from the dynamic linker's cache, or the usual
+/// library directories.
+pub fn find_shared_library(soname: &str) -> Option<PathBuf> {
+    let from_cache = ["/sbin/ldconfig", "/usr/sbin/ldconfig", "ldconfig"]
+        .iter()
+        .find_map(|ldconfig| Command::new(ldconfig).arg("-p").output().ok())
+        .and_then(|out| {
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .find_map(|line| {
+                    // "\tlibjemalloc.so.2 (libc6,x86-64) => /lib/x86_64-linux-gnu/libjemalloc.so.2"
+                    let (name, rest) = line.trim().split_once(' ')?;
+                    let path = rest.split_once("=> ")?.1.trim();
+                    (name == soname && native_abi(rest)).then(|| PathBuf::from(path))
+                })
+        })
+        .filter(|p| p.is_file());
+    from_cache.or_else(|| {
+        [
+            "/lib/x86_64-linux-gnu",
+            "/usr/lib/x86_64-linux-gnu",
+            "/lib/aarch64-linux-gnu",
+            "/usr/lib/aarch64-linux-gnu",
+            "/usr/lib64",
+            "/lib64",
+            "/usr/lib",
+            "/usr/local/lib",
+        ]
+        .iter()
+        .map(|d| Path::new(d).join(soname))
+        .find(|p| p.is_file())
+    })
+}
+
+/// Whether an `ldconfig -p` entry's ABI tag, `(libc6,x86-64)`, is this process's.
+fn native_abi(entry: &str) -> bool {
+    if cfg!(target_arch = "x86_64") {
+        entry.contains("x86-64")
+    } else if cfg!(target_arch = "aarch64") {
+        entry.contains("AArch64")
+    } else {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_preload_source_names_a_registered_allocator() {
+        for (name, _) in PRELOAD_SOURCES {
+            let info = crate::peers::find(name).unwrap_or_else(|| panic!("{name}"));
+            assert!(info.fits(crate::peers::Capability::Program), "{name}");
+        }
+        for a in crate::peers::ALLOCATORS {
+            assert_eq!(
+                a.fits(crate::peers::Capability::Program),
+                source(a.name).is_some(),
+                "{}",
+                a.name
+            );
+        }
+    }
+
+    #[test]
+    fn the_c_library_preloads_nothing_and_in_process_crates_are_pointed_to_their_library() {
+        assert_eq!(resolve("system"), Ok(None));
+        let e = resolve("mimalloc").unwrap_err();
+        assert!(e.contains("'libmimalloc' its shared library"), "{e}");
+        let e = resolve("rlsf").unwrap_err();
+        assert!(e.starts_with("allocator 'rlsf' cannot be preloaded"), "{e}");
+    }
+
+    #[test]
+    fn a_library_that_is_not_installed_is_not_found() {
+        assert_eq!(
+            find_shared_library("liballoclab-no-such-library.so.9"),
+            None
+        );
+        // The C library itself is always there.
+        assert!(find_shared_library("libc.so.6").is_some());
+    }
+}

@@ -1,0 +1,492 @@
+//! The `programs` suite's part of the report: every program's wall time and peak RSS over
+//! the C library's malloc (`system`, nothing preloaded), their geometric means, redis's
+//! requests per second, whether each program gave the same result under every heap, and the
+//! reconciliation of each classic benchmark's in-process ratio with its C program's.
+
+use std::fmt::Write as _;
+
+use alloclab_programs::catalog;
+
+use super::{RESULT_DIGEST_METRIC, SUITE};
+use crate::report::{View, escape_cell, fmt_value, geometric_mean, table_header, table_row};
+use crate::results::ResultsFile;
+
+/// The heap every ratio of the suite divides by: nothing preloaded.
+pub const BASELINE: &str = "system";
+
+/// How far apart an in-process ratio and its C program's may be before the report calls
+/// them in disagreement (a factor, either way).
+pub const AGREEMENT_FACTOR: f64 = 1.3;
+
+/// Pairs of (in-process allocator, the same allocator preloaded into a program).
+pub const SAME_HEAP: &[(&str, &str)] = &[
+    ("wfspan", "wfspan"),
+    ("randomized", "randomized"),
+    ("mimalloc", "libmimalloc"),
+    ("jemalloc", "libjemalloc"),
+];
+
+/// Whether the results hold any record of the suite.
+pub fn has_programs(results: &ResultsFile) -> bool {
+    results.records.iter().any(|r| r.suite == SUITE)
+}
+
+/// The thread count a program ran at (its only one: the classic benchmarks at the cores,
+/// the others at 1; with several, the largest).
+fn threads_of(view: &View<'_>, workload: &str) -> Option<usize> {
+    view.threads_in(SUITE, Some(workload)).into_iter().max()
+}
+
+/// The median of `metric` of `workload` under `allocator`, at the program's thread count.
+fn median(view: &View<'_>, workload: &str, allocator: &str, metric: &str) -> Option<f64> {
+    let t = threads_of(view, workload)?;
+    view.get(SUITE, workload, allocator, t, metric)
+        .map(|r| r.median)
+}
+
+/// `allocator`'s median over [`BASELINE`]'s.
+fn ratio(view: &View<'_>, workload: &str, allocator: &str, metric: &str) -> Option<f64> {
+    let value = median(view, workload, allocator, metric)?;
+    let base = median(view, workload, BASELINE, metric).filter(|b| *b > 0.0)?;
+    Some(value / base)
+}
+
+/// A heap under which a program's result was not the one it gave under [`BASELINE`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mismatch {
+    /// The program.
+    pub workload: String,
+    /// The heap.
+    pub allocator: String,
+    /// What differed.
+    pub why: String,
+}
+
+/// Every (program, heap) whose result differed from the baseline's, or from run to run.
+pub fn mismatches(results: &ResultsFile) -> Vec<Mismatch> {
+    let view = View::new(results);
+    let mut out = Vec::new();
+    for workload in view.workloads(SUITE) {
+        let Some(t) = threads_of(&view, workload) else {
+            continue;
+        };
+        let base = view.get(SUITE, workload, BASELINE, t, RESULT_DIGEST_METRIC);
+        for allocator in view.allocators_in(SUITE, Some(workload)) {
+            let Some(r) = view.get(SUITE, workload, allocator, t, RESULT_DIGEST_METRIC) else {
+                continue;
+            };
+            let why = if r.min != r.max {
+                Some("the result differed from run to run".to_owned())
+            } else {
+                match base {
+                    Some(b) if b.min == b.max && b.median != r.median => {
+                        Some(format!("the result differs from {BASELINE}'s"))
+                    }
+                    _ => None,
+                }
+            };
+            if let Some(why) = why {
+                out.push(Mismatch {
+                    workload: workload.to_owned(),
+                    allocator: allocator.to_owned(),
+                    why,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// One line of the reconciliation: a classic benchmark's ratio of two heaps, in-process and
+/// as a C program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reconciled {
+    /// The in-process workload (`glibc-thread`).
+    pub workload: String,
+    /// Threads of both.
+    pub threads: usize,
+    /// The heap compared (its in-process name).
+    pub allocator: String,
+    /// The heap it is compared with (its in-process name: `system`, `mimalloc`).
+    pub over: String,
+    /// The ratio of their `time` medians in-process.
+    pub in_process: f64,
+    /// The ratio of their `time` medians as C programs under `LD_PRELOAD`.
+    pub c_program: f64,
+}
+
+impl Reconciled {
+    /// How far apart the two ratios are: the larger over the smaller.
+    pub fn disagreement(&self) -> f64 {
+        (self.in_process / self.c_program).max(self.c_program / self.in_process)
+    }
+}
+
+/// The in-process name of a heap that runs programs, and back.
+fn program_name(in_process: &str) -> Option<&'static str> {
+    if in_process == BASELINE {
+        return Some(BASELINE);
+    }
+    SAME_HEAP
+        .iter()
+        .find(|(a, _)| *a == in_process)
+        .map(|&(_, p)| p)
+}
+
+/// For each classic benchmark that ran both in-process (`cpu`) and as a C program, at the
+/// same thread count: every heap both ran, over `system` and over mimalloc.
+pub fn reconciliation(results: &ResultsFile) -> Vec<Reconciled> {
+    let view = View::new(results);
+    let mut out = Vec::new();
+    for &(program, _, workload) in catalog::CLASSIC_NAMES {
+        for t in view.threads_in(SUITE, Some(program)) {
+            let time = |suite: &str, w: &str, a: &str| {
+                view.get(suite, w, a, t, "time")
+                    .map(|r| r.median)
+                    .filter(|v| *v > 0.0)
+            };
+            for over in [BASELINE, "mimalloc"] {
+                for &(allocator, _) in SAME_HEAP {
+                    if allocator == over {
+                        continue;
+                    }
+                    let (Some(p_alloc), Some(p_over)) =
+                        (program_name(allocator), program_name(over))
+                    else {
+                        continue;
+                    };
+                    let (Some(a), Some(b), Some(c), Some(d)) = (
+                        time("cpu", workload, allocator),
+                        time("cpu", workload, over),
+                        time(SUITE, program, p_alloc),
+                        time(SUITE, program, p_over),
+                    ) else {
+                        continue;
+                    };
+                    out.push(Reconciled {
+                        workload: workload.to_owned(),
+                        threads: t,
+                        allocator: allocator.to_owned(),
+                        over: over.to_owned(),
+                        in_process: a / b,
+                        c_program: c / d,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+fn fmt_ratio(r: Option<f64>) -> String {
+    r.map_or("—".to_owned(), |r| format!("{r:.2}"))
+}
+
+/// The table of one metric's ratios to [`BASELINE`]: a row per program, a column per heap,
+/// then the geometric mean over the programs every heap ran.
+fn ratio_table(out: &mut String, view: &View<'_>, metric: &str, lower_is_better: bool) {
+    let allocators = view.allocators_in(SUITE, None);
+    let mut headers = vec!["program".to_owned(), format!("{BASELINE} ({metric})")];
+    headers.extend(
+        allocators
+            .iter()
+            .filter(|a| **a != BASELINE)
+            .map(|a| escape_cell(a)),
+    );
+    table_header(out, &headers, 1);
+    let mut per_heap: Vec<Vec<f64>> = vec![Vec::new(); allocators.len()];
+    let workloads = view.workloads(SUITE);
+    for workload in &workloads {
+        let Some(base) = median(view, workload, BASELINE, metric) else {
+            continue;
+        };
+        let unit = threads_of(view, workload)
+            .and_then(|t| view.get(SUITE, workload, BASELINE, t, metric))
+            .map_or("", |r| r.unit.as_str());
+        let mut cells = vec![escape_cell(workload), format!("{} {unit}", fmt_value(base))];
+        let ratios: Vec<Option<f64>> = allocators
+            .iter()
+            .map(|a| ratio(view, workload, a, metric))
+            .collect();
+        let present: Vec<f64> = ratios.iter().flatten().copied().collect();
+        for (i, a) in allocators.iter().enumerate() {
+            if *a == BASELINE {
+                continue;
+            }
+            if let Some(r) = ratios[i] {
+                per_heap[i].push(r);
+            }
+            let best = ratios[i].is_some_and(|r| {
+                present
+                    .iter()
+                    .all(|&o| if lower_is_better { r <= o } else { r >= o })
+            });
+            let cell = fmt_ratio(ratios[i]);
+            cells.push(if best { format!("**{cell}**") } else { cell });
+        }
+        table_row(out, &cells);
+    }
+    let mut cells = vec!["geometric mean".to_owned(), "1".to_owned()];
+    for (i, a) in allocators.iter().enumerate() {
+        if *a == BASELINE {
+            continue;
+        }
+        // A mean over fewer programs than the others ran would not compare: say how many.
+        let n = per_heap[i].len();
+        let mean = geometric_mean(&per_heap[i]);
+        cells.push(match mean {
+            Some(m) if n == workloads.len() => format!("{m:.2}"),
+            Some(m) => format!("{m:.2} ({n} of {})", workloads.len()),
+            None => "—".to_owned(),
+        });
+    }
+    table_row(out, &cells);
+}
+
+/// The geometric mean over programs of `allocator`'s `metric` ratio to [`BASELINE`], with
+/// the number of programs it covers.
+pub fn mean_ratio(results: &ResultsFile, allocator: &str, metric: &str) -> Option<(f64, usize)> {
+    let view = View::new(results);
+    let ratios: Vec<f64> = view
+        .workloads(SUITE)
+        .iter()
+        .filter_map(|w| ratio(&view, w, allocator, metric))
+        .collect();
+    geometric_mean(&ratios).map(|m| (m, ratios.len()))
+}
+
+fn redis_table(out: &mut String, view: &View<'_>) {
+    let Some(t) = threads_of(view, "redis") else {
+        return;
+    };
+    let allocators = view.allocators_in(SUITE, Some("redis"));
+    let mut headers = vec!["command".to_owned()];
+    headers.extend(allocators.iter().map(|a| escape_cell(a)));
+    table_header(out, &headers, 1);
+    let metrics: Vec<&str> = alloclab_programs::redis::COMMANDS.to_vec();
+    for command in metrics {
+        let metric = format!("{command}_rps");
+        let base = view
+            .get(SUITE, "redis", BASELINE, t, &metric)
+            .map(|r| r.median);
+        let mut cells = vec![command.to_uppercase()];
+        for a in &allocators {
+            cells.push(match view.get(SUITE, "redis", a, t, &metric) {
+                Some(r) => match base.filter(|b| *b > 0.0) {
+                    Some(b) if *a != BASELINE => {
+                        format!("{} ({:.2})", fmt_value(r.median), r.median / b)
+                    }
+                    _ => fmt_value(r.median),
+                },
+                None => "—".to_owned(),
+            });
+        }
+        table_row(out, &cells);
+    }
+    let mut cells = vec!["server peak RSS [MiB]".to_owned()];
+    for a in &allocators {
+        cells.push(match view.get(SUITE, "redis", a, t, "peak_rss") {
+            Some(r) => match ratio(view, "redis", a, "peak_rss") {
+                Some(x) if *a != BASELINE => format!("{} ({x:.2})", fmt_value(r.median)),
+                _ => fmt_value(r.median),
+            },
+            None => "—".to_owned(),
+        });
+    }
+    table_row(out, &cells);
+}
+
+fn result_lines(out: &mut String, results: &ResultsFile) {
+    let bad = mismatches(results);
+    if bad.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nEvery program gave the same result under every heap as under `{BASELINE}`, in \
+             every run (its standard output; for redis, the data read back)."
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "\nResults that differ (a heap bug, or a program's own nondeterminism):\n"
+        );
+        for m in bad {
+            let _ = writeln!(
+                out,
+                "- **{}** under `{}`: {}",
+                m.workload, m.allocator, m.why
+            );
+        }
+    }
+}
+
+fn reconciliation_table(out: &mut String, results: &ResultsFile) {
+    let rows = reconciliation(results);
+    if rows.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nNo classic benchmark ran both in-process (`cpu`) and as a C program here: no \
+             reconciliation."
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nEach classic benchmark in-process (the `cpu` suite, through the allocator trait, \
+         sizes known at free) and as a C program (`c-<name>`, through `LD_PRELOAD`), each \
+         ratio of the medians of its measured phase (`time`). The two agree when they are \
+         within {AGREEMENT_FACTOR}x of each other. In-process `mimalloc` and `jemalloc` are \
+         the crates compiled into alloclab; as programs, the distribution's shared \
+         libraries.\n"
+    );
+    table_header(
+        out,
+        &[
+            "workload".to_owned(),
+            "threads".to_owned(),
+            "ratio".to_owned(),
+            "in-process".to_owned(),
+            "C program".to_owned(),
+            "apart".to_owned(),
+        ],
+        3,
+    );
+    for r in rows {
+        let apart = r.disagreement();
+        table_row(
+            out,
+            &[
+                escape_cell(&r.workload),
+                r.threads.to_string(),
+                format!("{} / {}", r.allocator, r.over),
+                format!("{:.2}", r.in_process),
+                format!("{:.2}", r.c_program),
+                if apart <= AGREEMENT_FACTOR {
+                    format!("{apart:.2}")
+                } else {
+                    format!("**{apart:.2}** ✗")
+                },
+            ],
+        );
+    }
+}
+
+const METHOD: &str = "Each program runs unmodified, in a fresh process per run, runs interleaved \
+    across heaps. alloclab's heaps and the peers' shared libraries (`lib*`: Debian's \
+    libmimalloc.so.2, libjemalloc.so.2, libtcmalloc_minimal.so.4) are put in front of the C \
+    library with `LD_PRELOAD`; `system` preloads nothing. Wall time, CPU time and peak RSS come \
+    from `wait4` (for redis: the server's peak RSS and CPU time; its wall time is the whole \
+    benchmark). Debian's redis-server is linked with jemalloc, so its `system` row is that \
+    jemalloc, not the C library's malloc; python3 serves objects under 512 B from its own \
+    pymalloc arenas, as it does for its users.";
+
+/// The suite's section of `report.md`.
+pub fn markdown(out: &mut String, results: &ResultsFile) {
+    let view = View::new(results);
+    let _ = writeln!(out, "\n{METHOD}");
+    let _ = writeln!(
+        out,
+        "\n### Wall time over `{BASELINE}`'s (median over the runs)\n"
+    );
+    ratio_table(out, &view, "wall", true);
+    let _ = writeln!(out, "\n### Peak RSS over `{BASELINE}`'s\n");
+    ratio_table(out, &view, "peak_rss", true);
+    let _ = writeln!(out, "\n### CPU time (user + system) over `{BASELINE}`'s\n");
+    ratio_table(out, &view, "cpu", true);
+    if threads_of(&view, "redis").is_some() {
+        let _ = writeln!(
+            out,
+            "\n### redis: requests per second (ratio to `{BASELINE}`, the server's own jemalloc)\n"
+        );
+        redis_table(out, &view);
+    }
+    let _ = writeln!(out, "\n### Results");
+    result_lines(out, results);
+    let _ = writeln!(
+        out,
+        "\n### In-process and C-program ratios of the classic benchmarks"
+    );
+    reconciliation_table(out, results);
+}
+
+/// The suite's part of the README's results.
+pub fn readme(out: &mut String, results: &ResultsFile) {
+    let view = View::new(results);
+    let _ = writeln!(
+        out,
+        "\n#### Suite `{SUITE}`: wall time and peak RSS over `{BASELINE}`'s (nothing preloaded)\n"
+    );
+    let _ = writeln!(out, "{METHOD}\n");
+    let _ = writeln!(out, "Wall time:\n");
+    ratio_table(out, &view, "wall", true);
+    let _ = writeln!(out, "\nPeak RSS:\n");
+    ratio_table(out, &view, "peak_rss", true);
+    if threads_of(&view, "redis").is_some() {
+        let _ = writeln!(out, "\nredis, requests per second:\n");
+        redis_table(out, &view);
+    }
+    result_lines(out, results);
+    let _ = writeln!(
+        out,
+        "\n#### Classic benchmarks: in-process and as C programs"
+    );
+    reconciliation_table(out, results);
+}
+
+/// The suite's summary on the terminal.
+pub fn terminal_text(results: &ResultsFile) -> String {
+    let view = View::new(results);
+    let mut out = String::new();
+    let allocators = view.allocators_in(SUITE, None);
+    let _ = writeln!(
+        out,
+        "\nprograms: wall time / peak RSS over {BASELINE}'s (medians; {BASELINE} preloads nothing)"
+    );
+    let _ = write!(out, "{:<16}", "program");
+    for a in &allocators {
+        let _ = write!(out, " {a:>15}");
+    }
+    out.push('\n');
+    for workload in view.workloads(SUITE) {
+        let _ = write!(out, "{workload:<16}");
+        for a in &allocators {
+            let cell = match (
+                ratio(&view, workload, a, "wall"),
+                ratio(&view, workload, a, "peak_rss"),
+            ) {
+                (Some(w), Some(m)) => format!("{w:.2} / {m:.2}"),
+                _ => "-".to_owned(),
+            };
+            let _ = write!(out, " {cell:>15}");
+        }
+        out.push('\n');
+    }
+    let _ = write!(out, "{:<16}", "geometric mean");
+    for a in &allocators {
+        let cell = match (
+            mean_ratio(results, a, "wall"),
+            mean_ratio(results, a, "peak_rss"),
+        ) {
+            (Some((w, _)), Some((m, _))) => format!("{w:.2} / {m:.2}"),
+            _ => "-".to_owned(),
+        };
+        let _ = write!(out, " {cell:>15}");
+    }
+    out.push('\n');
+    for m in mismatches(results) {
+        let _ = writeln!(
+            out,
+            "result differs: {} under {}: {}",
+            m.workload, m.allocator, m.why
+        );
+    }
+    for r in reconciliation(results) {
+        if r.disagreement() > AGREEMENT_FACTOR {
+            let _ = writeln!(
+                out,
+                "in-process and C ratios apart: {} {} / {}: {:.2} in-process, {:.2} as a C program",
+                r.workload, r.allocator, r.over, r.in_process, r.c_program
+            );
+        }
+    }
+    out
+}
