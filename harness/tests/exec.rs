@@ -197,7 +197,7 @@ fn exec_bad_input_is_one_line_and_writes_nothing() {
         ),
         (&["--alloc", "system", "--runs", "0", "--", "true"], "0"),
         (
-            &["--alloc", "system", "--timeout", "-1", "--", "true"],
+            &["--alloc", "system", "--timeout", "0", "--", "true"],
             "not a number of seconds",
         ),
     ];
