@@ -38,9 +38,9 @@
  *    latency in it.
  *  - The queues of the ring are single-producer single-consumer arrays (each has exactly
  *    one sender and one receiver) with std's channel policy for a full or empty queue: spin
- *    (2^step pauses for steps 0..6), yield (steps 7..10), then sleep on a condition
- *    variable until the other side signals. std's bounded channel does the same with a
- *    different lock-free array and a different parking primitive.
+ *    (step^2 pauses for steps 0..6), then sleep on a condition variable until the other
+ *    side signals. std's bounded channel (std::sync::mpsc::sync_channel) does the same with
+ *    a multi-producer lock-free array and thread parking.
  */
 #ifndef ALLOCLAB_BENCH_H
 #define ALLOCLAB_BENCH_H
@@ -317,16 +317,29 @@ static inline uint64_t bench_block_free(bench_block b)
 
 /* cache.rs's scribble: BENCH_CACHE_WRITES volatile byte writes over the object, each read
  * back into a byte sum. Rust writes (pass + k); this writes (pass + k + tag), so that the sum
- * depends on the seed. */
+ * depends on the seed. The pass over the 8 bytes is unrolled by hand, as LLVM unrolls Rust's
+ * (gcc -O2 would keep the loop, and the loop's overhead would dilute the allocator's share). */
 static inline uint8_t bench_cache_scribble(unsigned char *object, uint8_t tag)
 {
+    _Static_assert(BENCH_CACHE_OBJECT_SIZE == 8, "the scribble is unrolled for 8 bytes");
     volatile unsigned char *o = object;
     uint8_t sum = 0;
     for (size_t pass = 0; pass < BENCH_CACHE_WRITES / BENCH_CACHE_OBJECT_SIZE; pass++) {
-        for (size_t k = 0; k < BENCH_CACHE_OBJECT_SIZE; k++) {
-            o[k] = (uint8_t)(pass + k + tag);
-            sum = (uint8_t)(sum + o[k]);
-        }
+        uint8_t base = (uint8_t)(pass + tag);
+#define BENCH_SCRIBBLE_BYTE(k)                                                                 \
+    do {                                                                                       \
+        o[k] = (uint8_t)(base + (k));                                                          \
+        sum = (uint8_t)(sum + o[k]);                                                           \
+    } while (0)
+        BENCH_SCRIBBLE_BYTE(0);
+        BENCH_SCRIBBLE_BYTE(1);
+        BENCH_SCRIBBLE_BYTE(2);
+        BENCH_SCRIBBLE_BYTE(3);
+        BENCH_SCRIBBLE_BYTE(4);
+        BENCH_SCRIBBLE_BYTE(5);
+        BENCH_SCRIBBLE_BYTE(6);
+        BENCH_SCRIBBLE_BYTE(7);
+#undef BENCH_SCRIBBLE_BYTE
     }
     return sum;
 }
@@ -620,17 +633,14 @@ static inline void bench_cpu_relax(void)
 #endif
 }
 
-/* One step of std's channel backoff; false once it is time to sleep. */
+/* One step of std's channel backoff (std::sync::mpmc's Backoff::spin_heavy until
+ * is_completed): step^2 pauses for steps 0..6, then false: time to sleep. */
 static inline bool bench_backoff(unsigned *step)
 {
-    if (*step <= 6) {
-        for (unsigned k = 0; k < (1u << *step); k++)
-            bench_cpu_relax();
-    } else if (*step <= 10) {
-        sched_yield();
-    } else {
+    if (*step > 6)
         return false;
-    }
+    for (unsigned k = 0; k < *step * *step; k++)
+        bench_cpu_relax();
     (*step)++;
     return true;
 }
