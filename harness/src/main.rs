@@ -80,7 +80,8 @@ struct Common {
     #[arg(long, default_value = "small")]
     scale: Scale,
     /// Runs per measurement, each in a fresh process [default: 5; the storage suite 1, its
-    /// checks are stated for one run; the training suite 1, it is deterministic].
+    /// checks are stated for one run; the training suite 1, it is deterministic; the
+    /// programs suite 3, whole programs vary less from run to run than microbenchmarks].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     runs: Option<u32>,
     /// Seed of every workload's random choices (all allocators see the same requests).
@@ -229,16 +230,24 @@ fn print_list() {
             Origin::Alloclab => "alloclab",
             Origin::Peer => "peer",
         };
-        println!("  {:<13} [{origin}] {}", a.name, a.description);
+        let host = a.fits(peers::Capability::HostHeap);
+        let program = a.fits(peers::Capability::Program);
+        let kind = match (host, program) {
+            (true, true) => "; in-process and in programs",
+            (true, false) => "; in-process only",
+            (false, true) => "; in programs only",
+            (false, false) => "",
+        };
+        println!("  {:<13} [{origin}{kind}] {}", a.name, a.description);
         if let Some(reason) = peers::unavailable(a.name) {
             println!("  {:<13} unavailable: {reason}", "");
         }
     }
     println!(
-        "\nIn-process heaps (mimalloc, jemalloc, ...) are compiled into alloclab and called through \
-         its allocator trait; programs run on the heaps marked for the `programs` suite and \
-         `alloclab exec`: alloclab's preload libraries, the peers' shared libraries (lib*), or \
-         system (nothing preloaded)."
+        "\nIn-process: compiled into alloclab and called through its allocator trait (the cpu, \
+         realtime and security suites). In programs: put in front of the C library with \
+         LD_PRELOAD (alloclab's preload libraries, the peers' shared libraries lib*) or, for \
+         system, nothing preloaded (the programs suite and `alloclab exec`)."
     );
     match peers::libraries::install_line_for_missing() {
         Some(line) => println!("Missing shared libraries of peers: {line}"),
@@ -326,6 +335,10 @@ fn runs_per_suite(common: &Common) -> Vec<(&'static str, u32)> {
         None => vec![
             ("storage", workloads::storage::DEFAULT_RUNS),
             (workloads::training::SUITE, 1),
+            (
+                workloads::programs::SUITE,
+                workloads::programs::DEFAULT_RUNS,
+            ),
         ],
     }
 }

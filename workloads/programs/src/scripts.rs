@@ -40,8 +40,8 @@ pub struct Script {
 /// canonical dump. Exercises the JSON encoder's growing output buffer (megabytes), the
 /// decoder's many small objects, and dropping a whole document at once.
 pub const PYTHON_JSON: &str = include_str!("../scripts/python/json_roundtrip.py");
-/// The record count of [`PYTHON_JSON`] at small scale (about 105 000 values).
-pub const PYTHON_JSON_SMALL: u64 = 5_000;
+/// The record count of [`PYTHON_JSON`] at small scale (about 63 000 values).
+pub const PYTHON_JSON_SMALL: u64 = 3_000;
 
 /// `python3 dict_churn.py N`: N operations on a dict of short-lived string keys whose
 /// working set grows and shrinks in four waves (inserts, deletes, hits and misses), with
@@ -51,7 +51,7 @@ pub const PYTHON_JSON_SMALL: u64 = 5_000;
 /// churn. Prints operation counts, sizes, a checksum and a sha256 of the final set.
 pub const PYTHON_DICT: &str = include_str!("../scripts/python/dict_churn.py");
 /// The operation count of [`PYTHON_DICT`] at small scale.
-pub const PYTHON_DICT_SMALL: u64 = 50_000;
+pub const PYTHON_DICT_SMALL: u64 = 30_000;
 
 /// `python3 object_tree.py N`: four rounds, each building a tree of about N small objects
 /// (instances of a class with `__slots__`, of one without, whose attributes live in a
@@ -62,7 +62,7 @@ pub const PYTHON_DICT_SMALL: u64 = 50_000;
 /// together and freed together, interleaved with younger ones.
 pub const PYTHON_TREE: &str = include_str!("../scripts/python/object_tree.py");
 /// The node count per tree of [`PYTHON_TREE`] at small scale.
-pub const PYTHON_TREE_SMALL: u64 = 6_000;
+pub const PYTHON_TREE_SMALL: u64 = 4_000;
 
 /// `lua5.4 churn.lua N`: N steps over a hash table of string-keyed entries that grows and
 /// shrinks in waves; each step formats and concatenates strings, inserts an entry (a table

@@ -28,6 +28,11 @@ use crate::results::Sample;
 /// The suite's name.
 pub const SUITE: &str = "programs";
 
+/// Runs per measurement when `--runs` is not given: a whole program takes tenths of a second
+/// to seconds, and the suite's part of the default `alloclab suite` stays near a minute and
+/// a half on a 2-core machine.
+pub const DEFAULT_RUNS: u32 = 3;
+
 /// The metric that carries a run's result digest (not a figure: the report compares it).
 pub const RESULT_DIGEST_METRIC: &str = "result_digest";
 
