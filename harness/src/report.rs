@@ -881,6 +881,11 @@ pub fn render_markdown(results: &ResultsFile) -> String {
             );
             sweep_section(&mut out, &view, suite, workload);
         }
+        // The programs suite's means are in its summary above, over the programs every heap
+        // ran, not over whichever programs report a metric.
+        if suite == PROGRAMS_SUITE {
+            continue;
+        }
         // The training workloads measure different things: checks, not a mean of ratios.
         if suite == crate::workloads::training::SUITE {
             crate::workloads::training::must_reach(&mut out, results);

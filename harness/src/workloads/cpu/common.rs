@@ -11,7 +11,7 @@ use core::alloc::Layout;
 use core::ptr::NonNull;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::sync::{Barrier, Mutex};
+use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
 use alloclab_core::HostAllocator;
@@ -219,6 +219,12 @@ pub(in crate::workloads) fn pick(word: u32, n: usize) -> usize {
 /// `work(i, state)`, which returns the allocator operations it performed; the clock runs
 /// from the moment every thread is prepared until every thread's `work` has returned.
 ///
+/// The clock is read by the last thread to reach each barrier, as it arrives: at the start
+/// before it lets the others go, at the end as the last work returns. A thread outside the
+/// team (the caller) that read it after the barrier would read it when the scheduler next
+/// gave it a core, and with the team on every core that is late: on 2 cores, a run of a
+/// team of 2 was under-measured by up to the whole run that way.
+///
 /// A panic in `prepare` or `work` still reaches both barriers (so the others are not left
 /// waiting) and is raised again once the team is done.
 pub(in crate::workloads) fn run_timed<S, P, W>(threads: usize, prepare: P, work: W) -> Measurement
@@ -227,30 +233,29 @@ where
     W: Fn(usize, S) -> u64 + Sync,
 {
     let threads = threads.max(1);
-    let start = Barrier::new(threads + 1);
-    let end = Barrier::new(threads + 1);
+    let start = ClockBarrier::new(threads);
+    let end = ClockBarrier::new(threads);
     let (elapsed, operations) = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|i| {
                 let (start, end, prepare, work) = (&start, &end, &prepare, &work);
                 scope.spawn(move || {
                     let state = panic::catch_unwind(AssertUnwindSafe(|| prepare(i)));
-                    start.wait();
+                    let t0 = start.wait();
                     let ops =
                         state.and_then(|s| panic::catch_unwind(AssertUnwindSafe(|| work(i, s))));
-                    end.wait();
-                    ops.unwrap_or_else(|p| panic::resume_unwind(p))
+                    let t1 = end.wait();
+                    (t1 - t0, ops)
                 })
             })
             .collect();
-        start.wait();
-        let t0 = Instant::now();
-        end.wait();
-        let elapsed = t0.elapsed();
-        let operations = handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| panic::resume_unwind(p)))
-            .sum::<u64>();
+        let mut elapsed = core::time::Duration::ZERO;
+        let mut operations = 0;
+        for h in handles {
+            let (took, ops) = h.join().unwrap_or_else(|p| panic::resume_unwind(p));
+            elapsed = took;
+            operations += ops.unwrap_or_else(|p| panic::resume_unwind(p));
+        }
         (elapsed, operations)
     });
     Measurement {
@@ -258,6 +263,52 @@ where
         operations,
         samples: 1,
         min_sample: elapsed,
+    }
+}
+
+/// A barrier for a fixed number of threads whose last arrival reads the clock before it
+/// releases the others, and hands every thread that reading.
+pub(in crate::workloads) struct ClockBarrier {
+    threads: usize,
+    state: Mutex<ClockBarrierState>,
+    released: Condvar,
+}
+
+struct ClockBarrierState {
+    arrived: usize,
+    /// Set by the last arrival.
+    at: Option<Instant>,
+}
+
+impl ClockBarrier {
+    /// A barrier for `threads` threads (at least 1), used once.
+    pub(in crate::workloads) fn new(threads: usize) -> Self {
+        Self {
+            threads: threads.max(1),
+            state: Mutex::new(ClockBarrierState {
+                arrived: 0,
+                at: None,
+            }),
+            released: Condvar::new(),
+        }
+    }
+
+    /// Waits until every thread has arrived; returns when the last one did.
+    pub(in crate::workloads) fn wait(&self) -> Instant {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.arrived += 1;
+        if state.arrived == self.threads {
+            let now = Instant::now();
+            state.at = Some(now);
+            self.released.notify_all();
+            return now;
+        }
+        loop {
+            if let Some(at) = state.at {
+                return at;
+            }
+            state = self.released.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
     }
 }
 
@@ -374,6 +425,49 @@ impl<T> Ring<T> {
 #[cfg(test)]
 mod tests {
     use std::panic::AssertUnwindSafe;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn the_clock_barrier_hands_every_thread_the_last_arrival_time() {
+        let barrier = super::ClockBarrier::new(3);
+        let got: Vec<(Instant, Instant, Instant)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..3u64)
+                .map(|i| {
+                    let barrier = &barrier;
+                    s.spawn(move || {
+                        std::thread::sleep(Duration::from_millis(20 * i));
+                        let arrived = Instant::now();
+                        let at = barrier.wait();
+                        (arrived, at, Instant::now())
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let last_arrival = got.iter().map(|g| g.0).max().unwrap();
+        for (arrived, at, left) in &got {
+            assert_eq!(*at, got[0].1, "every thread gets the same reading");
+            assert!(
+                *at >= last_arrival && *at >= *arrived,
+                "read after everyone arrived"
+            );
+            assert!(*at <= *left, "read before anyone left");
+        }
+    }
+
+    #[test]
+    fn a_timed_team_measures_its_slowest_thread() {
+        let m = super::run_timed(
+            2,
+            |_| (),
+            |i, ()| {
+                std::thread::sleep(Duration::from_millis(10 + 30 * i as u64));
+                1
+            },
+        );
+        assert_eq!(m.operations, 2);
+        assert!(m.elapsed >= Duration::from_millis(40), "{:?}", m.elapsed);
+    }
 
     use alloclab_core::{Checked, Policy, SystemHeap};
 
