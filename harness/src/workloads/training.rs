@@ -426,6 +426,11 @@ const fn replay_info(name: &'static str, description: &'static str) -> WorkloadI
     }
 }
 
+/// Ticks of the switch trace the `training-replay-switch` workload replays: half the
+/// trace's default, so that five runs on each of seven heaps stay within the default suite's
+/// time (glibc's malloc takes about 2 s for a warm-up and four timed replays of it).
+pub const SWITCH_REPLAY_TICKS: u32 = 10_000;
+
 /// A trace of `alloclab-training` replayed on a host heap with
 /// [`replay_host`](alloclab_training::replay::replay_host).
 ///
@@ -470,9 +475,12 @@ impl ReplayWorkload {
                 1,
             ),
             Self::Switch => (
-                switch::generate(&switch::SwitchConfig::default())
-                    .map_err(|e| e.to_string())?
-                    .run,
+                switch::generate(&switch::SwitchConfig {
+                    ticks: SWITCH_REPLAY_TICKS,
+                    ..switch::SwitchConfig::default()
+                })
+                .map_err(|e| e.to_string())?
+                .run,
                 1,
             ),
             Self::ResNet50 => {

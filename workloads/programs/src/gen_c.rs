@@ -24,8 +24,8 @@
 use std::fmt::Write as _;
 
 /// The number of functions at the harness's small scale: `gcc -O2 -c` on the unit takes
-/// about half a second on a two-core development machine.
-pub const SMALL_FUNCTIONS: usize = 16;
+/// about 0.4 s on a two-core development machine.
+pub const SMALL_FUNCTIONS: usize = 12;
 
 /// Functions per table of function pointers.
 const FP_TABLE: usize = 8;

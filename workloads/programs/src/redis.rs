@@ -43,9 +43,9 @@ pub struct Load {
 }
 
 impl Load {
-    /// The load at the harness's default scale: 25,000 requests of each command.
+    /// The load at the harness's default scale: 15,000 requests of each command.
     pub const SMALL: Load = Load {
-        requests: 25_000,
+        requests: 15_000,
         keys: 100_000,
         value_bytes: 256,
         pipeline: 8,

@@ -40,8 +40,8 @@ pub struct Script {
 /// canonical dump. Exercises the JSON encoder's growing output buffer (megabytes), the
 /// decoder's many small objects, and dropping a whole document at once.
 pub const PYTHON_JSON: &str = include_str!("../scripts/python/json_roundtrip.py");
-/// The record count of [`PYTHON_JSON`] at small scale (about 63 000 values).
-pub const PYTHON_JSON_SMALL: u64 = 3_000;
+/// The record count of [`PYTHON_JSON`] at small scale (about 32 000 values).
+pub const PYTHON_JSON_SMALL: u64 = 1_500;
 
 /// `python3 dict_churn.py N`: N operations on a dict of short-lived string keys whose
 /// working set grows and shrinks in four waves (inserts, deletes, hits and misses), with
@@ -51,7 +51,7 @@ pub const PYTHON_JSON_SMALL: u64 = 3_000;
 /// churn. Prints operation counts, sizes, a checksum and a sha256 of the final set.
 pub const PYTHON_DICT: &str = include_str!("../scripts/python/dict_churn.py");
 /// The operation count of [`PYTHON_DICT`] at small scale.
-pub const PYTHON_DICT_SMALL: u64 = 30_000;
+pub const PYTHON_DICT_SMALL: u64 = 15_000;
 
 /// `python3 object_tree.py N`: four rounds, each building a tree of about N small objects
 /// (instances of a class with `__slots__`, of one without, whose attributes live in a
@@ -62,7 +62,7 @@ pub const PYTHON_DICT_SMALL: u64 = 30_000;
 /// together and freed together, interleaved with younger ones.
 pub const PYTHON_TREE: &str = include_str!("../scripts/python/object_tree.py");
 /// The node count per tree of [`PYTHON_TREE`] at small scale.
-pub const PYTHON_TREE_SMALL: u64 = 4_000;
+pub const PYTHON_TREE_SMALL: u64 = 2_000;
 
 /// `lua5.4 churn.lua N`: N steps over a hash table of string-keyed entries that grows and
 /// shrinks in waves; each step formats and concatenates strings, inserts an entry (a table
@@ -73,7 +73,7 @@ pub const PYTHON_TREE_SMALL: u64 = 4_000;
 /// collector. Prints counts, sizes and a 64-bit FNV-1a digest.
 pub const LUA_CHURN: &str = include_str!("../scripts/lua/churn.lua");
 /// The step count of [`LUA_CHURN`] at small scale.
-pub const LUA_CHURN_SMALL: u64 = 20_000;
+pub const LUA_CHURN_SMALL: u64 = 10_000;
 
 /// `perl churn.pl N`: N synthetic log lines formatted with `sprintf`, parsed back with a
 /// regex of thirteen captures and checked, then folded into hashes (per host, per status),
@@ -83,7 +83,7 @@ pub const LUA_CHURN_SMALL: u64 = 20_000;
 /// session keys. Prints counts, sizes and an MD5 of the lines and the aggregates.
 pub const PERL_CHURN: &str = include_str!("../scripts/perl/churn.pl");
 /// The line count of [`PERL_CHURN`] at small scale.
-pub const PERL_CHURN_SMALL: u64 = 12_000;
+pub const PERL_CHURN_SMALL: u64 = 6_000;
 
 /// The interpreter scripts, in the suite's order: `python-json`, `python-dict`,
 /// `python-tree`, `lua`, `perl`.
@@ -133,7 +133,7 @@ pub const SQLITE_BULK: &str = include_str!("../scripts/sqlite/bulk.sql");
 /// The placeholder in [`SQLITE_BULK`] for the number of rows.
 pub const ROWS_PLACEHOLDER: &str = "@ROWS@";
 /// The row count of [`SQLITE_BULK`] at small scale.
-pub const SQLITE_SMALL_ROWS: u64 = 30_000;
+pub const SQLITE_SMALL_ROWS: u64 = 15_000;
 
 /// [`SQLITE_BULK`] with `rows` in place of every [`ROWS_PLACEHOLDER`] (at least one row).
 pub fn sqlite_script(rows: u64) -> String {
