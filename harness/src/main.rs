@@ -81,7 +81,8 @@ struct Common {
     scale: Scale,
     /// Runs per measurement, each in a fresh process [default: 5; the storage suite 1, its
     /// checks are stated for one run; the training suite 1, it is deterministic; the
-    /// programs suite 3, whole programs vary less from run to run than microbenchmarks].
+    /// programs suite 3, whole programs vary less from run to run than microbenchmarks; the
+    /// realtime suite 3, each run holds millions of timed calls].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     runs: Option<u32>,
     /// Seed of every workload's random choices (all allocators see the same requests).
@@ -338,6 +339,10 @@ fn runs_per_suite(common: &Common) -> Vec<(&'static str, u32)> {
             (
                 workloads::programs::SUITE,
                 workloads::programs::DEFAULT_RUNS,
+            ),
+            (
+                workloads::realtime::SUITE,
+                workloads::realtime::DEFAULT_RUNS,
             ),
         ],
     }

@@ -513,7 +513,14 @@ impl ReplayWorkload {
         let reps = params.scale.scaled(4);
         let start = std::time::Instant::now();
         for _ in 0..reps {
-            assert_eq!(replay(), warm, "a replay is deterministic");
+            // What the trace asks is the same every time; the heap's footprint need not be
+            // (memory it kept from an earlier replay serves the next).
+            let again = replay();
+            assert_eq!(
+                (again.peak_live_bytes, again.allocations),
+                (warm.peak_live_bytes, warm.allocations),
+                "a replay is deterministic"
+            );
         }
         let elapsed = start.elapsed();
         let calls = (run.events.len() as u64 * reps).max(1);
