@@ -113,12 +113,28 @@ pub struct Reconciled {
     pub in_process: f64,
     /// The ratio of their `time` medians as C programs under `LD_PRELOAD`.
     pub c_program: f64,
+    /// The widest spread of the four figures' runs (max over min): a disagreement no wider
+    /// than this could be one noisy run, and is not decided.
+    pub spread: f64,
 }
 
 impl Reconciled {
     /// How far apart the two ratios are: the larger over the smaller.
     pub fn disagreement(&self) -> f64 {
         (self.in_process / self.c_program).max(self.c_program / self.in_process)
+    }
+
+    /// Whether the comparison is decided: the two ratios agree (within
+    /// [`AGREEMENT_FACTOR`]), or they are further apart than that and than the runs'
+    /// own spread, which a noisy run could otherwise account for.
+    pub fn decided(&self) -> bool {
+        let apart = self.disagreement();
+        apart <= AGREEMENT_FACTOR || apart > self.spread
+    }
+
+    /// Decided, and further apart than [`AGREEMENT_FACTOR`].
+    pub fn disagrees(&self) -> bool {
+        self.decided() && self.disagreement() > AGREEMENT_FACTOR
     }
 }
 
@@ -142,8 +158,8 @@ pub fn reconciliation(results: &ResultsFile) -> Vec<Reconciled> {
         for t in view.threads_in(SUITE, Some(program)) {
             let time = |suite: &str, w: &str, a: &str| {
                 view.get(suite, w, a, t, "time")
-                    .map(|r| r.median)
-                    .filter(|v| *v > 0.0)
+                    .filter(|r| r.median > 0.0 && r.min > 0.0)
+                    .map(|r| (r.median, r.max / r.min))
             };
             for over in [BASELINE, "mimalloc"] {
                 for &(allocator, _) in SAME_HEAP {
@@ -168,8 +184,9 @@ pub fn reconciliation(results: &ResultsFile) -> Vec<Reconciled> {
                         threads: t,
                         allocator: allocator.to_owned(),
                         over: over.to_owned(),
-                        in_process: a / b,
-                        c_program: c / d,
+                        in_process: a.0 / b.0,
+                        c_program: c.0 / d.0,
+                        spread: a.1.max(b.1).max(c.1).max(d.1),
                     });
                 }
             }
@@ -334,9 +351,10 @@ fn reconciliation_table(out: &mut String, results: &ResultsFile) {
         "\nEach classic benchmark in-process (the `cpu` suite, through the allocator trait, \
          sizes known at free) and as a C program (`c-<name>`, through `LD_PRELOAD`), each \
          ratio of the medians of its measured phase (`time`). The two agree when they are \
-         within {AGREEMENT_FACTOR}x of each other. In-process `mimalloc` and `jemalloc` are \
-         the crates compiled into alloclab; as programs, the distribution's shared \
-         libraries.\n"
+         within {AGREEMENT_FACTOR}x of each other (✓); they disagree (✗) when further apart \
+         than that and than the runs' own spread (`spread`: the largest max / min of the \
+         four figures); a gap within that spread is not decided (·). In-process `mimalloc` and `jemalloc` are the crates \
+         compiled into alloclab; as programs, the distribution's shared libraries.\n"
     );
     table_header(
         out,
@@ -347,6 +365,7 @@ fn reconciliation_table(out: &mut String, results: &ResultsFile) {
             "in-process".to_owned(),
             "C program".to_owned(),
             "apart".to_owned(),
+            "spread".to_owned(),
         ],
         3,
     );
@@ -360,11 +379,14 @@ fn reconciliation_table(out: &mut String, results: &ResultsFile) {
                 format!("{} / {}", r.allocator, r.over),
                 format!("{:.2}", r.in_process),
                 format!("{:.2}", r.c_program),
-                if apart <= AGREEMENT_FACTOR {
-                    format!("{apart:.2}")
-                } else {
+                if !r.decided() {
+                    format!("{apart:.2} ·")
+                } else if r.disagrees() {
                     format!("**{apart:.2}** ✗")
+                } else {
+                    format!("{apart:.2} ✓")
                 },
+                format!("{:.2}", r.spread),
             ],
         );
     }
@@ -479,8 +501,17 @@ pub fn terminal_text(results: &ResultsFile) -> String {
             m.workload, m.allocator, m.why
         );
     }
-    for r in reconciliation(results) {
-        if r.disagreement() > AGREEMENT_FACTOR {
+    let rows = reconciliation(results);
+    let undecided = rows.iter().filter(|r| !r.decided()).count();
+    if undecided > 0 {
+        let _ = writeln!(
+            out,
+            "in-process vs C ratios: {undecided} of {} not decided (apart by more than {AGREEMENT_FACTOR}x, but by less than a heap's runs spread)",
+            rows.len()
+        );
+    }
+    for r in rows {
+        if r.disagrees() {
             let _ = writeln!(
                 out,
                 "in-process and C ratios apart: {} {} / {}: {:.2} in-process, {:.2} as a C program",
@@ -489,4 +520,187 @@ pub fn terminal_text(results: &ResultsFile) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::{FORMAT_NAME, FORMAT_VERSION, Header, Machine, Parameters, Record};
+
+    fn record(
+        suite: &str,
+        workload: &str,
+        allocator: &str,
+        metric: &str,
+        v: (f64, f64, f64),
+    ) -> Record {
+        Record {
+            suite: suite.into(),
+            workload: workload.into(),
+            allocator: allocator.into(),
+            threads: 2,
+            metric: metric.into(),
+            unit: "ms".into(),
+            median: v.0,
+            min: v.1,
+            max: v.2,
+            runs: 3,
+            lower_is_better: true,
+        }
+    }
+
+    fn file(records: Vec<Record>) -> ResultsFile {
+        ResultsFile {
+            format: FORMAT_NAME.into(),
+            version: FORMAT_VERSION,
+            header: Header {
+                machine: Machine {
+                    cpu_model: "Test CPU".into(),
+                    cores: 2,
+                    memory_bytes: 1 << 34,
+                    os: "linux".into(),
+                    arch: "x86_64".into(),
+                    kernel: "6.1.0".into(),
+                },
+                commit: "0000000".into(),
+                commit_dirty: false,
+                created_unix_s: 1_796_000_000,
+                command: "alloclab suite".into(),
+                parameters: Parameters {
+                    scale: "small".into(),
+                    runs: 3,
+                    threads: vec![2],
+                    seed: 42,
+                    suites: vec!["cpu".into(), SUITE.into()],
+                    allocators: vec!["wfspan".into(), "system".into()],
+                },
+                timer_overhead_ns: 20.0,
+            },
+            records,
+            failures: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    const STEADY: f64 = 1.05;
+
+    fn steady(v: f64) -> (f64, f64, f64) {
+        (v, v, v * STEADY)
+    }
+
+    #[test]
+    fn a_result_that_differs_from_the_baseline_or_between_runs_is_a_mismatch() {
+        let results = file(vec![
+            record(
+                SUITE,
+                "sqlite",
+                "system",
+                RESULT_DIGEST_METRIC,
+                (7.0, 7.0, 7.0),
+            ),
+            record(
+                SUITE,
+                "sqlite",
+                "wfspan",
+                RESULT_DIGEST_METRIC,
+                (7.0, 7.0, 7.0),
+            ),
+            record(
+                SUITE,
+                "lua",
+                "system",
+                RESULT_DIGEST_METRIC,
+                (5.0, 5.0, 5.0),
+            ),
+            record(
+                SUITE,
+                "lua",
+                "wfspan",
+                RESULT_DIGEST_METRIC,
+                (6.0, 6.0, 6.0),
+            ),
+            record(
+                SUITE,
+                "perl",
+                "system",
+                RESULT_DIGEST_METRIC,
+                (3.0, 3.0, 3.0),
+            ),
+            record(
+                SUITE,
+                "perl",
+                "wfspan",
+                RESULT_DIGEST_METRIC,
+                (3.0, 3.0, 4.0),
+            ),
+        ]);
+        let found = mismatches(&results);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(
+            found
+                .iter()
+                .any(|m| m.workload == "lua" && m.why.contains("system's"))
+        );
+        assert!(
+            found
+                .iter()
+                .any(|m| m.workload == "perl" && m.why.contains("run to run"))
+        );
+    }
+
+    #[test]
+    fn reconciliation_compares_the_two_paths_and_leaves_unsteady_runs_undecided() {
+        let results = file(vec![
+            // glibc-thread: in-process 0.4, as C 0.6: 1.5 apart, steady runs.
+            record("cpu", "glibc-thread", "system", "time", steady(100.0)),
+            record("cpu", "glibc-thread", "wfspan", "time", steady(40.0)),
+            record(SUITE, "c-glibc-thread", "system", "time", steady(100.0)),
+            record(SUITE, "c-glibc-thread", "wfspan", "time", steady(60.0)),
+            // larson: the same ratios, but one heap's runs spread 2x.
+            record("cpu", "larson", "system", "time", (100.0, 60.0, 120.0)),
+            record("cpu", "larson", "wfspan", "time", steady(40.0)),
+            record(SUITE, "c-larson", "system", "time", steady(100.0)),
+            record(SUITE, "c-larson", "wfspan", "time", steady(60.0)),
+            // rptest: 0.5 both ways.
+            record("cpu", "rptest", "system", "time", steady(100.0)),
+            record("cpu", "rptest", "wfspan", "time", steady(50.0)),
+            record(SUITE, "c-rptest", "system", "time", steady(80.0)),
+            record(SUITE, "c-rptest", "wfspan", "time", steady(40.0)),
+        ]);
+        let rows = reconciliation(&results);
+        let row = |w: &str| rows.iter().find(|r| r.workload == w).unwrap();
+        assert_eq!(rows.len(), 3, "{rows:?}");
+        let thread = row("glibc-thread");
+        assert!((thread.in_process - 0.4).abs() < 1e-9 && (thread.c_program - 0.6).abs() < 1e-9);
+        assert!(thread.decided() && thread.disagrees());
+        let larson = row("larson");
+        assert!(!larson.decided() && !larson.disagrees(), "{larson:?}");
+        assert!((larson.spread - 2.0).abs() < 1e-9);
+        let rp = row("rptest");
+        assert!(rp.decided() && !rp.disagrees());
+        let text = terminal_text(&results);
+        assert!(text.contains("1 of 3 not decided"), "{text}");
+        assert!(
+            text.contains("glibc-thread wfspan / system: 0.40 in-process, 0.60"),
+            "{text}"
+        );
+        assert!(!text.contains("larson wfspan"), "{text}");
+    }
+
+    #[test]
+    fn every_ratio_divides_by_the_program_with_nothing_preloaded() {
+        let results = file(vec![
+            record(SUITE, "cc", "wfspan", "wall", steady(90.0)),
+            record(SUITE, "cc", "system", "wall", steady(100.0)),
+            record(SUITE, "sqlite", "wfspan", "wall", steady(160.0)),
+            record(SUITE, "sqlite", "system", "wall", steady(100.0)),
+        ]);
+        let (mean, n) = mean_ratio(&results, "wfspan", "wall").unwrap();
+        assert_eq!(n, 2);
+        assert!((mean - (0.9f64 * 1.6).sqrt()).abs() < 1e-9);
+        let mut out = String::new();
+        markdown(&mut out, &results);
+        assert!(out.contains("| cc | 100.0 ms | **0.90** |"), "{out}");
+        assert!(out.contains("| sqlite | 100.0 ms | 1.60 |"), "{out}");
+    }
 }
