@@ -673,7 +673,6 @@ pub fn terminal_text(results: &ResultsFile) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{FORMAT_NAME, FORMAT_VERSION, Header, Machine, Parameters};
 
     fn record(
         suite: &str,
@@ -699,36 +698,7 @@ mod tests {
     }
 
     fn results(records: Vec<Record>) -> ResultsFile {
-        ResultsFile {
-            format: FORMAT_NAME.into(),
-            version: FORMAT_VERSION,
-            header: Header {
-                machine: Machine {
-                    cpu_model: "Test CPU".into(),
-                    cores: 2,
-                    memory_bytes: 1 << 30,
-                    os: "linux".into(),
-                    arch: "x86_64".into(),
-                    kernel: "6.1.0".into(),
-                },
-                commit: "0000000".into(),
-                commit_dirty: false,
-                created_unix_s: 1_796_000_000,
-                command: "alloclab suite".into(),
-                parameters: Parameters {
-                    scale: "small".into(),
-                    runs: 3,
-                    threads: vec![],
-                    seed: 42,
-                    suites: vec![],
-                    allocators: vec![],
-                },
-                timer_overhead_ns: 20.0,
-            },
-            records,
-            failures: Vec::new(),
-            notes: Vec::new(),
-        }
+        ResultsFile::of_records(records)
     }
 
     /// `cpu` records: (workload, allocator, time, footprint) at 2 threads.

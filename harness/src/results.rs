@@ -284,6 +284,43 @@ pub fn median_of_sorted(values: &[f64]) -> f64 {
 }
 
 #[cfg(test)]
+impl ResultsFile {
+    /// A file of `records` measured on a made-up machine with empty parameters, for tests.
+    pub(crate) fn of_records(records: Vec<Record>) -> Self {
+        ResultsFile {
+            format: FORMAT_NAME.into(),
+            version: FORMAT_VERSION,
+            header: Header {
+                machine: Machine {
+                    cpu_model: "Test CPU".into(),
+                    cores: 2,
+                    memory_bytes: 1 << 30,
+                    os: "linux".into(),
+                    arch: "x86_64".into(),
+                    kernel: "6.1.0".into(),
+                },
+                commit: "0000000".into(),
+                commit_dirty: false,
+                created_unix_s: 1_796_000_000,
+                command: "alloclab suite".into(),
+                parameters: Parameters {
+                    scale: "small".into(),
+                    runs: 3,
+                    threads: vec![],
+                    seed: 42,
+                    suites: vec![],
+                    allocators: vec![],
+                },
+                timer_overhead_ns: 20.0,
+            },
+            records,
+            failures: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

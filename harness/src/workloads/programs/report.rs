@@ -525,7 +525,7 @@ pub fn terminal_text(results: &ResultsFile) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{FORMAT_NAME, FORMAT_VERSION, Header, Machine, Parameters, Record};
+    use crate::results::Record;
 
     fn record(
         suite: &str,
@@ -550,36 +550,10 @@ mod tests {
     }
 
     fn file(records: Vec<Record>) -> ResultsFile {
-        ResultsFile {
-            format: FORMAT_NAME.into(),
-            version: FORMAT_VERSION,
-            header: Header {
-                machine: Machine {
-                    cpu_model: "Test CPU".into(),
-                    cores: 2,
-                    memory_bytes: 1 << 34,
-                    os: "linux".into(),
-                    arch: "x86_64".into(),
-                    kernel: "6.1.0".into(),
-                },
-                commit: "0000000".into(),
-                commit_dirty: false,
-                created_unix_s: 1_796_000_000,
-                command: "alloclab suite".into(),
-                parameters: Parameters {
-                    scale: "small".into(),
-                    runs: 3,
-                    threads: vec![2],
-                    seed: 42,
-                    suites: vec!["cpu".into(), SUITE.into()],
-                    allocators: vec!["wfspan".into(), "system".into()],
-                },
-                timer_overhead_ns: 20.0,
-            },
-            records,
-            failures: Vec::new(),
-            notes: Vec::new(),
-        }
+        let mut file = ResultsFile::of_records(records);
+        file.header.parameters.suites = vec!["cpu".into(), SUITE.into()];
+        file.header.parameters.allocators = vec!["wfspan".into(), "system".into()];
+        file
     }
 
     const STEADY: f64 = 1.05;
