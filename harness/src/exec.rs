@@ -177,6 +177,8 @@ pub fn exec(request: &Request) -> Result<(), String> {
         crate::ensure_writable_file(path)?;
     }
     libraries::ensure_built(&names)?;
+    // A Ctrl-C stops the command too, not only alloclab (it runs in a group of its own).
+    process::kill_programs_on_interrupt();
     let libraries: Vec<Option<PathBuf>> = names
         .iter()
         .map(|n| libraries::resolve(n))

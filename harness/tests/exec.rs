@@ -327,3 +327,56 @@ fn programs_suite_runs_each_program_with_the_same_result_under_every_heap() {
     assert!(report.contains("### Wall time over `system`'s"), "{report}");
     assert!(report.contains("### Peak RSS over `system`'s"));
 }
+
+#[test]
+fn an_interrupted_exec_stops_the_command_it_runs() {
+    let dir = scratch("interrupt");
+    let pid_file = dir.join("pid");
+    let script = format!("echo $$ > {}; exec sleep 30", pid_file.display());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_alloclab"))
+        .args([
+            "exec", "--alloc", "system", "--runs", "1", "--", "sh", "-c", &script,
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let pid: i32 = loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            break pid;
+        }
+        assert!(
+            started.elapsed().as_secs() < 20,
+            "the command never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    // SAFETY: signalling our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    // The command (now `sleep`, pid unchanged by exec) is gone or a zombie awaiting its
+    // new parent, within moments.
+    let gone = |pid: i32| {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            // The state follows the parenthesised command name.
+            Ok(stat) => stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        }
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !gone(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command outlived alloclab"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -361,7 +361,9 @@ impl Program {
             Kind::Redis => {
                 let programs = redis::Programs::find()?;
                 let load = redis::Load {
-                    requests: ctx.scaled(redis::Load::SMALL.requests),
+                    requests: ctx
+                        .scaled(redis::Load::SMALL.requests)
+                        .max(redis::MIN_REQUESTS),
                     ..redis::Load::SMALL
                 };
                 let out = redis::run(&programs, ctx.preload.as_deref(), &load, ctx.timeout)

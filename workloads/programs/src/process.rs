@@ -13,6 +13,7 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -254,15 +255,86 @@ pub fn spawn(spec: &Spec, stdout: Stdio, stderr: Stdio) -> Result<Child, RunErro
         program: spec.program.to_string_lossy().into_owned(),
         source,
     })?;
+    register_group(child.id() as libc::pid_t);
     if let (Some(input), Some(mut pipe)) = (spec.stdin.clone(), child.stdin.take()) {
-        // A program that exits without reading everything closes the pipe: the write fails
-        // with EPIPE (the harness ignores SIGPIPE's default or handles it), which is fine.
         std::thread::spawn(move || {
             use std::io::Write as _;
+            // A program that exits without reading everything closes the pipe. The write
+            // then fails with EPIPE, which is fine; the SIGPIPE that comes with it would end
+            // the whole process where its disposition is the default (the `alloclab` binary
+            // sets it so), so this thread blocks it: a blocked signal a write raises stays
+            // pending on this thread and is dropped when it ends.
+            // SAFETY: `set` is a valid, initialised signal set, and changing this thread's
+            // own mask has no effect on any other thread.
+            unsafe {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGPIPE);
+                libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            }
             let _ = pipe.write_all(&input);
         });
     }
     Ok(child)
+}
+
+/// The process groups of the programs running now (0: a free slot), for
+/// [`kill_programs_on_interrupt`]'s handler, which may only read atomics.
+static RUNNING_GROUPS: [AtomicI32; 8] = [const { AtomicI32::new(0) }; 8];
+
+/// Records a running program's process group (its pid: each starts a group of its own).
+fn register_group(pgid: libc::pid_t) {
+    for slot in &RUNNING_GROUPS {
+        if slot
+            .compare_exchange(0, pgid, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            return;
+        }
+    }
+    // More than eight programs at once: the rest are not killed on an interrupt, which is
+    // all that is lost.
+}
+
+/// Forgets a program's process group once it has been reaped.
+pub fn unregister_group(pgid: libc::pid_t) {
+    for slot in &RUNNING_GROUPS {
+        let _ = slot.compare_exchange(pgid, 0, Ordering::AcqRel, Ordering::Relaxed);
+    }
+}
+
+extern "C" fn kill_groups_and_reraise(signal: libc::c_int) {
+    for slot in &RUNNING_GROUPS {
+        let pgid = slot.load(Ordering::Acquire);
+        if pgid > 0 {
+            // SAFETY: kill is async-signal-safe; the group is one we created.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+    }
+    // SAFETY: signal and raise are async-signal-safe; with the default disposition back,
+    // the process ends by the signal it got, as it would have without this handler.
+    unsafe {
+        libc::signal(signal, libc::SIG_DFL);
+        libc::raise(signal);
+    }
+}
+
+/// Makes SIGINT, SIGTERM and SIGHUP kill every program this process is running (and what
+/// they started) before the process itself ends by the signal. Each program runs in a
+/// process group of its own, so a Ctrl-C at the terminal reaches only the harness: without
+/// this, an interrupted harness would leave its program running.
+pub fn kill_programs_on_interrupt() {
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only reads atomics and calls async-signal-safe functions;
+        // `action` is fully initialised before it is installed.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            let handler: extern "C" fn(libc::c_int) = kill_groups_and_reraise;
+            action.sa_sigaction = handler as *const () as usize;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+    }
 }
 
 /// What `wait4` returned for a child.
@@ -341,6 +413,7 @@ pub fn wait_measured(
         }
     };
     let _ = waiter.join();
+    unregister_group(pid);
     match got {
         Some(Ok(reaped)) => Ok(Some(reaped)),
         Some(Err(source)) => Err(RunError::Io {

@@ -42,6 +42,10 @@ pub struct Load {
     pub check_entries: u32,
 }
 
+/// The fewest requests of a command that a run sends: redis-benchmark times a command in
+/// whole milliseconds, and fewer requests can finish within one (a rate of `inf`).
+pub const MIN_REQUESTS: u64 = 2_000;
+
 impl Load {
     /// The load at the harness's default scale: 15,000 requests of each command.
     pub const SMALL: Load = Load {
@@ -368,7 +372,9 @@ pub fn parse_csv(text: &str) -> Result<Vec<(String, f64)>, String> {
             .to_lowercase();
         let rps: f64 = fields[1]
             .parse()
-            .map_err(|_| format!("unreadable rate in line '{line}'"))?;
+            .ok()
+            .filter(|r: &f64| r.is_finite() && *r >= 0.0)
+            .ok_or_else(|| format!("unreadable rate in line '{line}'"))?;
         out.push((name, rps));
     }
     Ok(out)
@@ -447,6 +453,7 @@ pub fn run(
                     libc::kill(-self.pid, libc::SIGKILL);
                     libc::waitpid(self.pid, std::ptr::null_mut(), 0);
                 }
+                process::unregister_group(self.pid);
             }
         }
     }
@@ -461,6 +468,7 @@ pub fn run(
         // SAFETY: `pid` is our unreaped child; WNOHANG does not block.
         if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
             guard.armed = false;
+            process::unregister_group(pid);
             let mut message = String::new();
             if let Some(mut err) = server.stderr {
                 let _ = err.read_to_string(&mut message);
@@ -563,6 +571,8 @@ mod tests {
             ]
         );
         assert!(parse_csv("\"SET\",\"fast\"\n").is_err());
+        // A run too short for its clock: redis-benchmark divides by zero milliseconds.
+        assert!(parse_csv("\"SET\",\"inf\"\n").is_err());
     }
 
     #[test]

@@ -76,6 +76,8 @@ pub fn unavailable(workload: &str) -> Option<String> {
 pub fn run(workload: &str, allocator: &str, params: &Params) -> Result<Vec<Sample>, String> {
     let program = catalog::find(workload).ok_or_else(|| format!("unknown program '{workload}'"))?;
     let preload = libraries::resolve(allocator)?;
+    // An interrupted suite stops the program it is running, too.
+    alloclab_programs::process::kill_programs_on_interrupt();
     let scratch = Scratch::new()?;
     let ctx = Context {
         preload,
