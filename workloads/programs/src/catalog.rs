@@ -354,8 +354,10 @@ impl Program {
                     ],
                 );
                 let exit = measured(spec, ctx)?;
-                // The compiler's result is its object code: the same bytes under every heap.
-                let code = object_text(&object)?;
+                // The compiler's result is its object file, the same bytes under every heap
+                // (the source's name, the one other thing it records, never changes).
+                let code = std::fs::read(&object)
+                    .map_err(|e| format!("cannot read {}: {e}", object.display()))?;
                 Ok(whole_program(&exit, process::digest(&code)))
             }
             Kind::Redis => {
@@ -441,12 +443,6 @@ fn write_input(dir: &Path, name: &str, text: &str) -> Result<PathBuf, String> {
     let path = dir.join(name);
     std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(path)
-}
-
-/// The bytes of an object file's code and data sections, without the file's name and
-/// timestamps (an ELF relocatable object has none; the whole file is its content).
-fn object_text(object: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(object).map_err(|e| format!("cannot read {}: {e}", object.display()))
 }
 
 fn run_classic(c: &ClassicProgram, ctx: &Context) -> Result<Measured, String> {
