@@ -197,8 +197,17 @@ pub fn resized_layout(old: Layout, new_size: usize) -> Result<Layout, AllocError
 /// Implementors guarantee that [`usable_size`](Self::usable_size) returns at least the size
 /// the block was allocated with, that the whole usable size may be written, and that
 /// [`deallocate_unsized`](Self::deallocate_unsized) frees exactly like
-/// [`Allocator::deallocate`] with the block's layout.
+/// [`Allocator::deallocate`] with the block's layout, and, where
+/// [`FREE_KEEPS_ERRNO`](Self::FREE_KEEPS_ERRNO) is `true`, that it never changes the calling
+/// thread's `errno`.
 pub unsafe trait MallocHeap: HostAllocator {
+    /// Whether [`deallocate_unsized`](Self::deallocate_unsized) leaves `errno` as it found it
+    /// (it makes no system call, or restores `errno` around the ones it makes). POSIX says
+    /// `free` does not change `errno`; where this is `false` the C `free` built on the heap
+    /// saves and restores it around every call, two calls of `__errno_location` on the
+    /// hottest path a C program has.
+    const FREE_KEEPS_ERRNO: bool = false;
+
     /// The number of bytes usable at `ptr` (at least the size asked for).
     ///
     /// # Safety

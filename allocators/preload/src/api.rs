@@ -76,9 +76,14 @@ pub unsafe fn free<H: MallocHeap>(heap: &H, ptr: *mut c_void) {
     let Some(block) = NonNull::new(ptr.cast::<u8>()) else {
         return;
     };
-    let _errno = errno::Preserved::new();
-    // SAFETY: the caller guarantees `block` is a live block of `heap`.
-    unsafe { heap.deallocate_unsized(block) }
+    if H::FREE_KEEPS_ERRNO {
+        // SAFETY: the caller guarantees `block` is a live block of `heap`.
+        unsafe { heap.deallocate_unsized(block) }
+    } else {
+        let _errno = errno::Preserved::new();
+        // SAFETY: as above.
+        unsafe { heap.deallocate_unsized(block) }
+    }
 }
 
 /// `calloc(count, size)`: `count * size` zero bytes aligned to [`MALLOC_ALIGNMENT`]; a

@@ -82,6 +82,17 @@ impl Default for Config {
 
 const MIN_REGION_BYTES: usize = 1 << 30;
 
+/// How many freed huge mappings (blocks too big for a span run, 2 MiB and up with the
+/// default spans) wfspan keeps for reuse instead of unmapping them. A program that
+/// allocates and frees blocks of a few MiB in turn otherwise pays an `mmap`, a `munmap`
+/// and a page fault per page on every block; glibc avoids the same by raising its mmap
+/// threshold after such a free, so that later blocks of that size come from its heap.
+pub const HUGE_CACHE_SLOTS: usize = 8;
+
+/// The most bytes the huge-mapping cache holds at once. Its pages stay resident (they were
+/// touched), so this bounds the memory the cache can keep from the OS.
+pub const HUGE_CACHE_BYTES: usize = 64 << 20;
+
 const UNINIT: u8 = 0;
 const INITIALIZING: u8 = 1;
 const READY: u8 = 2;
@@ -108,6 +119,11 @@ pub struct WfSpan {
     huge_live_bytes: AtomicU64,
     huge_allocations: AtomicU64,
     huge_deallocations: AtomicU64,
+    /// Freed huge mappings kept for reuse (see [`HUGE_CACHE_SLOTS`]): each slot holds a
+    /// mapping's base with its length in spans in the low bits (0: empty).
+    huge_cache: [AtomicUsize; HUGE_CACHE_SLOTS],
+    /// Bytes of the mappings in `huge_cache` (at most [`HUGE_CACHE_BYTES`]).
+    huge_cached_bytes: AtomicUsize,
     metadata_bytes: AtomicU64,
     heapless_frees: AtomicU64,
     heapless_bytes: AtomicU64,
@@ -198,6 +214,8 @@ impl WfSpan {
             huge_live_bytes: AtomicU64::new(0),
             huge_allocations: AtomicU64::new(0),
             huge_deallocations: AtomicU64::new(0),
+            huge_cache: [const { AtomicUsize::new(0) }; HUGE_CACHE_SLOTS],
+            huge_cached_bytes: AtomicUsize::new(0),
             metadata_bytes: AtomicU64::new(0),
             heapless_frees: AtomicU64::new(0),
             heapless_bytes: AtomicU64::new(0),
@@ -401,7 +419,7 @@ impl WfSpan {
             let block = unsafe { heap.alloc_run(self, run, align) };
             return NonNull::new(block).ok_or(AllocErrorKind::OutOfMemory);
         }
-        self.allocate_huge(size, align)
+        self.allocate_huge(size, align, false)
     }
 
     /// The run class (2^r spans) of an object of `size` bytes aligned to `align` that no
@@ -418,9 +436,16 @@ impl WfSpan {
         (run < RUN_CLASSES).then_some(run)
     }
 
-    /// A block in its own mapping: the one path that makes system calls.
+    /// A block in its own mapping: the one path that makes system calls. A mapping from the
+    /// huge cache is reused when one fits (at least the bytes needed, at most twice); `zero`
+    /// asks for zeroed memory, which a fresh mapping already is.
     #[cold]
-    fn allocate_huge(&self, size: usize, align: usize) -> Result<NonNull<u8>, AllocErrorKind> {
+    fn allocate_huge(
+        &self,
+        size: usize,
+        align: usize,
+        zero: bool,
+    ) -> Result<NonNull<u8>, AllocErrorKind> {
         let span_bytes = self.config.span_bytes;
         if !self.ready() {
             self.init()?;
@@ -436,9 +461,22 @@ impl WfSpan {
             .and_then(|t| t.checked_next_multiple_of(os::page_bytes()))
             .filter(|&t| t <= isize::MAX as usize / 2)
             .ok_or(AllocErrorKind::SizeUnsupported)?;
-        let (base, len) =
-            os::map_aligned(total, align.max(span_bytes)).ok_or(AllocErrorKind::OutOfMemory)?;
-        let base = base.as_ptr() as usize;
+        let cached = if align < span_bytes {
+            self.take_cached_mapping(total)
+        } else {
+            None
+        };
+        let fresh = cached.is_none();
+        let (base, len) = match cached {
+            Some(mapping) => mapping,
+            None => {
+                let (base, len) = os::map_aligned(total, align.max(span_bytes))
+                    .ok_or(AllocErrorKind::OutOfMemory)?;
+                let now = self.huge_bytes.fetch_add(len as u64, Ordering::Relaxed) + len as u64;
+                self.huge_peak_bytes.fetch_max(now, Ordering::Relaxed);
+                (base.as_ptr() as usize, len)
+            }
+        };
         let offset = if align >= span_bytes {
             align
         } else {
@@ -446,20 +484,99 @@ impl WfSpan {
         };
         let object = base + offset;
         let header = SpanHeader::of(object as *mut u8, span_bytes);
-        // SAFETY: the header lies inside our fresh mapping, before the object.
+        // SAFETY: the header lies inside our mapping (fresh, or taken from the cache and so
+        // ours alone), before the object.
         unsafe {
             SpanHeader::init(header, u32::MAX);
             (*header).kind = Kind::Huge;
             (*header).object_offset = offset;
             (*header).mapping = (base, len);
+            if zero && !fresh {
+                (object as *mut u8).write_bytes(0, size);
+            }
         }
-        let now = self.huge_bytes.fetch_add(len as u64, Ordering::Relaxed) + len as u64;
-        self.huge_peak_bytes.fetch_max(now, Ordering::Relaxed);
         self.huge_allocations.fetch_add(1, Ordering::Relaxed);
         self.huge_live_bytes
             .fetch_add((len - offset) as u64, Ordering::Relaxed);
         // SAFETY: inside a successful mapping, hence non-null.
         Ok(unsafe { NonNull::new_unchecked(object as *mut u8) })
+    }
+
+    /// Takes a cached mapping of at least `need` bytes and at most twice that; bounded:
+    /// one look at each slot, one swap per candidate.
+    fn take_cached_mapping(&self, need: usize) -> Option<(usize, usize)> {
+        let span_bytes = self.config.span_bytes;
+        for slot in &self.huge_cache {
+            let word = slot.load(Ordering::Relaxed);
+            if word == 0 {
+                continue;
+            }
+            // The low bits say the length in spans (rounded down, capped): a hint read
+            // before the slot is ours; the header says the exact length after.
+            let hint = (word & (span_bytes - 1)) * span_bytes;
+            if hint + span_bytes <= need || hint > 2 * need {
+                continue;
+            }
+            if slot
+                .compare_exchange(word, 0, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            let base = word & !(span_bytes - 1);
+            // SAFETY: the mapping is ours alone since the exchange; its header (at its
+            // base's colour, as for any huge block aligned below a span) was written by
+            // the free that cached it.
+            let len = unsafe { (*header_at(base, span_bytes)).mapping.1 };
+            self.huge_cached_bytes.fetch_sub(len, Ordering::Relaxed);
+            if len >= need && len <= 2 * need {
+                return Some((base, len));
+            }
+            // The hint was off by the rounding: give it back, or unmap it if that fails.
+            if !self.cache_mapping(base, len) {
+                self.unmap_huge(base, len);
+            }
+        }
+        None
+    }
+
+    /// Puts the freed mapping `base..base + len` in the huge cache; `false` (and nothing
+    /// changed) when the cache is full or the mapping is too big for it.
+    fn cache_mapping(&self, base: usize, len: usize) -> bool {
+        let span_bytes = self.config.span_bytes;
+        let spans = len / span_bytes;
+        if spans == 0 || spans >= span_bytes || len > HUGE_CACHE_BYTES {
+            return false;
+        }
+        if self.huge_cached_bytes.fetch_add(len, Ordering::Relaxed) + len > HUGE_CACHE_BYTES {
+            self.huge_cached_bytes.fetch_sub(len, Ordering::Relaxed);
+            return false;
+        }
+        for slot in &self.huge_cache {
+            if slot.load(Ordering::Relaxed) == 0
+                && slot
+                    .compare_exchange(0, base | spans, Ordering::Release, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return true;
+            }
+        }
+        self.huge_cached_bytes.fetch_sub(len, Ordering::Relaxed);
+        false
+    }
+
+    /// Unmaps a huge mapping nobody uses any more.
+    fn unmap_huge(&self, base: usize, len: usize) {
+        self.huge_bytes.fetch_sub(len as u64, Ordering::Relaxed);
+        // SAFETY: the mapping is ours alone and unused (freed, or just taken from the cache).
+        unsafe { os::unmap(NonNull::new_unchecked(base as *mut u8), len) };
+    }
+
+    /// Whether `layout` is served by a huge mapping (no size class, no span run).
+    fn is_huge(&self, layout: Layout) -> bool {
+        let size = layout.size().max(1);
+        class_for(size, layout.align(), self.max_class).is_none()
+            && self.run_class_for(size, layout.align()).is_none()
     }
 
     /// Frees a block of this allocator allocated with `layout`. The layout only picks the
@@ -545,11 +662,15 @@ impl WfSpan {
                 }
                 Kind::Huge => {
                     let (base, len) = (*span).mapping;
-                    self.huge_bytes.fetch_sub(len as u64, Ordering::Relaxed);
                     self.huge_deallocations.fetch_add(1, Ordering::Relaxed);
                     self.huge_live_bytes
                         .fetch_sub((len - (*span).object_offset) as u64, Ordering::Relaxed);
-                    os::unmap(NonNull::new_unchecked(base as *mut u8), len);
+                    // A mapping whose header sits at its base (any alignment below a span)
+                    // can serve the next huge block; others go back to the OS.
+                    let reusable = (*span).object_offset < self.config.span_bytes;
+                    if !(reusable && self.cache_mapping(base, len)) {
+                        self.unmap_huge(base, len);
+                    }
                 }
             }
         }
@@ -591,6 +712,7 @@ impl WfSpan {
     /// # Safety
     ///
     /// `block` is a live block of `self`.
+    #[inline]
     unsafe fn block_usable_size(&self, block: NonNull<u8>) -> usize {
         let span = SpanHeader::of(block.as_ptr(), self.config.span_bytes);
         // SAFETY: the block is live, so its header is initialised.
@@ -634,8 +756,18 @@ impl WfSpan {
         }
     }
 
-    /// Unmaps every span, for an instance that is not a `static`.
+    /// Unmaps every span and cached huge mapping, for an instance that is not a `static`.
     fn release_region(&mut self) {
+        let span_bytes = self.config.span_bytes;
+        for i in 0..HUGE_CACHE_SLOTS {
+            let word = core::mem::take(self.huge_cache[i].get_mut());
+            if word != 0 {
+                let base = word & !(span_bytes - 1);
+                // SAFETY: a cached mapping is unused; its header holds its length.
+                let len = unsafe { (*header_at(base, span_bytes)).mapping.1 };
+                self.unmap_huge(base, len);
+            }
+        }
         let base = *self.region_base.get_mut();
         let end = *self.region_end.get_mut();
         if let Some(base) = NonNull::new(base as *mut u8) {
@@ -738,6 +870,20 @@ impl Allocator for WfSpan {
 }
 
 impl HostAllocator for WfSpan {
+    /// A huge block from a fresh mapping is zero already and is not written; every other
+    /// block is zeroed.
+    fn allocate_zeroed(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+        if self.is_huge(layout) {
+            return self
+                .allocate_huge(layout.size().max(1), layout.align(), true)
+                .map_err(|kind| AllocError::new(layout, kind));
+        }
+        let block = self.allocate(layout)?;
+        // SAFETY: `allocate` returned a live block of at least `layout.size()` bytes.
+        unsafe { block.as_ptr().write_bytes(0, layout.size()) };
+        Ok(block)
+    }
+
     /// In place when the new size falls in the block's own size class (or run class); else
     /// allocate, copy, free.
     unsafe fn reallocate(
@@ -764,13 +910,18 @@ impl HostAllocator for WfSpan {
 
 // SAFETY: `usable_size` reports the block's class size, run or mapping remainder, all of
 // which were set aside for the block; `deallocate_unsized` is `deallocate`, which never
-// reads the layout.
+// reads the layout; and the only system calls a free makes (`os::unmap`, `os::discard`)
+// restore `errno`.
 unsafe impl MallocHeap for WfSpan {
+    const FREE_KEEPS_ERRNO: bool = true;
+
+    #[inline]
     unsafe fn usable_size(&self, ptr: NonNull<u8>) -> usize {
         // SAFETY: per the trait contract `ptr` is live.
         unsafe { self.block_usable_size(ptr) }
     }
 
+    #[inline]
     unsafe fn deallocate_unsized(&self, ptr: NonNull<u8>) {
         // SAFETY: per the trait contract `ptr` is live.
         unsafe { self.free_block(ptr) }

@@ -31,7 +31,9 @@
 //!   remote free of it has not counted itself yet.
 //! * **Helping** (`help`): a thread whose one-shot pops failed publishes a request; every
 //!   thread helps at most H = 1 other and queries P = N public lists.
-//! * **Threads** (`thread`): a heap per thread found through a thread-local, released at
+//! * **Threads** (`thread`): a heap per thread found through a thread-local word (`tls`:
+//!   initial-exec ELF TLS on x86_64 Linux, two instructions from the thread pointer, also
+//!   in the `LD_PRELOAD` library), released at
 //!   thread exit by a pthread key destructor, adopted by the next thread — no allocation on
 //!   any of these paths, so `WfSpan` can be the global allocator.
 //! * Fresh spans come from one reserved region (`os`) with a `fetch_add` on a bump pointer.
@@ -70,13 +72,16 @@ pub mod size_class;
 mod span;
 #[cfg(not(loom))]
 mod thread;
+#[cfg(not(loom))]
+mod tls;
 
 #[cfg(not(loom))]
 mod allocator;
 
 #[cfg(not(loom))]
 pub use allocator::{
-    Config, MAX_SPANS_PER_CLASS, StepBound, WfSpan, step_bound, stranded_bound_bytes,
+    Config, HUGE_CACHE_BYTES, HUGE_CACHE_SLOTS, MAX_SPANS_PER_CLASS, StepBound, WfSpan, step_bound,
+    stranded_bound_bytes,
 };
 
 #[cfg(all(test, loom))]

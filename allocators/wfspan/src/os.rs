@@ -38,9 +38,29 @@ pub fn map(len: usize, reserve_only: bool) -> Option<NonNull<u8>> {
 /// # Safety
 ///
 /// `addr..addr + len` is (part of) a mapping made by [`map`] that nothing uses any more.
+/// `errno` is left as it was (a free calls this, and C's `free` keeps `errno`).
 pub unsafe fn unmap(addr: NonNull<u8>, len: usize) {
+    let _errno = KeepErrno::new();
     // SAFETY: the caller guarantees the range is ours and unused.
     unsafe { libc::munmap(addr.as_ptr().cast(), len) };
+}
+
+/// Restores the calling thread's `errno` when dropped, around a system call on a free path.
+struct KeepErrno(libc::c_int);
+
+impl KeepErrno {
+    fn new() -> Self {
+        // SAFETY: `__errno_location` returns the calling thread's `errno`, valid while the
+        // thread runs.
+        Self(unsafe { *libc::__errno_location() })
+    }
+}
+
+impl Drop for KeepErrno {
+    fn drop(&mut self) {
+        // SAFETY: as in `new`; only this thread writes its own `errno`.
+        unsafe { *libc::__errno_location() = self.0 }
+    }
 }
 
 /// Reserves an address range of up to `len` bytes aligned to `align` (a power of two): tries

@@ -133,6 +133,9 @@ pub struct RemoteSide {
     pub reclaim: ReclaimCounter,
 }
 
+/// How many bytes of blocks one [`SpanHeader::carve`] makes ready: a page.
+pub const CARVE_BYTES: usize = 4096;
+
 /// Bytes reserved for the header at the start of a span.
 pub const HEADER_BYTES: usize = core::mem::size_of::<SpanHeader>().next_multiple_of(64);
 
@@ -317,8 +320,17 @@ impl SpanHeader {
         unsafe { self.carve(span_bytes) }
     }
 
-    /// Carves the next never-used block (from the span's end backwards); null when the span
-    /// is fully carved.
+    /// Carves never-used blocks (from the span's end backwards): returns the first and puts
+    /// the rest of a batch of [`CARVE_BYTES`] (at least one block, at most what is left) on
+    /// the local free list, lowest address last, so that they go out in address order
+    /// (downwards, as carving goes).
+    /// Null when the span is fully carved.
+    ///
+    /// A batch rather than one block a call: a span emptied and handed to another class
+    /// (or formatted fresh) is carved again from scratch, and carving one block per slow
+    /// path made 93 of 100 allocations slow in a loop of 1,600 256-byte blocks. The batch
+    /// is one step of the step bound, of at most `CARVE_BYTES / 16` link writes, all to
+    /// memory the next allocations touch anyway.
     ///
     /// # Safety
     ///
@@ -327,13 +339,26 @@ impl SpanHeader {
     pub unsafe fn carve(&self, span_bytes: usize) -> *mut u8 {
         // SAFETY: owner-only access per the contract.
         let local = unsafe { self.local() };
-        if local.carved < self.block_count {
-            local.carved += 1;
-            local.allocated += 1;
-            let from_end = local.carved as usize * self.block_bytes as usize;
-            return (span_base(self, span_bytes) + span_bytes - from_end) as *mut u8;
+        let left = self.block_count - local.carved;
+        if left == 0 {
+            return ptr::null_mut();
         }
-        ptr::null_mut()
+        let bytes = self.block_bytes as usize;
+        let batch = (CARVE_BYTES / bytes).clamp(1, left as usize);
+        // The uncarved blocks end where the carved ones begin.
+        let end = span_base(self, span_bytes) + span_bytes - local.carved as usize * bytes;
+        let mut next = local.free;
+        for i in (1..batch).rev() {
+            let block = (end - (i + 1) * bytes) as *mut u8;
+            // SAFETY: an uncarved block of this span: free memory of ours, big enough and
+            // aligned for a link.
+            unsafe { block.cast::<*mut u8>().write(next) };
+            next = block;
+        }
+        local.free = next;
+        local.carved += batch as u32;
+        local.allocated += 1;
+        (end - bytes) as *mut u8
     }
 
     /// Puts a block back on the local free list (a local free, or a consumed remote free).

@@ -1,8 +1,8 @@
 //! Binding threads to heaps, without ever allocating.
 //!
-//! A thread finds its heap through a thread-local pointer: the head of a short chain of the
-//! heaps it owns, one per allocator instance it has used (usually one). The thread-local is
-//! a plain `Cell` with a constant initialiser and no destructor, so touching it neither
+//! A thread finds its heap through a thread-local pointer (`tls`): the head of a short chain
+//! of the heaps it owns, one per allocator instance it has used (usually one). The
+//! thread-local is one zero-initialised word with no destructor, so touching it neither
 //! allocates nor registers anything — essential inside `malloc`.
 //!
 //! Thread exit is caught with a `pthread` key destructor (the key is created once per
@@ -12,16 +12,12 @@
 //! 10,000 threads uses as many heaps as it ever had threads alive at once. Frees that arrive
 //! after the destructor (from later destructors) take the remote path, which needs no heap.
 
-use core::cell::Cell;
 use core::ptr;
 
 use alloclab_core::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::heap::Heap;
-
-std::thread_local! {
-    static BOUND: Cell<*mut Heap> = const { Cell::new(ptr::null_mut()) };
-}
+use crate::tls::BOUND;
 
 /// The process's pthread key plus one (0: not created yet).
 static EXIT_KEY: AtomicUsize = AtomicUsize::new(0);

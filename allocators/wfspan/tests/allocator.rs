@@ -359,3 +359,68 @@ fn a_class_with_a_full_span_table_keeps_every_block() {
     }
     assert!(heap.violations().is_empty(), "{:?}", heap.violations());
 }
+
+#[test]
+fn freed_huge_mappings_are_reused_and_the_cache_stays_bounded() {
+    use alloclab_wfspan::{HUGE_CACHE_BYTES, HUGE_CACHE_SLOTS};
+    let heap = WfSpan::new();
+    let l = layout(3 << 20, 16);
+    let a = heap.allocate(l).unwrap();
+    fill(a, l.size(), 0x5a);
+    // SAFETY: live block of `heap`, freed once.
+    unsafe { heap.deallocate(a, l) };
+    let footprint = heap.stats().footprint_bytes.unwrap();
+    // The same size again takes the cached mapping: same address, no new footprint.
+    let b = heap.allocate(l).unwrap();
+    assert_eq!(a, b, "the freed mapping was not reused");
+    assert_eq!(heap.stats().footprint_bytes.unwrap(), footprint);
+    // SAFETY: live block of `heap`, freed once.
+    unsafe { heap.deallocate(b, l) };
+
+    // Zeroed memory from a reused mapping is zero, though the mapping held 0x5a.
+    let z = heap.allocate_zeroed(l).unwrap();
+    assert_eq!(z, a);
+    check(z, l.size(), 0);
+    // A much smaller huge block does not take a mapping more than twice its size.
+    let small = layout(1 << 20, 16);
+    let c = heap.allocate(small).unwrap();
+    assert_ne!(c, z);
+    // SAFETY: live blocks of `heap`, each freed once.
+    unsafe {
+        heap.deallocate(z, l);
+        heap.deallocate(c, small);
+    }
+
+    // Many huge blocks freed at once: beyond the cache's bounds they are unmapped.
+    let many: Vec<_> = (0..3 * HUGE_CACHE_SLOTS)
+        .map(|_| heap.allocate(l).unwrap())
+        .collect();
+    let live_footprint = heap.stats().footprint_bytes.unwrap();
+    for p in many {
+        // SAFETY: live blocks of `heap`, each freed once.
+        unsafe { heap.deallocate(p, l) };
+    }
+    let after = heap.stats().footprint_bytes.unwrap();
+    assert!(after < live_footprint, "nothing was unmapped");
+    // What stays mapped beyond the spans is the cache: at most its byte bound.
+    assert!(
+        after <= footprint + HUGE_CACHE_BYTES as u64,
+        "{} bytes stayed mapped beyond the cache's {HUGE_CACHE_BYTES}",
+        after - footprint
+    );
+    assert_eq!(heap.stats().live_bytes, Some(0));
+}
+
+#[test]
+fn huge_blocks_aligned_to_a_span_or_more_are_served_and_freed() {
+    let heap = WfSpan::new();
+    for align in [64 << 10, 1 << 20, 4 << 20] {
+        let l = layout(5 << 20, align);
+        let a = heap.allocate(l).unwrap();
+        assert_eq!(a.as_ptr() as usize % align, 0);
+        fill(a, l.size(), 1);
+        // SAFETY: live block of `heap`, freed once.
+        unsafe { heap.deallocate(a, l) };
+    }
+    assert_eq!(heap.stats().live_bytes, Some(0));
+}

@@ -1,0 +1,173 @@
+//! The one thread-local word wfspan keeps: the head of the calling thread's chain of heaps.
+//!
+//! Every allocation and free reads it, so how it is reached matters. Rust's `thread_local!`
+//! compiled into a shared object (the `LD_PRELOAD` library is a `cdylib`) uses the ELF
+//! *general-dynamic* TLS model: each access calls `__tls_get_addr`, a function call plus a
+//! lookup in the thread's dynamic thread vector — about a tenth of the instructions of a
+//! C program's malloc/free pair here, measured with callgrind. glibc's, mimalloc's and
+//! jemalloc's libraries use the *initial-exec* model instead: the variable lives in the
+//! static TLS block at a fixed offset from the thread pointer, known once the library is
+//! loaded, so an access is two instructions and a load. Stable Rust cannot ask for a TLS
+//! model, so on x86_64 Linux the word is an ELF TLS symbol of our own, defined in assembly,
+//! and read through its initial-exec GOT entry (`@GOTTPOFF`) added to the thread pointer.
+//!
+//! Why this is sound:
+//!
+//! * **The thread pointer.** The x86_64 TLS ABI (Drepper, "ELF Handling For Thread-Local
+//!   Storage", section 4.3) puts the thread control block at `%fs` and requires its first
+//!   word to hold its own address, so `mov %fs:0` is the thread pointer in glibc and musl;
+//!   static TLS sits at negative offsets from it.
+//! * **Threads alloclab never saw start.** The dynamic loader allocates and zero-fills
+//!   every thread's static TLS block (`.tbss`) when the thread is created, whoever creates
+//!   it; a zero word is "no heap yet", which is what [`crate::thread`] expects.
+//! * **`LD_PRELOAD` and linking into a program.** Libraries loaded at start-up and the
+//!   executable get static TLS by construction; in an executable the linker may turn the
+//!   GOT load into an immediate (initial-exec to local-exec), with the same result.
+//! * **`dlopen`.** A library with initial-exec TLS loaded later takes its block from the
+//!   static TLS surplus glibc reserves for that purpose (about 1.6 KiB by default; the
+//!   `glibc.rtld.optional_static_tls` tunable); eight bytes fit. If none were left, `dlopen`
+//!   would fail cleanly ("cannot allocate memory in static TLS block"), never corrupt. This
+//!   is the same requirement glibc's own `libc.so` and mimalloc's and jemalloc's libraries
+//!   make.
+//! * **One symbol per linked object.** The symbol is `.hidden`: each executable or shared
+//!   object that links wfspan has its own word, none is exported or interposed, so a
+//!   program that both preloads the wfspan library and links wfspan (an alloclab harness
+//!   run under the preload) keeps two independent bindings, as it keeps two heaps.
+//!
+//! Elsewhere (other architectures, Miri) the word is a `thread_local!` `Cell` with a
+//! constant initialiser, which needs no destructor and no allocation either.
+
+use crate::heap::Heap;
+
+/// The calling thread's chain of heaps (null: none).
+pub static BOUND: Slot = Slot;
+
+/// Access to the calling thread's word: [`get`](Slot::get), [`set`](Slot::set) and
+/// [`replace`](Slot::replace), like a `Cell<*mut Heap>` of the calling thread.
+pub struct Slot;
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
+mod word {
+    use super::Heap;
+
+    // The word, in the thread-local BSS (`.tbss`: zero-filled for every thread). `awT`:
+    // allocatable, writable, TLS.
+    core::arch::global_asm!(
+        ".pushsection .tbss.alloclab_wfspan_thread_heaps,\"awT\",@nobits",
+        ".p2align 3",
+        ".globl alloclab_wfspan_thread_heaps",
+        ".hidden alloclab_wfspan_thread_heaps",
+        ".type alloclab_wfspan_thread_heaps,@object",
+        ".size alloclab_wfspan_thread_heaps,8",
+        "alloclab_wfspan_thread_heaps:",
+        ".zero 8",
+        ".popsection",
+    );
+
+    /// The address of the calling thread's word.
+    #[inline(always)]
+    pub fn address() -> *mut *mut Heap {
+        let address: usize;
+        // SAFETY: reads the thread pointer (`%fs:0`, the TCB's pointer to itself, which the
+        // x86_64 TLS ABI guarantees) and the word's offset from it (its initial-exec GOT
+        // entry, filled in by the loader before any code of ours runs); both are constant
+        // for the life of the thread, so the asm is pure. It touches no stack and only
+        // reads memory.
+        unsafe {
+            core::arch::asm!(
+                "mov {address}, qword ptr fs:[0]",
+                "add {address}, qword ptr [rip + alloclab_wfspan_thread_heaps@GOTTPOFF]",
+                address = out(reg) address,
+                options(pure, readonly, nostack),
+            );
+        }
+        address as *mut *mut Heap
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux", not(miri))))]
+mod word {
+    use core::cell::Cell;
+    use core::ptr;
+
+    use super::Heap;
+
+    std::thread_local! {
+        static WORD: Cell<*mut Heap> = const { Cell::new(ptr::null_mut()) };
+    }
+
+    /// The address of the calling thread's word.
+    #[inline(always)]
+    pub fn address() -> *mut *mut Heap {
+        WORD.with(Cell::as_ptr)
+    }
+}
+
+impl Slot {
+    /// The calling thread's chain head.
+    #[inline(always)]
+    pub fn get(&self) -> *mut Heap {
+        // SAFETY: the word is the calling thread's own, aligned, initialised (zero-filled
+        // at thread creation) and only ever accessed by this thread, one access at a time.
+        unsafe { word::address().read() }
+    }
+
+    /// Sets the calling thread's chain head.
+    #[inline(always)]
+    pub fn set(&self, heap: *mut Heap) {
+        // SAFETY: as in `get`.
+        unsafe { word::address().write(heap) }
+    }
+
+    /// Sets the calling thread's chain head and returns the old one.
+    #[inline(always)]
+    pub fn replace(&self, heap: *mut Heap) -> *mut Heap {
+        let old = self.get();
+        self.set(heap);
+        old
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use core::ptr;
+
+    use super::*;
+
+    #[test]
+    fn each_thread_has_its_own_zero_initialised_word() {
+        let here = 0x1000 as *mut Heap;
+        BOUND.set(here);
+        assert_eq!(BOUND.get(), here);
+        let seen = std::thread::spawn(|| {
+            let first = BOUND.get() as usize;
+            BOUND.set(0x2000 as *mut Heap);
+            (first, BOUND.replace(ptr::null_mut()) as usize)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(seen, (0, 0x2000), "a new thread starts with no heap");
+        assert_eq!(
+            BOUND.get(),
+            here,
+            "another thread's writes are not seen here"
+        );
+        assert_eq!(BOUND.replace(ptr::null_mut()), here);
+    }
+
+    #[test]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
+    fn the_word_lies_in_the_threads_static_tls_block() {
+        // Static TLS on x86_64 sits just below the thread pointer (variant II), within a
+        // few MiB; a general-dynamic block from `__tls_get_addr` could be anywhere.
+        let word = word::address() as usize;
+        let thread_pointer: usize;
+        // SAFETY: reads `%fs:0`, as `word::address` does.
+        unsafe {
+            core::arch::asm!("mov {tp}, qword ptr fs:[0]", tp = out(reg) thread_pointer,
+                options(pure, readonly, nostack));
+        }
+        assert!(word < thread_pointer && thread_pointer - word < (4 << 20));
+        assert_eq!(word % 8, 0);
+    }
+}
