@@ -221,4 +221,19 @@ pub unsafe trait MallocHeap: HostAllocator {
     ///
     /// `ptr` is a live block of this heap; it must not be used afterwards.
     unsafe fn deallocate_unsized(&self, ptr: NonNull<u8>);
+
+    /// Frees `ptr`, told the size the program believes it allocated (C++ sized delete). The
+    /// size is a hint that may be wrong (a program's bug): an implementation may use it to
+    /// find the block faster but must free correctly whatever it says. The default ignores
+    /// it.
+    ///
+    /// # Safety
+    ///
+    /// As [`deallocate_unsized`](Self::deallocate_unsized).
+    #[inline]
+    unsafe fn deallocate_with_size(&self, ptr: NonNull<u8>, size: usize) {
+        let _ = size;
+        // SAFETY: forwarded from the caller.
+        unsafe { self.deallocate_unsized(ptr) }
+    }
 }

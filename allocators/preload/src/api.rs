@@ -273,8 +273,10 @@ fn layout(size: usize, alignment: usize) -> Option<Layout> {
     Layout::from_size_align(size.max(1), alignment.max(MALLOC_ALIGNMENT)).ok()
 }
 
+/// A block of `size` bytes aligned to `alignment` (a power of two), with the C rules of
+/// [`layout`] applied.
 #[inline]
-fn allocate<H: MallocHeap>(
+pub(crate) fn allocate<H: MallocHeap>(
     heap: &H,
     size: usize,
     alignment: usize,

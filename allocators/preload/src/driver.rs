@@ -39,6 +39,9 @@ use std::{env, fs, thread};
 /// The C program [`c_program_under_preload`] compiles and runs.
 pub const STRESS_C_SOURCE: &str = include_str!("driver/stress.c");
 
+/// The C++ program [`cxx_program_under_preload`] compiles and runs.
+pub const CXX_SOURCE: &str = include_str!("driver/cxx.cc");
+
 /// How long any one program may run before it is killed and the test fails (a deadlock in
 /// the heap shows up as a timeout, not a hung test run).
 pub const PROGRAM_TIMEOUT: Duration = Duration::from_secs(300);
@@ -131,6 +134,47 @@ pub fn c_program_under_preload(so: &Path, heap_name: &str) -> Outcome {
         "all ok".to_owned(),
     ];
     assert_lines("stress under LD_PRELOAD", &ran, &expected);
+    Outcome::Passed
+}
+
+/// Compiles [`CXX_SOURCE`] with `c++ -std=c++17` and runs it under `LD_PRELOAD=so`: every
+/// form of `operator new` and `operator delete` must resolve to the preload library, give
+/// aligned, usable blocks and free them (sizes up to 3 MB, alignments up to 2 MiB, a wrong
+/// size at sized delete included); a failed allocation must call the new handler until it
+/// is uninstalled and then throw `std::bad_alloc`, and the `nothrow` forms return null;
+/// four threads delete each other's blocks.
+///
+/// # Panics
+///
+/// If the program fails to compile, exits non-zero, times out, or prints something else.
+pub fn cxx_program_under_preload(so: &Path) -> Outcome {
+    if let Some(skip) = require_tools("cxx_program_under_preload", &["c++"]) {
+        return skip;
+    }
+    let dir = ScratchDir::new("cxx-program");
+    let source = dir.path().join("cxx.cc");
+    let binary = dir.path().join("cxx");
+    fs::write(&source, CXX_SOURCE).expect("write cxx.cc");
+    let compiled = run(Command::new("c++")
+        .args(["-std=c++17", "-O2", "-Wall", "-pthread", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .arg("-ldl"));
+    assert_success("c++ cxx.cc", &compiled);
+    let library = so
+        .file_stem()
+        .and_then(OsStr::to_str)
+        .expect("the library's file name is UTF-8");
+    let ran = run(preloaded(Command::new(&binary).arg(library), so));
+    assert_success("cxx under LD_PRELOAD", &ran);
+    let expected = [
+        "symbols: ok 20".to_owned(),
+        "forms: ok".to_owned(),
+        "failure: ok handler_calls=3".to_owned(),
+        "threads: ok 4".to_owned(),
+        "all ok".to_owned(),
+    ];
+    assert_lines("cxx under LD_PRELOAD", &ran, &expected);
     Outcome::Passed
 }
 
@@ -305,6 +349,11 @@ macro_rules! preload_tests {
         #[test]
         fn c_program_under_preload_keeps_every_rule_and_survives_threads_and_fork() {
             let _ = $crate::driver::c_program_under_preload(&preloaded_library(), $heap);
+        }
+
+        #[test]
+        fn cxx_program_under_preload_gets_every_operator_new_and_delete_from_the_heap() {
+            let _ = $crate::driver::cxx_program_under_preload(&preloaded_library());
         }
 
         #[test]

@@ -18,7 +18,9 @@
 /// Exported (unmangled, `extern "C"`): `malloc`, `free`, `calloc`, `realloc`,
 /// `reallocarray`, `posix_memalign`, `aligned_alloc`, `memalign`, `valloc`, `pvalloc`,
 /// `malloc_usable_size`, each with the semantics of the function of the same name in
-/// [`api`](crate::api), and `const char *alloclab_preload_heap_name(void)`, which a
+/// [`api`](crate::api); C++'s `operator new` and `operator delete` in every form (plain,
+/// array, sized, aligned, `nothrow`; see [`cxx`](crate::cxx)); and
+/// `const char *alloclab_preload_heap_name(void)`, which a
 /// program (or a test) can look up with `dlsym(RTLD_DEFAULT, ...)` to see which heap, if
 /// any, is preloaded.
 ///
@@ -172,10 +174,224 @@ macro_rules! export_malloc_api {
             unsafe { $crate::api::malloc_usable_size(&$heap, ptr) }
         }
 
+        $crate::export_malloc_api!(@cxx $heap);
+
         /// The name of the preloaded heap, NUL-terminated, for `dlsym(RTLD_DEFAULT, ...)`.
         #[unsafe(no_mangle)]
         pub extern "C" fn alloclab_preload_heap_name() -> *const ::core::ffi::c_char {
             ::core::concat!($name, "\0").as_ptr().cast()
+        }
+    };
+    // C++'s operator new and delete, every form, under their Itanium ABI names (`m` is
+    // `std::size_t` as `unsigned long`: 64-bit Linux). `std::align_val_t` is passed as a
+    // `std::size_t`, `const std::nothrow_t&` as a pointer, never read.
+    (@cxx $heap:expr) => {
+        /// C++ `operator new(std::size_t)`; see `alloclab_preload::cxx`.
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub extern "C-unwind" fn _Znwm(size: usize) -> *mut ::core::ffi::c_void {
+            __alloclab_before_allocation();
+            $crate::cxx::new(&$heap, size, $crate::MALLOC_ALIGNMENT)
+        }
+
+        /// C++ `operator new(std::size_t, const std::nothrow_t&)`; see `alloclab_preload::cxx`.
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub extern "C" fn _ZnwmRKSt9nothrow_t(size: usize, _: *const ::core::ffi::c_void) -> *mut ::core::ffi::c_void {
+            __alloclab_before_allocation();
+            $crate::cxx::new_nothrow(&$heap, size, $crate::MALLOC_ALIGNMENT)
+        }
+
+        /// C++ `operator new(std::size_t, std::align_val_t)`; see `alloclab_preload::cxx`.
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub extern "C-unwind" fn _ZnwmSt11align_val_t(size: usize, alignment: usize) -> *mut ::core::ffi::c_void {
+            __alloclab_before_allocation();
+            $crate::cxx::new(&$heap, size, alignment)
+        }
+
+        /// C++ `operator new(std::size_t, std::align_val_t, const std::nothrow_t&)`; see `alloclab_preload::cxx`.
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub extern "C" fn _ZnwmSt11align_val_tRKSt9nothrow_t(size: usize, alignment: usize, _: *const ::core::ffi::c_void) -> *mut ::core::ffi::c_void {
+            __alloclab_before_allocation();
+            $crate::cxx::new_nothrow(&$heap, size, alignment)
+        }
+
+        /// C++ `operator new[](std::size_t)`; see `alloclab_preload::cxx`.
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub extern "C-unwind" fn _Znam(size: usize) -> *mut ::core::ffi::c_void {
+            __alloclab_before_allocation();
+            $crate::cxx::new(&$heap, size, $crate::MALLOC_ALIGNMENT)
+        }
+
+        /// C++ `operator new[](std::size_t, const std::nothrow_t&)`; see `alloclab_preload::cxx`.
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub extern "C" fn _ZnamRKSt9nothrow_t(size: usize, _: *const ::core::ffi::c_void) -> *mut ::core::ffi::c_void {
+            __alloclab_before_allocation();
+            $crate::cxx::new_nothrow(&$heap, size, $crate::MALLOC_ALIGNMENT)
+        }
+
+        /// C++ `operator new[](std::size_t, std::align_val_t)`; see `alloclab_preload::cxx`.
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub extern "C-unwind" fn _ZnamSt11align_val_t(size: usize, alignment: usize) -> *mut ::core::ffi::c_void {
+            __alloclab_before_allocation();
+            $crate::cxx::new(&$heap, size, alignment)
+        }
+
+        /// C++ `operator new[](std::size_t, std::align_val_t, const std::nothrow_t&)`; see `alloclab_preload::cxx`.
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub extern "C" fn _ZnamSt11align_val_tRKSt9nothrow_t(size: usize, alignment: usize, _: *const ::core::ffi::c_void) -> *mut ::core::ffi::c_void {
+            __alloclab_before_allocation();
+            $crate::cxx::new_nothrow(&$heap, size, alignment)
+        }
+
+        /// C++ `operator delete(void*)`; see `alloclab_preload::cxx`.
+        ///
+        /// # Safety
+        ///
+        /// `ptr` is null or a live block of this heap.
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub unsafe extern "C" fn _ZdlPv(ptr: *mut ::core::ffi::c_void) {
+            // SAFETY: forwarded from the C++ caller.
+            unsafe { $crate::cxx::delete(&$heap, ptr) }
+        }
+
+        /// C++ `operator delete(void*, std::size_t)`; see `alloclab_preload::cxx`.
+        ///
+        /// # Safety
+        ///
+        /// `ptr` is null or a live block of this heap.
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub unsafe extern "C" fn _ZdlPvm(ptr: *mut ::core::ffi::c_void, size: usize) {
+            // SAFETY: forwarded from the C++ caller.
+            unsafe { $crate::cxx::delete_sized(&$heap, ptr, size) }
+        }
+
+        /// C++ `operator delete(void*, const std::nothrow_t&)`; see `alloclab_preload::cxx`.
+        ///
+        /// # Safety
+        ///
+        /// `ptr` is null or a live block of this heap.
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub unsafe extern "C" fn _ZdlPvRKSt9nothrow_t(ptr: *mut ::core::ffi::c_void, _: *const ::core::ffi::c_void) {
+            // SAFETY: forwarded from the C++ caller.
+            unsafe { $crate::cxx::delete(&$heap, ptr) }
+        }
+
+        /// C++ `operator delete(void*, std::align_val_t)`; see `alloclab_preload::cxx`.
+        ///
+        /// # Safety
+        ///
+        /// `ptr` is null or a live block of this heap.
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub unsafe extern "C" fn _ZdlPvSt11align_val_t(ptr: *mut ::core::ffi::c_void, _alignment: usize) {
+            // SAFETY: forwarded from the C++ caller.
+            unsafe { $crate::cxx::delete(&$heap, ptr) }
+        }
+
+        /// C++ `operator delete(void*, std::size_t, std::align_val_t)`; see `alloclab_preload::cxx`.
+        ///
+        /// # Safety
+        ///
+        /// `ptr` is null or a live block of this heap.
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub unsafe extern "C" fn _ZdlPvmSt11align_val_t(ptr: *mut ::core::ffi::c_void, size: usize, _alignment: usize) {
+            // SAFETY: forwarded from the C++ caller.
+            unsafe { $crate::cxx::delete_sized(&$heap, ptr, size) }
+        }
+
+        /// C++ `operator delete(void*, std::align_val_t, const std::nothrow_t&)`; see `alloclab_preload::cxx`.
+        ///
+        /// # Safety
+        ///
+        /// `ptr` is null or a live block of this heap.
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub unsafe extern "C" fn _ZdlPvSt11align_val_tRKSt9nothrow_t(ptr: *mut ::core::ffi::c_void, _alignment: usize, _: *const ::core::ffi::c_void) {
+            // SAFETY: forwarded from the C++ caller.
+            unsafe { $crate::cxx::delete(&$heap, ptr) }
+        }
+
+        /// C++ `operator delete[](void*)`; see `alloclab_preload::cxx`.
+        ///
+        /// # Safety
+        ///
+        /// `ptr` is null or a live block of this heap.
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub unsafe extern "C" fn _ZdaPv(ptr: *mut ::core::ffi::c_void) {
+            // SAFETY: forwarded from the C++ caller.
+            unsafe { $crate::cxx::delete(&$heap, ptr) }
+        }
+
+        /// C++ `operator delete[](void*, std::size_t)`; see `alloclab_preload::cxx`.
+        ///
+        /// # Safety
+        ///
+        /// `ptr` is null or a live block of this heap.
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub unsafe extern "C" fn _ZdaPvm(ptr: *mut ::core::ffi::c_void, size: usize) {
+            // SAFETY: forwarded from the C++ caller.
+            unsafe { $crate::cxx::delete_sized(&$heap, ptr, size) }
+        }
+
+        /// C++ `operator delete[](void*, const std::nothrow_t&)`; see `alloclab_preload::cxx`.
+        ///
+        /// # Safety
+        ///
+        /// `ptr` is null or a live block of this heap.
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub unsafe extern "C" fn _ZdaPvRKSt9nothrow_t(ptr: *mut ::core::ffi::c_void, _: *const ::core::ffi::c_void) {
+            // SAFETY: forwarded from the C++ caller.
+            unsafe { $crate::cxx::delete(&$heap, ptr) }
+        }
+
+        /// C++ `operator delete[](void*, std::align_val_t)`; see `alloclab_preload::cxx`.
+        ///
+        /// # Safety
+        ///
+        /// `ptr` is null or a live block of this heap.
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub unsafe extern "C" fn _ZdaPvSt11align_val_t(ptr: *mut ::core::ffi::c_void, _alignment: usize) {
+            // SAFETY: forwarded from the C++ caller.
+            unsafe { $crate::cxx::delete(&$heap, ptr) }
+        }
+
+        /// C++ `operator delete[](void*, std::size_t, std::align_val_t)`; see `alloclab_preload::cxx`.
+        ///
+        /// # Safety
+        ///
+        /// `ptr` is null or a live block of this heap.
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub unsafe extern "C" fn _ZdaPvmSt11align_val_t(ptr: *mut ::core::ffi::c_void, size: usize, _alignment: usize) {
+            // SAFETY: forwarded from the C++ caller.
+            unsafe { $crate::cxx::delete_sized(&$heap, ptr, size) }
+        }
+
+        /// C++ `operator delete[](void*, std::align_val_t, const std::nothrow_t&)`; see `alloclab_preload::cxx`.
+        ///
+        /// # Safety
+        ///
+        /// `ptr` is null or a live block of this heap.
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub unsafe extern "C" fn _ZdaPvSt11align_val_tRKSt9nothrow_t(ptr: *mut ::core::ffi::c_void, _alignment: usize, _: *const ::core::ffi::c_void) {
+            // SAFETY: forwarded from the C++ caller.
+            unsafe { $crate::cxx::delete(&$heap, ptr) }
         }
     };
 }

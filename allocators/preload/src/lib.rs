@@ -8,8 +8,11 @@
 //!   `malloc_usable_size`) written once, generic over a [`MallocHeap`]: argument checks,
 //!   overflow checks, `errno`, the alignment every `malloc` result has, and what zero sizes
 //!   mean.
+//! * [`cxx`] — C++'s `operator new` and `operator delete` in every form (plain, array,
+//!   sized, aligned, `nothrow`), with `std::new_handler` and `std::bad_alloc`.
 //! * [`export_malloc_api!`] — a macro a `cdylib` invokes once to export those functions
-//!   under their C names, plus the marker `alloclab_preload_heap_name()`.
+//!   under their C and C++ (Itanium ABI) names, plus the marker
+//!   `alloclab_preload_heap_name()`.
 //! * [`fork`] — [`ForkHooks`], for heaps that hold locks, registered with
 //!   `pthread_atfork` at the first allocation.
 //! * `testheap` (feature `testheap`) — a small mutex-protected heap that is test
@@ -55,6 +58,7 @@
 //! Linux (glibc or musl) only: `errno` is reached through `__errno_location`.
 
 pub mod api;
+pub mod cxx;
 pub mod errno;
 mod export;
 pub mod fork;

@@ -921,6 +921,19 @@ unsafe impl MallocHeap for WfSpan {
         unsafe { self.block_usable_size(ptr) }
     }
 
+    /// The size picks the size class whose active span is compared with the block's span
+    /// by address, as a sized free does; a wrong size only misses that shortcut.
+    #[inline]
+    unsafe fn deallocate_with_size(&self, ptr: NonNull<u8>, size: usize) {
+        match Layout::from_size_align(size.max(1), 16) {
+            // SAFETY: per the trait contract `ptr` is live; `free_block_sized` uses the
+            // layout only to compare addresses (see its documentation).
+            Ok(layout) => unsafe { self.free_block_sized(ptr, layout) },
+            // SAFETY: as above.
+            Err(_) => unsafe { self.free_block(ptr) },
+        }
+    }
+
     #[inline]
     unsafe fn deallocate_unsized(&self, ptr: NonNull<u8>) {
         // SAFETY: per the trait contract `ptr` is live.

@@ -1,0 +1,150 @@
+//! The C++ allocation functions (`operator new` and `operator delete`, every form) over any
+//! [`MallocHeap`], for preload libraries.
+//!
+//! A C++ program allocates through `operator new`. libstdc++'s calls `malloc`, so a preload
+//! library that exported only the C functions would still serve C++ programs, but through
+//! one more call, and with every sized delete thrown away; mimalloc's and jemalloc's
+//! libraries export the C++ functions themselves, and so does
+//! [`export_malloc_api!`](crate::export_malloc_api), through these bodies.
+//!
+//! What each form does (the C++17 rules, [new.delete]):
+//!
+//! * **Throwing forms** (`new(size)`, `new[](size)`, `new(size, align_val_t)`, ...) try the
+//!   heap; on failure they call the installed `std::new_handler` and try again, and with no
+//!   handler throw `std::bad_alloc`. The exception is libstdc++'s own, thrown by its
+//!   `std::__throw_bad_alloc()`, looked up in the process when first needed; it unwinds out
+//!   of the exported function (`extern "C-unwind"`) into the program's `catch`. In a
+//!   process without libstdc++ nothing can catch a C++ exception, and the failure aborts
+//!   with a one-line message instead.
+//! * **`nothrow` forms** return null on failure. They do not call the new handler (a
+//!   handler may throw, and a `nothrow` form must not): a program that relies on its
+//!   handler to free memory for a `nothrow` allocation sees null one handler call early.
+//! * **Alignment.** The plain forms align to [`MALLOC_ALIGNMENT`](crate::MALLOC_ALIGNMENT) (16 bytes,
+//!   `__STDCPP_DEFAULT_NEW_ALIGNMENT__` on x86_64 and aarch64); the `align_val_t` forms to
+//!   what they are given (at least 16). Zero sizes get unique pointers.
+//! * **Delete.** Every form frees the block whatever the size and alignment it is told;
+//!   the sized forms pass the size to [`MallocHeap::deallocate_with_size`], which a heap may
+//!   use as a hint (wfspan checks its active span by address with it) and must not trust.
+//!   Deleting null does nothing.
+
+use core::ffi::{CStr, c_void};
+use core::ptr::{self, NonNull};
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+use alloclab_core::MallocHeap;
+
+use crate::api::allocate;
+
+/// A throwing `operator new` of `size` bytes aligned to `alignment` (a power of two; the
+/// plain forms pass [`MALLOC_ALIGNMENT`](crate::MALLOC_ALIGNMENT)).
+#[inline]
+pub fn new<H: MallocHeap>(heap: &H, size: usize, alignment: usize) -> *mut c_void {
+    match allocate(heap, size, alignment) {
+        Ok(block) => block.as_ptr().cast(),
+        Err(_) => new_slow(heap, size, alignment),
+    }
+}
+
+/// The failure path of [`new`]: the new handler loop, then `std::bad_alloc`.
+#[cold]
+#[inline(never)]
+fn new_slow<H: MallocHeap>(heap: &H, size: usize, alignment: usize) -> *mut c_void {
+    loop {
+        match current_new_handler() {
+            // SAFETY: a handler installed with `std::set_new_handler` takes no arguments
+            // and may return or throw; either is what C++ expects at this point.
+            Some(handler) => unsafe { handler() },
+            None => throw_bad_alloc(),
+        }
+        if let Ok(block) = allocate(heap, size, alignment) {
+            return block.as_ptr().cast();
+        }
+    }
+}
+
+/// A `nothrow` `operator new`: null on failure.
+#[inline]
+pub fn new_nothrow<H: MallocHeap>(heap: &H, size: usize, alignment: usize) -> *mut c_void {
+    match allocate(heap, size, alignment) {
+        Ok(block) => block.as_ptr().cast(),
+        Err(_) => ptr::null_mut(),
+    }
+}
+
+/// Any unsized `operator delete`.
+///
+/// # Safety
+///
+/// `ptr` is null or a live block of `heap` (from any `operator new` or `malloc` of it).
+#[inline]
+pub unsafe fn delete<H: MallocHeap>(heap: &H, ptr: *mut c_void) {
+    // SAFETY: forwarded from the caller; C++ delete, like C free, keeps `errno`.
+    unsafe { crate::api::free(heap, ptr) }
+}
+
+/// A sized `operator delete`: `size` is what the program says it allocated.
+///
+/// # Safety
+///
+/// As [`delete`]. A wrong `size` is the program's bug, but is not trusted.
+#[inline]
+pub unsafe fn delete_sized<H: MallocHeap>(heap: &H, ptr: *mut c_void, size: usize) {
+    let Some(block) = NonNull::new(ptr.cast::<u8>()) else {
+        return;
+    };
+    if H::FREE_KEEPS_ERRNO {
+        // SAFETY: forwarded from the caller.
+        unsafe { heap.deallocate_with_size(block, size) }
+    } else {
+        let _errno = crate::errno::Preserved::new();
+        // SAFETY: forwarded from the caller.
+        unsafe { heap.deallocate_with_size(block, size) }
+    }
+}
+
+/// `std::new_handler`.
+type NewHandler = unsafe extern "C-unwind" fn();
+
+/// The handler `std::set_new_handler` installed, if any (libstdc++'s
+/// `std::get_new_handler()`, looked up once; none in a process without libstdc++).
+fn current_new_handler() -> Option<NewHandler> {
+    static GET: AtomicUsize = AtomicUsize::new(0);
+    let get = lookup(&GET, c"_ZSt15get_new_handlerv")?;
+    // SAFETY: `std::get_new_handler()` takes nothing and returns a function pointer or null
+    // (the Itanium C++ ABI passes both like C); a null pointer is `None` by the niche.
+    let get: unsafe extern "C" fn() -> Option<NewHandler> = unsafe { core::mem::transmute(get) };
+    // SAFETY: as above.
+    unsafe { get() }
+}
+
+/// Throws `std::bad_alloc` with libstdc++'s `std::__throw_bad_alloc()`; aborts with a message
+/// if the process has no libstdc++ (nothing could catch it).
+fn throw_bad_alloc() -> ! {
+    static THROW: AtomicUsize = AtomicUsize::new(0);
+    if let Some(throw) = lookup(&THROW, c"_ZSt17__throw_bad_allocv") {
+        // SAFETY: `std::__throw_bad_alloc()` takes nothing and never returns: it throws,
+        // and the exception unwinds through this frame (`C-unwind`) to the program.
+        let throw: unsafe extern "C-unwind" fn() -> ! = unsafe { core::mem::transmute(throw) };
+        // SAFETY: as above.
+        unsafe { throw() }
+    }
+    let message = b"alloclab preload: operator new failed and no C++ runtime is loaded to throw std::bad_alloc\n";
+    // SAFETY: writing a static buffer to standard error; `abort` has no preconditions.
+    unsafe {
+        libc::write(2, message.as_ptr().cast(), message.len());
+        libc::abort()
+    }
+}
+
+/// `dlsym(RTLD_DEFAULT, name)`, remembered in `cache` (1: looked up, absent).
+fn lookup(cache: &AtomicUsize, name: &CStr) -> Option<usize> {
+    const ABSENT: usize = 1;
+    let known = cache.load(Ordering::Acquire);
+    if known != 0 {
+        return (known != ABSENT).then_some(known);
+    }
+    // SAFETY: `name` is NUL-terminated; `dlsym` has no other precondition.
+    let found = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) } as usize;
+    cache.store(if found == 0 { ABSENT } else { found }, Ordering::Release);
+    (found != 0).then_some(found)
+}
