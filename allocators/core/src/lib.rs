@@ -222,6 +222,31 @@ pub unsafe trait MallocHeap: HostAllocator {
     /// `ptr` is a live block of this heap; it must not be used afterwards.
     unsafe fn deallocate_unsized(&self, ptr: NonNull<u8>);
 
+    /// The heap's fast path for a C allocation, tried before the general one: a block for
+    /// `layout` exactly as [`Allocator::allocate`] would give, or `None` to take the general
+    /// path (which then does whatever it does, fast path included). It must not fail in any
+    /// other way, and is meant to be inlined into `malloc`, whose general path is a
+    /// separate function called in tail position. The default has no fast path.
+    #[inline(always)]
+    fn try_allocate_fast(&self, layout: Layout) -> Option<NonNull<u8>> {
+        let _ = layout;
+        None
+    }
+
+    /// The heap's fast path for `free`, tried before
+    /// [`deallocate_unsized`](Self::deallocate_unsized): returns `true` if it freed `ptr`,
+    /// `false` (having changed nothing) to take the general path. It never changes `errno`.
+    /// The default has no fast path.
+    ///
+    /// # Safety
+    ///
+    /// As [`deallocate_unsized`](Self::deallocate_unsized) when it returns `true`.
+    #[inline(always)]
+    unsafe fn try_deallocate_fast(&self, ptr: NonNull<u8>) -> bool {
+        let _ = ptr;
+        false
+    }
+
     /// Frees `ptr`, told the size the program believes it allocated (C++ sized delete). The
     /// size is a hint that may be wrong (a program's bug): an implementation may use it to
     /// find the block faster but must free correctly whatever it says. The default ignores

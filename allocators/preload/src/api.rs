@@ -56,8 +56,18 @@ const SHRINK_IN_PLACE_SLACK_BYTES: usize = 256;
 
 /// `malloc(size)`: a block of at least `size` bytes aligned to [`MALLOC_ALIGNMENT`]; a
 /// unique pointer for `size == 0`. `NULL` and `ENOMEM` on failure.
-#[inline]
+#[inline(always)]
 pub fn malloc<H: MallocHeap>(heap: &H, size: usize) -> *mut c_void {
+    if let Some(block) = allocate_fast(heap, size, MALLOC_ALIGNMENT) {
+        return block.as_ptr().cast();
+    }
+    malloc_general(heap, size)
+}
+
+/// [`malloc`] past the heap's fast path: a separate function, so that `malloc` calls it in
+/// tail position and its own fast path needs no stack frame.
+#[inline(never)]
+fn malloc_general<H: MallocHeap>(heap: &H, size: usize) -> *mut c_void {
     match allocate(heap, size, MALLOC_ALIGNMENT) {
         Ok(block) => block.as_ptr().cast(),
         Err(_) => fail(libc::ENOMEM),
@@ -71,11 +81,26 @@ pub fn malloc<H: MallocHeap>(heap: &H, size: usize) -> *mut c_void {
 ///
 /// `ptr` is `NULL` or a live block returned by one of these functions for this `heap`; it
 /// is dead afterwards.
-#[inline]
+#[inline(always)]
 pub unsafe fn free<H: MallocHeap>(heap: &H, ptr: *mut c_void) {
     let Some(block) = NonNull::new(ptr.cast::<u8>()) else {
         return;
     };
+    // SAFETY: the caller guarantees `block` is a live block of `heap`.
+    if unsafe { heap.try_deallocate_fast(block) } {
+        return;
+    }
+    // SAFETY: as above; the fast path changed nothing.
+    unsafe { free_general(heap, block) }
+}
+
+/// [`free`] past the heap's fast path (see [`malloc_general`]).
+///
+/// # Safety
+///
+/// As [`free`], for a non-null `block`.
+#[inline(never)]
+unsafe fn free_general<H: MallocHeap>(heap: &H, block: NonNull<u8>) {
     if H::FREE_KEEPS_ERRNO {
         // SAFETY: the caller guarantees `block` is a live block of `heap`.
         unsafe { heap.deallocate_unsized(block) }
@@ -268,14 +293,25 @@ pub fn page_size() -> usize {
 
 /// The layout of a C request: at least one byte (so that zero sizes get unique blocks) and
 /// at least [`MALLOC_ALIGNMENT`]. `None` if it cannot be represented (size too large).
-#[inline]
+#[inline(always)]
 fn layout(size: usize, alignment: usize) -> Option<Layout> {
     Layout::from_size_align(size.max(1), alignment.max(MALLOC_ALIGNMENT)).ok()
 }
 
+/// The heap's fast path for `size` bytes aligned to `alignment`, with the C rules of
+/// [`layout`] applied; `None` if it has none for this request.
+#[inline(always)]
+pub(crate) fn allocate_fast<H: MallocHeap>(
+    heap: &H,
+    size: usize,
+    alignment: usize,
+) -> Option<NonNull<u8>> {
+    heap.try_allocate_fast(layout(size, alignment)?)
+}
+
 /// A block of `size` bytes aligned to `alignment` (a power of two), with the C rules of
 /// [`layout`] applied.
-#[inline]
+#[inline(always)]
 pub(crate) fn allocate<H: MallocHeap>(
     heap: &H,
     size: usize,

@@ -33,22 +33,25 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 
 use alloclab_core::MallocHeap;
 
-use crate::api::allocate;
+use crate::api::{allocate, allocate_fast};
 
 /// A throwing `operator new` of `size` bytes aligned to `alignment` (a power of two; the
 /// plain forms pass [`MALLOC_ALIGNMENT`](crate::MALLOC_ALIGNMENT)).
-#[inline]
+#[inline(always)]
 pub fn new<H: MallocHeap>(heap: &H, size: usize, alignment: usize) -> *mut c_void {
-    match allocate(heap, size, alignment) {
-        Ok(block) => block.as_ptr().cast(),
-        Err(_) => new_slow(heap, size, alignment),
+    if let Some(block) = allocate_fast(heap, size, alignment) {
+        return block.as_ptr().cast();
     }
+    new_general(heap, size, alignment)
 }
 
-/// The failure path of [`new`]: the new handler loop, then `std::bad_alloc`.
-#[cold]
+/// [`new`] past the heap's fast path, in tail position: the general path, then the new
+/// handler loop, then `std::bad_alloc`.
 #[inline(never)]
-fn new_slow<H: MallocHeap>(heap: &H, size: usize, alignment: usize) -> *mut c_void {
+fn new_general<H: MallocHeap>(heap: &H, size: usize, alignment: usize) -> *mut c_void {
+    if let Ok(block) = allocate(heap, size, alignment) {
+        return block.as_ptr().cast();
+    }
     loop {
         match current_new_handler() {
             // SAFETY: a handler installed with `std::set_new_handler` takes no arguments
@@ -76,7 +79,7 @@ pub fn new_nothrow<H: MallocHeap>(heap: &H, size: usize, alignment: usize) -> *m
 /// # Safety
 ///
 /// `ptr` is null or a live block of `heap` (from any `operator new` or `malloc` of it).
-#[inline]
+#[inline(always)]
 pub unsafe fn delete<H: MallocHeap>(heap: &H, ptr: *mut c_void) {
     // SAFETY: forwarded from the caller; C++ delete, like C free, keeps `errno`.
     unsafe { crate::api::free(heap, ptr) }
@@ -87,11 +90,26 @@ pub unsafe fn delete<H: MallocHeap>(heap: &H, ptr: *mut c_void) {
 /// # Safety
 ///
 /// As [`delete`]. A wrong `size` is the program's bug, but is not trusted.
-#[inline]
+#[inline(always)]
 pub unsafe fn delete_sized<H: MallocHeap>(heap: &H, ptr: *mut c_void, size: usize) {
     let Some(block) = NonNull::new(ptr.cast::<u8>()) else {
         return;
     };
+    // SAFETY: forwarded from the caller.
+    if unsafe { heap.try_deallocate_fast(block) } {
+        return;
+    }
+    // SAFETY: as above; the fast path changed nothing.
+    unsafe { delete_sized_general(heap, block, size) }
+}
+
+/// [`delete_sized`] past the heap's fast path.
+///
+/// # Safety
+///
+/// As [`delete_sized`], for a non-null `block`.
+#[inline(never)]
+unsafe fn delete_sized_general<H: MallocHeap>(heap: &H, block: NonNull<u8>, size: usize) {
     if H::FREE_KEEPS_ERRNO {
         // SAFETY: forwarded from the caller.
         unsafe { heap.deallocate_with_size(block, size) }

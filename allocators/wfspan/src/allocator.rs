@@ -97,6 +97,21 @@ const UNINIT: u8 = 0;
 const INITIALIZING: u8 = 1;
 const READY: u8 = 2;
 
+/// The bytes to map for a huge block of `size` aligned to `align`: room for the header at
+/// any colour (the actual offset follows the mapping's colour), whole pages. `None` when
+/// that overflows or exceeds half the address space.
+fn huge_mapping_bytes(size: usize, align: usize, span_bytes: usize) -> Option<usize> {
+    let offset_bound = if align >= span_bytes {
+        align
+    } else {
+        (MAX_COLOUR_BYTES + HEADER_BYTES).next_multiple_of(align)
+    };
+    offset_bound
+        .checked_add(size)
+        .and_then(|t| t.checked_next_multiple_of(os::page_bytes()))
+        .filter(|&t| t <= isize::MAX as usize / 2)
+}
+
 /// Source of instance identifiers (0 means "not yet assigned").
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 
@@ -388,20 +403,27 @@ impl WfSpan {
 
     #[inline]
     fn allocate_block(&self, layout: Layout) -> Result<NonNull<u8>, AllocErrorKind> {
-        // Fast path: a small request from a registered thread, served from its active span.
-        if let Some(class) = small_class(layout.size(), layout.align(), self.max_class) {
-            let heap = thread::lookup(self.id.load(Ordering::Relaxed));
-            if !heap.is_null() {
-                // SAFETY: our own heap (never unmapped); `class` is within the class count.
-                if let Some(block) = NonNull::new(unsafe { (*heap).alloc_small(self, class) }) {
-                    return Ok(block);
-                }
-            }
+        match self.allocate_fast(layout) {
+            Some(block) => Ok(block),
+            None => self.allocate_block_slow(layout),
         }
-        self.allocate_block_slow(layout)
     }
 
-    /// Everything but the fast path: registration, classes by bit scan, runs, huge blocks.
+    /// The fast path: a small request from a registered thread, served from the free list
+    /// of its active span. `None` sends the request down the slow path.
+    #[inline(always)]
+    fn allocate_fast(&self, layout: Layout) -> Option<NonNull<u8>> {
+        let class = small_class(layout.size(), layout.align(), self.max_class)?;
+        let heap = thread::lookup(self.id.load(Ordering::Relaxed));
+        if heap.is_null() {
+            return None;
+        }
+        // SAFETY: our own heap (never unmapped); `class` is within the class count.
+        NonNull::new(unsafe { (*heap).pop_active(class) })
+    }
+
+    /// Everything but the fast path: the active span's slow path, registration, classes by
+    /// bit scan, runs, huge blocks.
     #[inline(never)]
     fn allocate_block_slow(&self, layout: Layout) -> Result<NonNull<u8>, AllocErrorKind> {
         let size = layout.size().max(1);
@@ -450,17 +472,8 @@ impl WfSpan {
         if !self.ready() {
             self.init()?;
         }
-        // Room for the header at any colour; the actual offset follows the mapping's colour.
-        let offset_bound = if align >= span_bytes {
-            align
-        } else {
-            (MAX_COLOUR_BYTES + HEADER_BYTES).next_multiple_of(align)
-        };
-        let total = offset_bound
-            .checked_add(size)
-            .and_then(|t| t.checked_next_multiple_of(os::page_bytes()))
-            .filter(|&t| t <= isize::MAX as usize / 2)
-            .ok_or(AllocErrorKind::SizeUnsupported)?;
+        let total =
+            huge_mapping_bytes(size, align, span_bytes).ok_or(AllocErrorKind::SizeUnsupported)?;
         let cached = if align < span_bytes {
             self.take_cached_mapping(total)
         } else {
@@ -600,6 +613,28 @@ impl WfSpan {
         }
         // SAFETY: per the contract.
         unsafe { self.free_block_of(block.as_ptr(), me) }
+    }
+
+    /// The fast path of a free without a size: a block of a small span the caller owns,
+    /// when that span is the active one of its class. Returns whether the block was freed.
+    ///
+    /// # Safety
+    ///
+    /// `block` is a live block of `self`; if this returns `true` it is dead.
+    #[inline(always)]
+    unsafe fn free_fast(&self, block: NonNull<u8>) -> bool {
+        let me = self.heap_if_any();
+        if me.is_null() {
+            return false;
+        }
+        let span = SpanHeader::of(block.as_ptr(), self.config.span_bytes);
+        // SAFETY: `block` is live, so its header is initialised; a small span's owner is
+        // compared, not dereferenced, and equals our heap only if we own the span.
+        unsafe {
+            (*span).kind == Kind::Small
+                && (*span).owner.load(Ordering::Relaxed) == me
+                && (*me).push_active(span, block.as_ptr())
+        }
     }
 
     /// Frees any block of this allocator.
@@ -914,6 +949,17 @@ impl HostAllocator for WfSpan {
 // restore `errno`.
 unsafe impl MallocHeap for WfSpan {
     const FREE_KEEPS_ERRNO: bool = true;
+
+    #[inline(always)]
+    fn try_allocate_fast(&self, layout: Layout) -> Option<NonNull<u8>> {
+        self.allocate_fast(layout)
+    }
+
+    #[inline(always)]
+    unsafe fn try_deallocate_fast(&self, ptr: NonNull<u8>) -> bool {
+        // SAFETY: per the trait contract `ptr` is live.
+        unsafe { self.free_fast(ptr) }
+    }
 
     #[inline]
     unsafe fn usable_size(&self, ptr: NonNull<u8>) -> usize {

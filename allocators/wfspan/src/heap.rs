@@ -389,6 +389,23 @@ impl Heap {
     /// Called by the heap's owner; `class` is below the allocator's class count.
     #[inline]
     pub unsafe fn alloc_small(&self, wf: &WfSpan, class: usize) -> *mut u8 {
+        // SAFETY: per the contract.
+        unsafe {
+            let block = self.pop_active(class);
+            if !block.is_null() {
+                return block;
+            }
+            self.alloc_small_slow(wf, class)
+        }
+    }
+
+    /// The fast path of [`alloc_small`](Self::alloc_small): a block off the active span's
+    /// free list, or null (the slow path's turn).
+    ///
+    /// # Safety
+    /// As [`alloc_small`](Self::alloc_small).
+    #[inline(always)]
+    pub unsafe fn pop_active(&self, class: usize) -> *mut u8 {
         // SAFETY: owner-only access to the slot per the contract; `class` is in bounds.
         unsafe {
             let slot = self.slot(class);
@@ -404,9 +421,8 @@ impl Heap {
                 prefetch(next);
                 // One step: no need to raise the step maximum (heaps start at 1).
                 bump_single_writer(&slot.allocations, 1);
-                return block;
             }
-            self.alloc_small_slow(wf, class)
+            block
         }
     }
 
@@ -626,6 +642,33 @@ impl Heap {
                 let steps = self.free_local_moves(wf, cs, span);
                 self.count_free_steps(steps);
             }
+        }
+    }
+
+    /// Frees `block` of small span `span`, which this heap owns, if `span` is the active
+    /// span of its class; returns whether it did. The fast path of
+    /// [`free_local`](Self::free_local).
+    ///
+    /// # Safety
+    /// As [`free_local`](Self::free_local).
+    #[inline(always)]
+    pub unsafe fn push_active(&self, span: *mut SpanHeader, block: *mut u8) -> bool {
+        // SAFETY: per the contract: the block is free memory of ours now; the slot is ours.
+        unsafe {
+            let class = (*span).class as usize;
+            let slot = self.slot(class);
+            let active = slot.active.get();
+            if (*active).span != span {
+                return false;
+            }
+            block.cast::<*mut u8>().write((*active).free);
+            (*active).free = block;
+            (*active).allocated -= 1;
+            if (*active).allocated == 0 {
+                self.note_idle(span, class);
+            }
+            bump_single_writer(&slot.deallocations, 1);
+            true
         }
     }
 
