@@ -86,6 +86,42 @@ pub const CFLAGS: &[&str] = &["-O2", "-pthread", "-std=gnu11", "-Wall", "-Wextra
 /// What to install when there is no C compiler, or no C library headers.
 pub const INSTALL_HINT: &str = "apt-get install -y gcc libc6-dev";
 
+/// The language a program is written in, which says what compiles it and what to install
+/// when that is missing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Language {
+    /// C, compiled with `cc` ([`INSTALL_HINT`]).
+    C,
+    /// C++, compiled with `c++` ([`CXX_INSTALL_HINT`](crate::percall::CXX_INSTALL_HINT)).
+    Cxx,
+}
+
+impl Language {
+    /// `C` or `C++`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::C => "C",
+            Self::Cxx => "C++",
+        }
+    }
+
+    /// The extension of a source file: `c` or `cc`.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Self::C => "c",
+            Self::Cxx => "cc",
+        }
+    }
+
+    /// The command that installs the compiler and the standard library's headers.
+    pub fn install_hint(self) -> &'static str {
+        match self {
+            Self::C => INSTALL_HINT,
+            Self::Cxx => crate::percall::CXX_INSTALL_HINT,
+        }
+    }
+}
+
 /// The prefix of the time line a program writes on standard error.
 pub const TIME_PREFIX: &str = "alloclab-time-ms ";
 
@@ -97,16 +133,20 @@ pub fn find(name: &str) -> Option<&'static ClassicProgram> {
 /// Why [`compile`] failed.
 #[derive(Debug)]
 pub enum CompileError {
-    /// The C compiler could not be started: it is not installed (or not where it was said
+    /// The compiler could not be started: it is not installed (or not where it was said
     /// to be).
     NoCompiler {
         /// The compiler that was asked for.
         cc: OsString,
+        /// The language it compiles.
+        language: Language,
     },
     /// The compiler ran and failed on a program.
     Failed {
         /// The program it failed on.
         program: &'static str,
+        /// The program's language.
+        language: Language,
         /// How the compiler exited.
         status: ExitStatus,
         /// What it wrote on standard error.
@@ -123,8 +163,9 @@ pub enum CompileError {
 }
 
 impl CompileError {
-    /// Whether the failure is a missing compiler or missing C library headers, which
-    /// [`INSTALL_HINT`] fixes, rather than a broken source.
+    /// Whether the failure is a missing compiler or missing standard library headers, which
+    /// the language's install hint ([`INSTALL_HINT`] for C) fixes, rather than a broken
+    /// source.
     pub fn is_missing_toolchain(&self) -> bool {
         match self {
             Self::NoCompiler { .. } => true,
@@ -134,29 +175,43 @@ impl CompileError {
     }
 }
 
-/// Whether a compiler's message says that a system header is missing (no libc6-dev).
+/// Whether a compiler's message says that a system header is missing (no libc6-dev, no
+/// libstdc++-dev: C++'s headers have no `.h`, `fatal error: new: No such file or directory`).
 fn missing_header(stderr: &str) -> bool {
     stderr
         .lines()
-        .any(|l| l.contains("fatal error:") && l.contains(".h: No such file"))
+        .any(|l| l.contains("fatal error:") && l.contains(": No such file"))
 }
 
 impl fmt::Display for CompileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::NoCompiler { cc } => write!(
+            Self::NoCompiler { cc, language } => write!(
                 f,
-                "no C compiler: `{}` cannot be run (install one with `{INSTALL_HINT}`)",
-                cc.to_string_lossy()
+                "no {} compiler: `{}` cannot be run (install one with `{}`)",
+                language.name(),
+                cc.to_string_lossy(),
+                language.install_hint()
             ),
             Self::Failed {
                 program,
+                language,
                 status,
                 stderr,
             } => {
-                write!(f, "the C compiler failed on {program}.c ({status})")?;
+                write!(
+                    f,
+                    "the {} compiler failed on {program}.{} ({status})",
+                    language.name(),
+                    language.extension()
+                )?;
                 if missing_header(stderr) {
-                    write!(f, "; the C library headers are missing (`{INSTALL_HINT}`)")?;
+                    write!(
+                        f,
+                        "; the {} library headers are missing (`{}`)",
+                        language.name(),
+                        language.install_hint()
+                    )?;
                 }
                 write!(f, ":\n{}", stderr.trim_end())
             }
@@ -174,7 +229,7 @@ impl std::error::Error for CompileError {
     }
 }
 
-fn io_error(path: &Path) -> impl FnOnce(io::Error) -> CompileError + '_ {
+pub(crate) fn io_error(path: &Path) -> impl FnOnce(io::Error) -> CompileError + '_ {
     move |source| CompileError::Io {
         path: path.to_owned(),
         source,
@@ -185,7 +240,7 @@ fn io_error(path: &Path) -> impl FnOnce(io::Error) -> CompileError + '_ {
 /// which says whether the binary is stale, moves only when the text does). The new text goes
 /// to a temporary file first and is renamed into place, so that a concurrent compile never
 /// reads half a file.
-fn write_if_changed(path: &Path, text: &str) -> Result<(), CompileError> {
+pub(crate) fn write_if_changed(path: &Path, text: &str) -> Result<(), CompileError> {
     if fs::read(path).is_ok_and(|old| old == text.as_bytes()) {
         return Ok(());
     }
@@ -195,14 +250,15 @@ fn write_if_changed(path: &Path, text: &str) -> Result<(), CompileError> {
 }
 
 /// A name next to `path` that no other process uses.
-fn temp_name(path: &Path) -> PathBuf {
+pub(crate) fn temp_name(path: &Path) -> PathBuf {
     let mut name = OsString::from(".");
     name.push(path.file_name().unwrap_or_else(|| OsStr::new("file")));
     name.push(format!(".tmp-{}", std::process::id()));
     path.with_file_name(name)
 }
 
-fn modified(path: &Path) -> Option<SystemTime> {
+/// When `path` was last written, if it exists.
+pub(crate) fn modified(path: &Path) -> Option<SystemTime> {
     fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
@@ -272,7 +328,10 @@ pub fn compile(dir: &Path, cc: &OsStr) -> Result<Vec<PathBuf>, CompileError> {
             }),
             Err(e) => {
                 first_error = Some(if e.kind() == io::ErrorKind::NotFound {
-                    CompileError::NoCompiler { cc: cc.to_owned() }
+                    CompileError::NoCompiler {
+                        cc: cc.to_owned(),
+                        language: Language::C,
+                    }
                 } else {
                     CompileError::Io {
                         path: PathBuf::from(cc),
@@ -292,6 +351,7 @@ pub fn compile(dir: &Path, cc: &OsStr) -> Result<Vec<PathBuf>, CompileError> {
             }
             Ok(out) => Err(CompileError::Failed {
                 program: job.program.name,
+                language: Language::C,
                 status: out.status,
                 stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
             }),
@@ -503,7 +563,10 @@ mod tests {
 
     #[test]
     fn errors_say_what_to_install() {
-        let none = CompileError::NoCompiler { cc: "cc".into() };
+        let none = CompileError::NoCompiler {
+            cc: "cc".into(),
+            language: Language::C,
+        };
         assert!(none.to_string().contains(INSTALL_HINT));
         assert!(none.is_missing_toolchain());
     }
