@@ -14,6 +14,8 @@
 //! * [`runner`]: runs each measurement in a fresh worker process and aggregates runs.
 //! * [`results`]: the `results.json` format.
 //! * [`report`]: `report.md` and the SVG charts.
+//! * [`percall`]: `alloclab percall`, the cost of one allocator call through the C ABI and
+//!   in-process.
 //! * [`checks`]: the wfspan and randomized issues' must-reach checks over a run's results.
 //! * [`machine`]: what machine a result was measured on.
 
@@ -22,6 +24,7 @@ pub mod exec;
 pub mod machine;
 pub mod measure;
 pub mod peers;
+pub mod percall;
 pub mod pmem;
 pub mod report;
 pub mod results;

@@ -5,6 +5,7 @@
 //! alloclab run <workload> --alloc a,b,... [--threads N,...] [--scale S] [--runs R] [--json FILE]
 //! alloclab suite [--only SUITE,...] [--alloc a,b,...] [--out DIR] [--readme README.md]
 //! alloclab exec --alloc a,b,... [--runs R] [--timeout S] [--check-output] [--json FILE] -- CMD ARGS...
+//! alloclab percall --alloc a,b,... [--ops LIST] [--size BYTES] [--iterations N] [--instructions] [--json FILE]
 //! ```
 
 use std::io::IsTerminal;
@@ -60,12 +61,32 @@ enum Cmd {
             Example: alloclab exec --alloc system,wfspan,libmimalloc -- python3 -c 'print(sum(range(10**7)))'"
     )]
     Exec(ExecArgs),
+    /// Measures what one allocator call costs (malloc, free, calloc, realloc, posix_memalign,
+    /// malloc_usable_size, C++ new/delete), through the C ABI under LD_PRELOAD and in-process.
+    #[command(
+        long_about = "Measures what one allocator call costs, through the C ABI and in-process.\n\n\
+            C ABI: a C++ driver (compiled with c++, or $CXX) calls the op in batches of 1000 \
+            blocks under the heap's library, preloaded as `alloclab exec` does (system: \
+            nothing preloaded). In-process: the same batches in Rust through alloclab's \
+            allocator trait, for the heaps compiled in. Only the op is timed (its batch's \
+            setup and teardown are not); ns/call is the median of 3 runs, each a fresh \
+            process, interleaved across heaps. With --instructions and valgrind, each row \
+            also runs under callgrind, collecting inside the timed function alone; the \
+            floor (the same loop calling an empty function) is subtracted from instr/call.\n\n\
+            Ops: malloc, free, calloc, realloc-same, realloc-grow, posix-memalign, \
+            usable-size, new, delete, delete-sized, new-aligned, new-nothrow.\n\n\
+            Example: alloclab percall --alloc system,wfspan,libmimalloc --ops malloc,free --instructions"
+    )]
+    Percall(PercallArgs),
     /// Writes report.md, the charts and (with --readme) the README's results section again
     /// from a results.json, measuring nothing: for a report changed after the run.
     Report(ReportArgs),
     /// Internal: measures one run in this process and prints its samples as JSON.
     #[command(name = "__worker", hide = true)]
     Worker(WorkerArgs),
+    /// Internal: one in-process percall measurement; prints its line.
+    #[command(name = "__percall", hide = true)]
+    PercallWorker(PercallWorkerArgs),
 }
 
 #[derive(Args)]
@@ -160,6 +181,44 @@ fn parse_timeout(s: &str) -> Result<f64, String> {
 }
 
 #[derive(Args)]
+struct PercallArgs {
+    /// Heaps to measure, comma-separated: those a program can run on (system, wfspan,
+    /// randomized, libmimalloc, libjemalloc, libtcmalloc) get a C ABI row, those compiled
+    /// in (system, wfspan, randomized, mimalloc, jemalloc, rlsf, wf_alloc) an in-process row.
+    #[arg(long, value_delimiter = ',', required = true)]
+    alloc: Vec<String>,
+    /// Ops to measure, comma-separated [default: all].
+    #[arg(long, value_delimiter = ',')]
+    ops: Vec<String>,
+    /// Block size in bytes (1 to 1 GiB).
+    #[arg(long, value_name = "BYTES", default_value_t = alloclab_harness::percall::DEFAULT_SIZE,
+          value_parser = alloclab_harness::percall::parse_size)]
+    size: usize,
+    /// Calls per op and run.
+    #[arg(long, value_name = "N", default_value_t = alloclab_harness::percall::DEFAULT_ITERATIONS,
+          value_parser = alloclab_harness::percall::parse_iterations)]
+    iterations: u64,
+    /// Also count instructions per call under valgrind's callgrind (20,000 calls per row).
+    #[arg(long)]
+    instructions: bool,
+    /// Also write every row's figures as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct PercallWorkerArgs {
+    #[arg(long)]
+    alloc: String,
+    #[arg(long)]
+    op: String,
+    #[arg(long, value_parser = alloclab_harness::percall::parse_size)]
+    size: usize,
+    #[arg(long, value_parser = alloclab_harness::percall::parse_iterations)]
+    iterations: u64,
+}
+
+#[derive(Args)]
 struct ReportArgs {
     /// A results.json written by `alloclab suite` or `alloclab run --json`.
     results: PathBuf,
@@ -214,6 +273,19 @@ fn main() -> ExitCode {
             command: args.command,
         }),
         Cmd::Worker(args) => worker(args),
+        Cmd::Percall(args) => {
+            alloclab_harness::percall::percall(&alloclab_harness::percall::Request {
+                allocators: args.alloc,
+                ops: args.ops,
+                size: args.size,
+                iterations: args.iterations,
+                instructions: args.instructions,
+                json: args.json,
+            })
+        }
+        Cmd::PercallWorker(a) => {
+            alloclab_harness::percall::worker(&a.alloc, &a.op, a.size, a.iterations)
+        }
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
