@@ -222,14 +222,17 @@ pub unsafe trait MallocHeap: HostAllocator {
     /// `ptr` is a live block of this heap; it must not be used afterwards.
     unsafe fn deallocate_unsized(&self, ptr: NonNull<u8>);
 
-    /// The heap's fast path for a C allocation, tried before the general one: a block for
-    /// `layout` exactly as [`Allocator::allocate`] would give, or `None` to take the general
-    /// path (which then does whatever it does, fast path included). It must not fail in any
-    /// other way, and is meant to be inlined into `malloc`, whose general path is a
-    /// separate function called in tail position. The default has no fast path.
+    /// The heap's fast path for C's `malloc(size)`, tried before the general one: a block
+    /// of at least `size` bytes aligned to 16 (`malloc`'s alignment on 64-bit targets),
+    /// exactly as [`Allocator::allocate`] would give for that layout, or `None` to take the
+    /// general path (which then does whatever it does, fast path included). `size` is any
+    /// value the program passed, 0 and impossible ones included; the fast path may refuse
+    /// any of them, and must not fail in any other way. It is meant to be inlined into
+    /// `malloc`, whose general path is a separate function called in tail position. The
+    /// default has no fast path.
     #[inline(always)]
-    fn try_allocate_fast(&self, layout: Layout) -> Option<NonNull<u8>> {
-        let _ = layout;
+    fn try_malloc_fast(&self, size: usize) -> Option<NonNull<u8>> {
+        let _ = size;
         None
     }
 

@@ -58,16 +58,19 @@ const SHRINK_IN_PLACE_SLACK_BYTES: usize = 256;
 /// unique pointer for `size == 0`. `NULL` and `ENOMEM` on failure.
 #[inline(always)]
 pub fn malloc<H: MallocHeap>(heap: &H, size: usize) -> *mut c_void {
-    if let Some(block) = allocate_fast(heap, size, MALLOC_ALIGNMENT) {
+    const _: () = assert!(MALLOC_ALIGNMENT <= 16, "try_malloc_fast aligns to 16");
+    if let Some(block) = heap.try_malloc_fast(size) {
         return block.as_ptr().cast();
     }
     malloc_general(heap, size)
 }
 
 /// [`malloc`] past the heap's fast path: a separate function, so that `malloc` calls it in
-/// tail position and its own fast path needs no stack frame.
+/// tail position and its own fast path needs no stack frame. `extern "C"` (it cannot
+/// unwind), so that the call is a plain jump: a call that may unwind out of an exported
+/// C function is wrapped in an abort-on-unwind guard, and cannot be a tail call.
 #[inline(never)]
-fn malloc_general<H: MallocHeap>(heap: &H, size: usize) -> *mut c_void {
+pub(crate) extern "C" fn malloc_general<H: MallocHeap>(heap: &H, size: usize) -> *mut c_void {
     match allocate(heap, size, MALLOC_ALIGNMENT) {
         Ok(block) => block.as_ptr().cast(),
         Err(_) => fail(libc::ENOMEM),
@@ -100,7 +103,7 @@ pub unsafe fn free<H: MallocHeap>(heap: &H, ptr: *mut c_void) {
 ///
 /// As [`free`], for a non-null `block`.
 #[inline(never)]
-unsafe fn free_general<H: MallocHeap>(heap: &H, block: NonNull<u8>) {
+unsafe extern "C" fn free_general<H: MallocHeap>(heap: &H, block: NonNull<u8>) {
     if H::FREE_KEEPS_ERRNO {
         // SAFETY: the caller guarantees `block` is a live block of `heap`.
         unsafe { heap.deallocate_unsized(block) }
@@ -296,17 +299,6 @@ pub fn page_size() -> usize {
 #[inline(always)]
 fn layout(size: usize, alignment: usize) -> Option<Layout> {
     Layout::from_size_align(size.max(1), alignment.max(MALLOC_ALIGNMENT)).ok()
-}
-
-/// The heap's fast path for `size` bytes aligned to `alignment`, with the C rules of
-/// [`layout`] applied; `None` if it has none for this request.
-#[inline(always)]
-pub(crate) fn allocate_fast<H: MallocHeap>(
-    heap: &H,
-    size: usize,
-    alignment: usize,
-) -> Option<NonNull<u8>> {
-    heap.try_allocate_fast(layout(size, alignment)?)
 }
 
 /// A block of `size` bytes aligned to `alignment` (a power of two), with the C rules of

@@ -19,7 +19,7 @@
 //! * **`nothrow` forms** return null on failure. They do not call the new handler (a
 //!   handler may throw, and a `nothrow` form must not): a program that relies on its
 //!   handler to free memory for a `nothrow` allocation sees null one handler call early.
-//! * **Alignment.** The plain forms align to [`MALLOC_ALIGNMENT`](crate::MALLOC_ALIGNMENT) (16 bytes,
+//! * **Alignment.** The plain forms align to [`MALLOC_ALIGNMENT`] (16 bytes,
 //!   `__STDCPP_DEFAULT_NEW_ALIGNMENT__` on x86_64 and aarch64); the `align_val_t` forms to
 //!   what they are given (at least 16). Zero sizes get unique pointers.
 //! * **Delete.** Every form frees the block whatever the size and alignment it is told;
@@ -33,22 +33,29 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 
 use alloclab_core::MallocHeap;
 
-use crate::api::{allocate, allocate_fast};
+use crate::MALLOC_ALIGNMENT;
+use crate::api::allocate;
 
 /// A throwing `operator new` of `size` bytes aligned to `alignment` (a power of two; the
-/// plain forms pass [`MALLOC_ALIGNMENT`](crate::MALLOC_ALIGNMENT)).
+/// plain forms pass [`MALLOC_ALIGNMENT`]).
 #[inline(always)]
 pub fn new<H: MallocHeap>(heap: &H, size: usize, alignment: usize) -> *mut c_void {
-    if let Some(block) = allocate_fast(heap, size, alignment) {
+    if alignment <= MALLOC_ALIGNMENT
+        && let Some(block) = heap.try_malloc_fast(size)
+    {
         return block.as_ptr().cast();
     }
     new_general(heap, size, alignment)
 }
 
 /// [`new`] past the heap's fast path, in tail position: the general path, then the new
-/// handler loop, then `std::bad_alloc`.
+/// handler loop, then `std::bad_alloc` (which unwinds out of it: `C-unwind`).
 #[inline(never)]
-fn new_general<H: MallocHeap>(heap: &H, size: usize, alignment: usize) -> *mut c_void {
+extern "C-unwind" fn new_general<H: MallocHeap>(
+    heap: &H,
+    size: usize,
+    alignment: usize,
+) -> *mut c_void {
     if let Ok(block) = allocate(heap, size, alignment) {
         return block.as_ptr().cast();
     }
@@ -109,7 +116,11 @@ pub unsafe fn delete_sized<H: MallocHeap>(heap: &H, ptr: *mut c_void, size: usiz
 ///
 /// As [`delete_sized`], for a non-null `block`.
 #[inline(never)]
-unsafe fn delete_sized_general<H: MallocHeap>(heap: &H, block: NonNull<u8>, size: usize) {
+unsafe extern "C" fn delete_sized_general<H: MallocHeap>(
+    heap: &H,
+    block: NonNull<u8>,
+    size: usize,
+) {
     if H::FREE_KEEPS_ERRNO {
         // SAFETY: forwarded from the caller.
         unsafe { heap.deallocate_with_size(block, size) }

@@ -11,7 +11,7 @@ use alloclab_core::{
 use crate::heap::{Heap, RUN_CLASSES, run_object_offset_bound};
 use crate::os;
 use crate::remote_free::Node;
-use crate::size_class::{class_count, class_for, small_class};
+use crate::size_class::{class_count, class_for, small_class, table_class, table_limit};
 use crate::span::{HEADER_BYTES, Kind, MAX_COLOUR_BYTES, SpanHeader, colour_bytes, header_at};
 use crate::span_list::{Link, SpanList};
 use crate::thread;
@@ -119,6 +119,9 @@ static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 pub struct WfSpan {
     pub(crate) config: Config,
     max_class: usize,
+    /// The largest size [`table_class`] classes among this allocator's classes: 16 KiB, or
+    /// the largest class of smaller spans.
+    table_limit: usize,
     state: AtomicU8,
     id: AtomicU64,
     region_base: AtomicUsize,
@@ -216,6 +219,7 @@ impl WfSpan {
         Self {
             config,
             max_class: class_count(config.span_bytes) - 1,
+            table_limit: table_limit(class_count(config.span_bytes) - 1),
             state: AtomicU8::new(UNINIT),
             id: AtomicU64::new(0),
             region_base: AtomicUsize::new(0),
@@ -950,9 +954,22 @@ impl HostAllocator for WfSpan {
 unsafe impl MallocHeap for WfSpan {
     const FREE_KEEPS_ERRNO: bool = true;
 
+    /// A size up to the largest class the table covers (16 KiB with the default spans) is
+    /// one table load; the thread's active span of that class gives the block.
     #[inline(always)]
-    fn try_allocate_fast(&self, layout: Layout) -> Option<NonNull<u8>> {
-        self.allocate_fast(layout)
+    fn try_malloc_fast(&self, size: usize) -> Option<NonNull<u8>> {
+        if size > self.table_limit {
+            return None;
+        }
+        // SAFETY: `table_limit` is a `table_limit`.
+        let class = unsafe { table_class(size) };
+        let heap = thread::lookup(self.id.load(Ordering::Relaxed));
+        if heap.is_null() {
+            return None;
+        }
+        // SAFETY: our own heap (never unmapped); `class` is at most the class of
+        // `table_limit`, within the class count.
+        NonNull::new(unsafe { (*heap).pop_active(class) })
     }
 
     #[inline(always)]

@@ -645,9 +645,9 @@ impl Heap {
         }
     }
 
-    /// Frees `block` of small span `span`, which this heap owns, if `span` is the active
-    /// span of its class; returns whether it did. The fast path of
-    /// [`free_local`](Self::free_local).
+    /// Frees `block` of small span `span`, which this heap owns, when that moves no span
+    /// between lists: `span` is the active span of its class, or a partial span keeping a
+    /// live block. Returns whether it did. The fast path of [`free_local`](Self::free_local).
     ///
     /// # Safety
     /// As [`free_local`](Self::free_local).
@@ -658,14 +658,22 @@ impl Heap {
             let class = (*span).class as usize;
             let slot = self.slot(class);
             let active = slot.active.get();
-            if (*active).span != span {
-                return false;
-            }
-            block.cast::<*mut u8>().write((*active).free);
-            (*active).free = block;
-            (*active).allocated -= 1;
-            if (*active).allocated == 0 {
-                self.note_idle(span, class);
+            if (*active).span == span {
+                block.cast::<*mut u8>().write((*active).free);
+                (*active).free = block;
+                (*active).allocated -= 1;
+                if (*active).allocated == 0 {
+                    self.note_idle(span, class);
+                }
+            } else {
+                // An inactive span that is partial and keeps a live block stays where it
+                // is: the block goes on its local list and nothing moves. A full span
+                // turning partial, or a span's last block, take the general path.
+                let local = (*span).local();
+                if local.list != ListId::Partial || local.allocated <= 1 {
+                    return false;
+                }
+                (*span).put_local(block);
             }
             bump_single_writer(&slot.deallocations, 1);
             true

@@ -82,6 +82,30 @@ fn table_index(size: usize) -> usize {
     (size + MIN_BLOCK_BYTES - 1) >> MIN_BLOCK_BYTES.trailing_zeros()
 }
 
+/// The class of `size`: one table load.
+///
+/// # Safety
+///
+/// `size` is at most a [`table_limit`] (16 KiB at most).
+#[inline(always)]
+pub unsafe fn table_class(size: usize) -> usize {
+    debug_assert!(size <= COARSE_TABLE_MAX);
+    // SAFETY: `table_index` of a size up to `COARSE_TABLE_MAX` is at most
+    // `TABLE_ENTRIES - 1`, the table's last index.
+    unsafe { *CLASS_TABLE.get_unchecked(table_index(size)) as usize }
+}
+
+/// The largest size [`table_class`] may be asked of with classes up to `max_class`: every
+/// size up to it has a class of at most `max_class`.
+pub const fn table_limit(max_class: usize) -> usize {
+    let largest = class_bytes(max_class);
+    if largest < COARSE_TABLE_MAX {
+        largest
+    } else {
+        COARSE_TABLE_MAX
+    }
+}
+
 /// The class of a request with at most 16-byte alignment among classes up to `max_class`
 /// (the fast path: a table load up to 16 KiB, a bit scan above), or `None`.
 #[inline]
@@ -150,6 +174,23 @@ mod tests {
             }
         }
         assert_eq!(small_class(64, 32, 35), None);
+    }
+
+    #[test]
+    fn the_table_limit_keeps_every_tabled_class_among_the_allocators_classes() {
+        for span_bytes in [16 << 10, 32 << 10, 64 << 10, 1 << 20, 4 << 20] {
+            let max_class = class_count(span_bytes) - 1;
+            let limit = table_limit(max_class);
+            assert!(limit <= COARSE_TABLE_MAX);
+            for size in 0..=limit {
+                // SAFETY: `size` is at most a table limit.
+                let class = unsafe { table_class(size) };
+                assert_eq!(class, class_of(size), "size {size}");
+                assert!(class <= max_class, "size {size}, spans of {span_bytes}");
+            }
+        }
+        assert_eq!(table_limit(class_count(64 << 10) - 1), 16 << 10);
+        assert_eq!(table_limit(class_count(16 << 10) - 1), 4 << 10);
     }
 
     #[test]
