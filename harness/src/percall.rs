@@ -12,9 +12,10 @@
 //!   compiled with `c++ -O2 -pthread` (`$CXX` when set), run under the heap's library as
 //!   `alloclab exec` runs a command: alloclab's preload libraries and the peers' shared
 //!   libraries through `LD_PRELOAD`, `system` with nothing preloaded. Every call goes through
-//!   the PLT, as a program's does; the C++ ops call libstdc++'s `operator new`/`delete`
-//!   unless the library exports its own (mimalloc, jemalloc and tcmalloc do; alloclab's
-//!   preload libraries do not, so there libstdc++'s `operator new` calls their `malloc`).
+//!   the PLT, as a program's does. The C++ ops call the library's own `operator new` and
+//!   `delete` where it exports them (alloclab's preload libraries and the peers' do), else
+//!   libstdc++'s, which call `malloc` and `free` (`system`: glibc's malloc under
+//!   libstdc++'s operators).
 //! * **In-process.** The same rounds in Rust, in a fresh process of the harness itself (a
 //!   hidden `__percall` subcommand), on heaps compiled into alloclab
 //!   ([`Capability::HostHeap`]): `malloc` is [`Allocator::allocate`] with the layout
