@@ -112,6 +112,23 @@ fn huge_mapping_bytes(size: usize, align: usize, span_bytes: usize) -> Option<us
         .filter(|&t| t <= isize::MAX as usize / 2)
 }
 
+/// [`WfSpan::free_remote`] as a separate function that cannot unwind (`extern "C"`), so that
+/// the C `free` reaches it with a jump and its fast path saves no register for it.
+///
+/// # Safety
+///
+/// As [`WfSpan::free_remote`].
+#[inline(never)]
+unsafe extern "C" fn free_remote_out_of_line(
+    wf: &WfSpan,
+    span: *mut SpanHeader,
+    block: *mut u8,
+    me: *mut Heap,
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe { wf.free_remote(span, block, me) }
+}
+
 /// Source of instance identifiers (0 means "not yet assigned").
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 
@@ -625,8 +642,10 @@ impl WfSpan {
         unsafe { self.free_block_of(block.as_ptr(), me) }
     }
 
-    /// The fast path of a free without a size: a block of a small span the caller owns,
-    /// when that span is the active one of its class. Returns whether the block was freed.
+    /// The fast path of a free without a size: a block of a small span, pushed on the
+    /// caller's active span or an inactive partial one it owns (when no span moves between
+    /// lists), or on the span's remote list when another heap owns it. Returns whether the
+    /// block was freed.
     ///
     /// # Safety
     ///
@@ -641,9 +660,16 @@ impl WfSpan {
         // SAFETY: `block` is live, so its header is initialised; a small span's owner is
         // compared, not dereferenced, and equals our heap only if we own the span.
         unsafe {
-            (*span).kind == Kind::Small
-                && (*span).owner.load(Ordering::Relaxed) == me
-                && (*me).push_active(span, block.as_ptr())
+            if (*span).kind != Kind::Small {
+                return false;
+            }
+            if (*span).owner.load(Ordering::Relaxed) == me {
+                return (*me).push_active(span, block.as_ptr());
+            }
+            // Another heap's block (or a discarded span's): the remote push, wait-free, in
+            // a function of its own so that the local frees keep a frameless fast path.
+            free_remote_out_of_line(self, span, block.as_ptr(), me);
+            true
         }
     }
 
@@ -736,18 +762,35 @@ impl WfSpan {
             (*span).remote_list().push(block.cast::<Node>());
             let mut steps = 1;
             if (*span).reclaim().remote_free_done() {
-                SpanHeader::reset(span);
-                if me.is_null() {
-                    self.orphans[0].push((*span).index, &(*span).link);
-                } else {
-                    steps += (*me).give_run(self, span, 0);
-                }
+                steps += self.reclaim_discarded(span, me);
             }
             if me.is_null() {
                 self.heapless_frees.fetch_add(1, Ordering::Relaxed);
                 self.heapless_bytes.fetch_add(bytes, Ordering::Relaxed);
             } else {
                 (*me).count_remote_free(class, steps);
+            }
+        }
+    }
+
+    /// Takes back a discarded span whose last remote free the caller just pushed; returns
+    /// the steps beyond the push.
+    ///
+    /// # Safety
+    ///
+    /// `span` is a small span whose `remote_free_done` the caller's free just reported, so
+    /// the caller holds it exclusively; `me` is the caller's heap or null.
+    #[cold]
+    #[inline(never)]
+    unsafe fn reclaim_discarded(&self, span: *mut SpanHeader, me: *mut Heap) -> u64 {
+        // SAFETY: per the contract.
+        unsafe {
+            SpanHeader::reset(span);
+            if me.is_null() {
+                self.orphans[0].push((*span).index, &(*span).link);
+                0
+            } else {
+                (*me).give_run(self, span, 0)
             }
         }
     }
