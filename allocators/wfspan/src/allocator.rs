@@ -166,7 +166,7 @@ pub struct WfSpan {
 
 // The remote-free batch's branch (the slow path's first step, one per node moved) stays
 // within the longest branch's bound at one thread.
-const _: () = assert!(1 + crate::heap::REMOTE_BATCH as u64 <= 29);
+const _: () = assert!((crate::heap::REMOTE_BATCH as u64) < 29);
 
 /// Most steps one operation may take (see [`step_bound`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
