@@ -660,11 +660,14 @@ impl WfSpan {
         // SAFETY: `block` is live, so its header is initialised; a small span's owner is
         // compared, not dereferenced, and equals our heap only if we own the span.
         unsafe {
+            // Only small spans have an owner (span runs and huge mappings keep a null one),
+            // so our own heap there means a small span of ours, kind unread.
+            if (*span).owner.load(Ordering::Relaxed) == me {
+                debug_assert!((*span).kind == Kind::Small);
+                return (*me).push_active(span, block.as_ptr());
+            }
             if (*span).kind != Kind::Small {
                 return false;
-            }
-            if (*span).owner.load(Ordering::Relaxed) == me {
-                return (*me).push_active(span, block.as_ptr());
             }
             // Another heap's block (or a discarded span's): the remote push, wait-free, in
             // a function of its own so that the local frees keep a frameless fast path.

@@ -730,11 +730,12 @@ impl Heap {
         }
     }
 
-    /// Remembers that the active span of `class` went empty.
+    /// Remembers that the active span of `class` went empty. Inlined (three stores, no
+    /// call), so that the free fast path that reaches it needs no stack frame.
     ///
     /// # Safety
     /// Owner only.
-    #[cold]
+    #[inline(always)]
     unsafe fn note_idle(&self, span: *mut SpanHeader, class: usize) {
         // SAFETY: owner-only access per the contract.
         let local = unsafe { self.local() };

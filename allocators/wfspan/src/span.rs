@@ -112,7 +112,9 @@ pub struct SpanHeader {
     /// Huge blocks: the mapping's start and length.
     pub mapping: (usize, usize),
     /// The heap that owns a small span; null when none does (published, discarded, cached
-    /// by nobody). Compared, never dereferenced, by non-owners.
+    /// by nobody), and always null for span runs and huge mappings, so that a free may
+    /// compare it with its heap before reading `kind`. Compared, never dereferenced, by
+    /// non-owners.
     pub owner: AtomicPtr<Heap>,
     /// Link for the public span lists.
     pub link: Link,
