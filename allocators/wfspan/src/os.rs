@@ -45,6 +45,21 @@ pub unsafe fn unmap(addr: NonNull<u8>, len: usize) {
     unsafe { libc::munmap(addr.as_ptr().cast(), len) };
 }
 
+/// Gives the pages of `addr..addr + len` back to the OS (`MADV_DONTNEED`): the range stays
+/// mapped and reads as zero; its next touch faults a fresh page in. `errno` is left as it
+/// was.
+///
+/// # Safety
+///
+/// `addr..addr + len` is page-aligned, inside a mapping made by [`map`], and holds nothing
+/// anyone needs.
+pub unsafe fn discard(addr: usize, len: usize) {
+    let _errno = KeepErrno::new();
+    // SAFETY: the caller guarantees the range is ours and unused; MADV_DONTNEED on private
+    // anonymous memory only drops its contents.
+    unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED) };
+}
+
 /// Restores the calling thread's `errno` when dropped, around a system call on a free path.
 struct KeepErrno(libc::c_int);
 

@@ -364,7 +364,7 @@ fn a_class_with_a_full_span_table_keeps_every_block() {
 fn freed_huge_mappings_are_reused_and_the_cache_stays_bounded() {
     use alloclab_wfspan::{HUGE_CACHE_BYTES, HUGE_CACHE_SLOTS};
     let heap = WfSpan::new();
-    let l = layout(3 << 20, 16);
+    let l = layout(6 << 20, 16);
     let a = heap.allocate(l).unwrap();
     fill(a, l.size(), 0x5a);
     // SAFETY: live block of `heap`, freed once.
@@ -381,13 +381,32 @@ fn freed_huge_mappings_are_reused_and_the_cache_stays_bounded() {
     let z = heap.allocate_zeroed(l).unwrap();
     assert_eq!(z, a);
     check(z, l.size(), 0);
-    // A much smaller huge block does not take a mapping more than twice its size.
-    let small = layout(1 << 20, 16);
+    fill(z, l.size(), 0x77);
+    // SAFETY: live block of `heap`, freed once.
+    unsafe { heap.deallocate(z, l) };
+    // A smaller huge block takes the cached mapping too; its pages past twice the block's
+    // size go back to the OS, so they read as zero, while the block's own kept theirs.
+    // (2.5 MiB: above the largest span run, 2 MiB.)
+    let small = layout(5 << 19, 16);
     let c = heap.allocate(small).unwrap();
-    assert_ne!(c, z);
-    // SAFETY: live blocks of `heap`, each freed once.
+    assert_eq!(
+        c, z,
+        "the cached mapping was not reused for a smaller block"
+    );
+    // SAFETY: `c` is live; its usable size is readable.
     unsafe {
-        heap.deallocate(z, l);
+        let usable = heap.usable_size(c);
+        assert!(
+            usable >= l.size(),
+            "the block did not get the whole mapping"
+        );
+        let bytes = core::slice::from_raw_parts(c.as_ptr(), usable);
+        assert_eq!(bytes[0], 0x77);
+        assert_eq!(
+            bytes[l.size() - 1],
+            0,
+            "pages past twice the block were kept"
+        );
         heap.deallocate(c, small);
     }
 
