@@ -550,11 +550,11 @@ impl WfSpan {
     ///
     /// Measured on `scripts/huge-blocks.c` (4 blocks of 1–16 MiB live, one replaced 400
     /// times, every page touched; 2-core VM): reuse of mappings up to twice the request
-    /// only took 1.0–1.1 s at 124 MB peak RSS; any fit, keeping the whole mapping, 0.21 s
+    /// only took 0.92–1.08 s at 124 MB peak RSS; any fit, keeping the whole mapping, 0.21 s
     /// at 106 MB, but a small block could then pin a large mapping's pages for good; any
     /// fit trimmed to the request 0.81 s at 99 MB (the trimmed pages fault back in when a
     /// larger block reuses the mapping); any fit trimmed to twice the request, this,
-    /// 0.49–0.54 s at 99 MB; glibc 0.91–0.97 s at 72 MB.
+    /// 0.49–0.54 s at 99 MB; glibc 0.92–0.98 s at 72 MB.
     fn take_cached_mapping(&self, need: usize) -> Option<(usize, usize)> {
         let span_bytes = self.config.span_bytes;
         // The low bits of a slot say the mapping's length in spans (rounded down): a hint
