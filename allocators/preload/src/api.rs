@@ -117,11 +117,25 @@ unsafe extern "C" fn free_general<H: MallocHeap>(heap: &H, block: NonNull<u8>) {
 /// `calloc(count, size)`: `count * size` zero bytes aligned to [`MALLOC_ALIGNMENT`]; a
 /// unique pointer when the product is zero. `NULL` and `ENOMEM` if the product overflows or
 /// the heap fails.
-#[inline]
+///
+/// A block from the heap's `malloc` fast path is zeroed here; the general path asks the heap
+/// for zeroed memory (which may know that fresh memory is zero already).
+#[inline(always)]
 pub fn calloc<H: MallocHeap>(heap: &H, count: usize, size: usize) -> *mut c_void {
     let Some(total) = count.checked_mul(size) else {
         return fail(libc::ENOMEM);
     };
+    if let Some(block) = heap.try_malloc_fast(total) {
+        // SAFETY: the fast path returned a live block of at least `total` bytes.
+        unsafe { block.as_ptr().write_bytes(0, total) };
+        return block.as_ptr().cast();
+    }
+    calloc_general(heap, total)
+}
+
+/// [`calloc`] past the heap's fast path (see [`malloc_general`]).
+#[inline(never)]
+extern "C" fn calloc_general<H: MallocHeap>(heap: &H, total: usize) -> *mut c_void {
     let Some(layout) = layout(total, MALLOC_ALIGNMENT) else {
         return fail(libc::ENOMEM);
     };

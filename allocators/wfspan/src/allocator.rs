@@ -986,12 +986,17 @@ impl HostAllocator for WfSpan {
     /// A huge block from a fresh mapping is zero already and is not written; every other
     /// block is zeroed.
     fn allocate_zeroed(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
-        if self.is_huge(layout) {
-            return self
-                .allocate_huge(layout.size().max(1), layout.align(), true)
-                .map_err(|kind| AllocError::new(layout, kind));
-        }
-        let block = self.allocate(layout)?;
+        let block = match self.allocate_fast(layout) {
+            Some(block) => block,
+            None if self.is_huge(layout) => {
+                return self
+                    .allocate_huge(layout.size().max(1), layout.align(), true)
+                    .map_err(|kind| AllocError::new(layout, kind));
+            }
+            None => self
+                .allocate_block_slow(layout)
+                .map_err(|kind| AllocError::new(layout, kind))?,
+        };
         // SAFETY: `allocate` returned a live block of at least `layout.size()` bytes.
         unsafe { block.as_ptr().write_bytes(0, layout.size()) };
         Ok(block)
