@@ -12,7 +12,10 @@ use crate::heap::{Heap, RUN_CLASSES, run_object_offset_bound};
 use crate::os;
 use crate::remote_free::Node;
 use crate::size_class::{class_count, class_for, small_class, table_class, table_limit};
-use crate::span::{HEADER_BYTES, Kind, MAX_COLOUR_BYTES, SpanHeader, colour_bytes, header_at};
+use crate::span::{
+    HEADER_BYTES, Kind, MAX_COLOUR_BYTES, SpanHeader, colour_bytes, colour_shift, header_at,
+    header_of_block,
+};
 use crate::span_list::{Link, SpanList};
 use crate::thread;
 
@@ -140,6 +143,10 @@ pub struct WfSpan {
     /// The largest size [`table_class`] classes among this allocator's classes: 16 KiB, or
     /// the largest class of smaller spans.
     table_limit: usize,
+    /// `!(span_bytes - 1)` and [`colour_shift`]`(span_bytes)`, for [`header_of_block`] on
+    /// the free fast path.
+    span_mask: usize,
+    colour_shift: u32,
     state: AtomicU8,
     id: AtomicU64,
     region_base: AtomicUsize,
@@ -244,6 +251,8 @@ impl WfSpan {
             config,
             max_class: class_count(config.span_bytes) - 1,
             table_limit: table_limit(class_count(config.span_bytes) - 1),
+            span_mask: !(config.span_bytes - 1),
+            colour_shift: colour_shift(config.span_bytes),
             state: AtomicU8::new(UNINIT),
             id: AtomicU64::new(0),
             region_base: AtomicUsize::new(0),
@@ -678,7 +687,8 @@ impl WfSpan {
         if me.is_null() {
             return false;
         }
-        let span = SpanHeader::of(block.as_ptr(), self.config.span_bytes);
+        let span = header_of_block(block.as_ptr(), self.span_mask, self.colour_shift);
+        debug_assert_eq!(span, SpanHeader::of(block.as_ptr(), self.config.span_bytes));
         // SAFETY: `block` is live, so its header is initialised; a small span's owner is
         // compared, not dereferenced, and equals our heap only if we own the span.
         unsafe {

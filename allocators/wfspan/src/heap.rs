@@ -669,8 +669,9 @@ impl Heap {
     }
 
     /// Frees `block` of small span `span`, which this heap owns, when that moves no span
-    /// between lists: `span` is the active span of its class, or a partial span keeping a
-    /// live block. Returns whether it did. The fast path of [`free_local`](Self::free_local).
+    /// between lists and leaves a live block in it: `span` is the active span of its class,
+    /// or a partial one. Returns whether it did. The fast path of
+    /// [`free_local`](Self::free_local).
     ///
     /// # Safety
     /// As [`free_local`](Self::free_local).
@@ -682,12 +683,14 @@ impl Heap {
             let slot = self.slot(class);
             let active = slot.active.get();
             if (*active).span == span {
+                // The span's last block takes the general path, which notes the span idle:
+                // the fast path then makes no call, and needs no stack frame.
+                if (*active).allocated <= 1 {
+                    return false;
+                }
                 block.cast::<*mut u8>().write((*active).free);
                 (*active).free = block;
                 (*active).allocated -= 1;
-                if (*active).allocated == 0 {
-                    self.note_idle(span, class);
-                }
             } else {
                 // An inactive span that is partial and keeps a live block stays where it
                 // is: the block goes on its local list and nothing moves. A full span
@@ -730,12 +733,11 @@ impl Heap {
         }
     }
 
-    /// Remembers that the active span of `class` went empty. Inlined (three stores, no
-    /// call), so that the free fast path that reaches it needs no stack frame.
+    /// Remembers that the active span of `class` went empty.
     ///
     /// # Safety
     /// Owner only.
-    #[inline(always)]
+    #[cold]
     unsafe fn note_idle(&self, span: *mut SpanHeader, class: usize) {
         // SAFETY: owner-only access per the contract.
         let local = unsafe { self.local() };

@@ -147,13 +147,34 @@ pub const COLOURS: usize = 16;
 const COLOUR_STEP_BYTES: usize = 128;
 /// The largest offset of a header from its span's start.
 pub const MAX_COLOUR_BYTES: usize = (COLOURS - 1) * COLOUR_STEP_BYTES;
+
+/// The bits of an address that [`colour_bytes`] keeps, once shifted by [`colour_shift`].
+pub const COLOUR_MASK: usize = MAX_COLOUR_BYTES;
+const _: () = assert!(COLOURS.is_power_of_two() && COLOUR_STEP_BYTES.is_power_of_two());
+
+/// How far [`colour_bytes`] shifts a span's address: the span size's bits less the colour
+/// step's (spans are at least 16 KiB, so this never underflows).
+#[inline]
+pub const fn colour_shift(span_bytes: usize) -> u32 {
+    span_bytes.trailing_zeros() - COLOUR_STEP_BYTES.trailing_zeros()
+}
+
+/// The header of the span holding `block`, from the span mask (`!(span_bytes - 1)`) and
+/// [`colour_shift`] computed once: what [`SpanHeader::of`] computes, for the fast paths.
+#[inline(always)]
+pub fn header_of_block(block: *mut u8, span_mask: usize, colour_shift: u32) -> *mut SpanHeader {
+    let base = (block as usize - 1) & span_mask;
+    (base + ((base >> colour_shift) & COLOUR_MASK)) as *mut SpanHeader
+}
 // A header of any colour stays in its span's first 4 KiB page (one fault, one TLB entry).
 const _: () = assert!(MAX_COLOUR_BYTES + HEADER_BYTES <= 4096);
 
 /// Offset of the header from the start of the span at `base` (aligned to `span_bytes`).
 #[inline]
 pub fn colour_bytes(base: usize, span_bytes: usize) -> usize {
-    ((base >> span_bytes.trailing_zeros()) % COLOURS) * COLOUR_STEP_BYTES
+    // `((base / span_bytes) % COLOURS) * COLOUR_STEP_BYTES`: the span's index bits shifted
+    // straight into place, one shift and one mask.
+    (base >> colour_shift(span_bytes)) & COLOUR_MASK
 }
 
 /// The header of the span (or run, or huge mapping) that starts at `base`, aligned to
