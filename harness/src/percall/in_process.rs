@@ -124,6 +124,29 @@ batches! {
     }
 }
 
+/// A measured batch and its warm-up twin, as [`batches!`] defines them.
+type BatchFn<A> = unsafe fn(&A, &mut [*mut u8], Layout, usize);
+
+/// The batch [`rounds`] calls: `timed` in the timed rounds, its twin `warm` in the warm-up.
+///
+/// # Safety
+///
+/// The slots [`rounds`] hands the closure hold what `timed` and `warm` require (the op's
+/// [`Shape`] sees to it).
+unsafe fn batch<'h, A>(
+    timed: BatchFn<A>,
+    warm: BatchFn<A>,
+    heap: &'h A,
+    layout: Layout,
+    new_size: usize,
+) -> impl FnMut(&mut [*mut u8], bool) + 'h {
+    move |p, is_timed| {
+        let f = if is_timed { timed } else { warm };
+        // SAFETY: per this function's contract.
+        unsafe { f(heap, p, layout, new_size) }
+    }
+}
+
 /// The floor's callee: nothing, behind an optimisation barrier.
 #[inline(never)]
 fn percall_empty(size: usize) -> *mut u8 {
@@ -262,13 +285,7 @@ fn measure_host<A: HostAllocator>(
             alloc(layout),
             free(layout),
             // SAFETY: malloc reads nothing from the slots.
-            |p, timed| unsafe {
-                if timed {
-                    percall_timed_malloc(heap, p, layout, 0)
-                } else {
-                    percall_warm_malloc(heap, p, layout, 0)
-                }
-            },
+            unsafe { batch(percall_timed_malloc, percall_warm_malloc, heap, layout, 0) },
         )?,
         InProcessOp::Calloc => rounds(
             op.name(),
@@ -278,13 +295,7 @@ fn measure_host<A: HostAllocator>(
             alloc(layout),
             free(layout),
             // SAFETY: calloc reads nothing from the slots.
-            |p, timed| unsafe {
-                if timed {
-                    percall_timed_calloc(heap, p, layout, 0)
-                } else {
-                    percall_warm_calloc(heap, p, layout, 0)
-                }
-            },
+            unsafe { batch(percall_timed_calloc, percall_warm_calloc, heap, layout, 0) },
         )?,
         InProcessOp::PosixMemalign => rounds(
             op.name(),
@@ -294,13 +305,7 @@ fn measure_host<A: HostAllocator>(
             alloc(aligned),
             free(aligned),
             // SAFETY: an allocation reads nothing from the slots.
-            |p, timed| unsafe {
-                if timed {
-                    percall_timed_malloc(heap, p, aligned, 0)
-                } else {
-                    percall_warm_malloc(heap, p, aligned, 0)
-                }
-            },
+            unsafe { batch(percall_timed_malloc, percall_warm_malloc, heap, aligned, 0) },
         )?,
         InProcessOp::FreeSized => rounds(
             op.name(),
@@ -315,12 +320,14 @@ fn measure_host<A: HostAllocator>(
             alloc(layout),
             |_| {},
             // SAFETY: the setup filled every slot with a block of `layout`.
-            |p, timed| unsafe {
-                if timed {
-                    percall_timed_free_sized(heap, p, layout, 0)
-                } else {
-                    percall_warm_free_sized(heap, p, layout, 0)
-                }
+            unsafe {
+                batch(
+                    percall_timed_free_sized,
+                    percall_warm_free_sized,
+                    heap,
+                    layout,
+                    0,
+                )
             },
         )?,
         InProcessOp::ReallocSame | InProcessOp::ReallocGrow => {
@@ -344,12 +351,14 @@ fn measure_host<A: HostAllocator>(
                 alloc(layout),
                 free(resized),
                 // SAFETY: the setup filled every slot with a block of `layout`.
-                |p, timed| unsafe {
-                    if timed {
-                        percall_timed_realloc(heap, p, layout, new_size)
-                    } else {
-                        percall_warm_realloc(heap, p, layout, new_size)
-                    }
+                unsafe {
+                    batch(
+                        percall_timed_realloc,
+                        percall_warm_realloc,
+                        heap,
+                        layout,
+                        new_size,
+                    )
                 },
             )?
         }
@@ -390,12 +399,14 @@ fn measure_malloc_heap<A: MallocHeap>(
             alloc,
             |_| {},
             // SAFETY: the setup filled every slot with a live block of `heap`.
-            |p, timed| unsafe {
-                if timed {
-                    percall_timed_free_unsized(heap, p, layout, 0)
-                } else {
-                    percall_warm_free_unsized(heap, p, layout, 0)
-                }
+            unsafe {
+                batch(
+                    percall_timed_free_unsized,
+                    percall_warm_free_unsized,
+                    heap,
+                    layout,
+                    0,
+                )
             },
         )?,
         InProcessOp::UsableSize => rounds(
@@ -412,12 +423,14 @@ fn measure_malloc_heap<A: MallocHeap>(
             // SAFETY: `rounds` hands over each block the setup made, once, after the batch.
             |b| unsafe { heap.deallocate(NonNull::new_unchecked(b), layout) },
             // SAFETY: the setup filled every slot with a live block of `heap`.
-            |p, timed| unsafe {
-                if timed {
-                    percall_timed_usable_size(heap, p, layout, 0)
-                } else {
-                    percall_warm_usable_size(heap, p, layout, 0)
-                }
+            unsafe {
+                batch(
+                    percall_timed_usable_size,
+                    percall_warm_usable_size,
+                    heap,
+                    layout,
+                    0,
+                )
             },
         )?,
         _ => return measure_host(heap, op, size, iterations),

@@ -371,6 +371,29 @@ pub fn compile(dir: &Path, cc: &OsStr) -> Result<Vec<PathBuf>, CompileError> {
     }
 }
 
+/// The value of the next `key=value` word of an output line, or why there is none.
+pub(crate) fn next_field<'a>(
+    words: &mut impl Iterator<Item = &'a str>,
+    key: &str,
+    line: &str,
+) -> Result<&'a str, String> {
+    let word = words
+        .next()
+        .ok_or_else(|| format!("no {key}= in {line:?}"))?;
+    word.strip_prefix(key)
+        .and_then(|w| w.strip_prefix('='))
+        .ok_or_else(|| format!("expected {key}=..., got {word:?} in {line:?}"))
+}
+
+/// `text`, the value of `key`, as a decimal number (digits only, no sign).
+pub(crate) fn decimal(key: &str, text: &str) -> Result<u64, String> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("{key}={text} is not a decimal number"));
+    }
+    text.parse::<u64>()
+        .map_err(|e| format!("{key}={text}: {e}"))
+}
+
 /// What one run of a classic program reported.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClassicOutput {
@@ -416,28 +439,14 @@ pub fn parse_output(stdout: &str, stderr: &str) -> Result<ClassicOutput, String>
     if workload.is_empty() || workload.contains('=') {
         return Err(format!("no workload name at the start of {line:?}"));
     }
-    let mut field = |key: &str| -> Result<&str, String> {
-        let word = words
-            .next()
-            .ok_or_else(|| format!("no {key}= in {line:?}"))?;
-        word.strip_prefix(key)
-            .and_then(|w| w.strip_prefix('='))
-            .ok_or_else(|| format!("expected {key}=..., got {word:?} in {line:?}"))
-    };
-    let number = |key: &str, text: &str| -> Result<u64, String> {
-        if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(format!("{key}={text} is not a decimal number"));
-        }
-        text.parse::<u64>()
-            .map_err(|e| format!("{key}={text}: {e}"))
-    };
-    let threads = number("threads", field("threads")?)?;
+    let mut field = |key: &str| next_field(&mut words, key, line);
+    let threads = decimal("threads", field("threads")?)?;
     let scale = field("scale")?;
     if !matches!(scale, "tiny" | "small" | "medium" | "large") {
         return Err(format!("unknown scale={scale}"));
     }
-    let seed = number("seed", field("seed")?)?;
-    let operations = number("operations", field("operations")?)?;
+    let seed = decimal("seed", field("seed")?)?;
+    let operations = decimal("operations", field("operations")?)?;
     let checksum_text = field("checksum")?;
     let checksum = checksum_text
         .strip_prefix("0x")

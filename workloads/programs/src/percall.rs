@@ -24,7 +24,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::classic::{CompileError, Language, io_error, modified, temp_name, write_if_changed};
+use crate::classic::{
+    CompileError, Language, decimal, io_error, modified, next_field, temp_name, write_if_changed,
+};
 
 /// The driver's C++ source.
 pub const SOURCE: &str = include_str!("../c/percall.cc");
@@ -222,21 +224,8 @@ pub fn parse_output(stdout: &str) -> Result<PercallOutput, String> {
             "expected a line starting with 'percall ', got {line:?}"
         ));
     }
-    let mut field = |key: &str| -> Result<&str, String> {
-        let word = words
-            .next()
-            .ok_or_else(|| format!("no {key}= in {line:?}"))?;
-        word.strip_prefix(key)
-            .and_then(|w| w.strip_prefix('='))
-            .ok_or_else(|| format!("expected {key}=..., got {word:?} in {line:?}"))
-    };
-    let number = |key: &str, text: &str| -> Result<u64, String> {
-        if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(format!("{key}={text} is not a decimal number"));
-        }
-        text.parse::<u64>()
-            .map_err(|e| format!("{key}={text}: {e}"))
-    };
+    let mut field = |key: &str| next_field(&mut words, key, line);
+    let number = decimal;
     let op = field("op")?;
     if op.is_empty() || !op.bytes().all(|b| b.is_ascii_lowercase() || b == b'-') {
         return Err(format!("op={op} is not an op name"));
