@@ -184,214 +184,76 @@ macro_rules! export_malloc_api {
     };
     // C++'s operator new and delete, every form, under their Itanium ABI names (`m` is
     // `std::size_t` as `unsigned long`: 64-bit Linux). `std::align_val_t` is passed as a
-    // `std::size_t`, `const std::nothrow_t&` as a pointer, never read.
+    // `std::size_t`, `const std::nothrow_t&` as a pointer, never read. The array forms
+    // (`_Zna`, `_Zda`) do what the single-object ones do.
     (@cxx $heap:expr) => {
-        /// C++ `operator new(std::size_t)`; see `alloclab_preload::cxx`.
-        #[unsafe(no_mangle)]
-        #[cfg(target_pointer_width = "64")]
-        pub extern "C-unwind" fn _Znwm(size: usize) -> *mut ::core::ffi::c_void {
-            __alloclab_before_allocation();
-            $crate::cxx::new(&$heap, size, $crate::MALLOC_ALIGNMENT)
-        }
-
-        /// C++ `operator new(std::size_t, const std::nothrow_t&)`; see `alloclab_preload::cxx`.
-        #[unsafe(no_mangle)]
-        #[cfg(target_pointer_width = "64")]
-        pub extern "C" fn _ZnwmRKSt9nothrow_t(size: usize, _: *const ::core::ffi::c_void) -> *mut ::core::ffi::c_void {
-            __alloclab_before_allocation();
-            $crate::cxx::new_nothrow(&$heap, size, $crate::MALLOC_ALIGNMENT)
-        }
-
-        /// C++ `operator new(std::size_t, std::align_val_t)`; see `alloclab_preload::cxx`.
-        #[unsafe(no_mangle)]
-        #[cfg(target_pointer_width = "64")]
-        pub extern "C-unwind" fn _ZnwmSt11align_val_t(size: usize, alignment: usize) -> *mut ::core::ffi::c_void {
-            __alloclab_before_allocation();
-            $crate::cxx::new(&$heap, size, alignment)
-        }
-
-        /// C++ `operator new(std::size_t, std::align_val_t, const std::nothrow_t&)`; see `alloclab_preload::cxx`.
-        #[unsafe(no_mangle)]
-        #[cfg(target_pointer_width = "64")]
-        pub extern "C" fn _ZnwmSt11align_val_tRKSt9nothrow_t(size: usize, alignment: usize, _: *const ::core::ffi::c_void) -> *mut ::core::ffi::c_void {
-            __alloclab_before_allocation();
-            $crate::cxx::new_nothrow(&$heap, size, alignment)
-        }
-
-        /// C++ `operator new[](std::size_t)`; see `alloclab_preload::cxx`.
-        #[unsafe(no_mangle)]
-        #[cfg(target_pointer_width = "64")]
-        pub extern "C-unwind" fn _Znam(size: usize) -> *mut ::core::ffi::c_void {
-            __alloclab_before_allocation();
-            $crate::cxx::new(&$heap, size, $crate::MALLOC_ALIGNMENT)
-        }
-
-        /// C++ `operator new[](std::size_t, const std::nothrow_t&)`; see `alloclab_preload::cxx`.
-        #[unsafe(no_mangle)]
-        #[cfg(target_pointer_width = "64")]
-        pub extern "C" fn _ZnamRKSt9nothrow_t(size: usize, _: *const ::core::ffi::c_void) -> *mut ::core::ffi::c_void {
-            __alloclab_before_allocation();
-            $crate::cxx::new_nothrow(&$heap, size, $crate::MALLOC_ALIGNMENT)
-        }
-
-        /// C++ `operator new[](std::size_t, std::align_val_t)`; see `alloclab_preload::cxx`.
-        #[unsafe(no_mangle)]
-        #[cfg(target_pointer_width = "64")]
-        pub extern "C-unwind" fn _ZnamSt11align_val_t(size: usize, alignment: usize) -> *mut ::core::ffi::c_void {
-            __alloclab_before_allocation();
-            $crate::cxx::new(&$heap, size, alignment)
-        }
-
-        /// C++ `operator new[](std::size_t, std::align_val_t, const std::nothrow_t&)`; see `alloclab_preload::cxx`.
-        #[unsafe(no_mangle)]
-        #[cfg(target_pointer_width = "64")]
-        pub extern "C" fn _ZnamSt11align_val_tRKSt9nothrow_t(size: usize, alignment: usize, _: *const ::core::ffi::c_void) -> *mut ::core::ffi::c_void {
-            __alloclab_before_allocation();
-            $crate::cxx::new_nothrow(&$heap, size, alignment)
-        }
-
-        /// C++ `operator delete(void*)`; see `alloclab_preload::cxx`.
-        ///
-        /// # Safety
-        ///
-        /// `ptr` is null or a live block of this heap.
-        #[unsafe(no_mangle)]
-        #[cfg(target_pointer_width = "64")]
-        pub unsafe extern "C" fn _ZdlPv(ptr: *mut ::core::ffi::c_void) {
-            // SAFETY: forwarded from the C++ caller.
-            unsafe { $crate::cxx::delete(&$heap, ptr) }
-        }
-
-        /// C++ `operator delete(void*, std::size_t)`; see `alloclab_preload::cxx`.
-        ///
-        /// # Safety
-        ///
-        /// `ptr` is null or a live block of this heap.
-        #[unsafe(no_mangle)]
-        #[cfg(target_pointer_width = "64")]
-        pub unsafe extern "C" fn _ZdlPvm(ptr: *mut ::core::ffi::c_void, size: usize) {
-            // SAFETY: forwarded from the C++ caller.
-            unsafe { $crate::cxx::delete_sized(&$heap, ptr, size) }
-        }
-
-        /// C++ `operator delete(void*, const std::nothrow_t&)`; see `alloclab_preload::cxx`.
-        ///
-        /// # Safety
-        ///
-        /// `ptr` is null or a live block of this heap.
-        #[unsafe(no_mangle)]
-        #[cfg(target_pointer_width = "64")]
-        pub unsafe extern "C" fn _ZdlPvRKSt9nothrow_t(ptr: *mut ::core::ffi::c_void, _: *const ::core::ffi::c_void) {
-            // SAFETY: forwarded from the C++ caller.
-            unsafe { $crate::cxx::delete(&$heap, ptr) }
-        }
-
-        /// C++ `operator delete(void*, std::align_val_t)`; see `alloclab_preload::cxx`.
-        ///
-        /// # Safety
-        ///
-        /// `ptr` is null or a live block of this heap.
-        #[unsafe(no_mangle)]
-        #[cfg(target_pointer_width = "64")]
-        pub unsafe extern "C" fn _ZdlPvSt11align_val_t(ptr: *mut ::core::ffi::c_void, _alignment: usize) {
-            // SAFETY: forwarded from the C++ caller.
-            unsafe { $crate::cxx::delete(&$heap, ptr) }
-        }
-
-        /// C++ `operator delete(void*, std::size_t, std::align_val_t)`; see `alloclab_preload::cxx`.
-        ///
-        /// # Safety
-        ///
-        /// `ptr` is null or a live block of this heap.
-        #[unsafe(no_mangle)]
-        #[cfg(target_pointer_width = "64")]
-        pub unsafe extern "C" fn _ZdlPvmSt11align_val_t(ptr: *mut ::core::ffi::c_void, size: usize, _alignment: usize) {
-            // SAFETY: forwarded from the C++ caller.
-            unsafe { $crate::cxx::delete_sized(&$heap, ptr, size) }
-        }
-
-        /// C++ `operator delete(void*, std::align_val_t, const std::nothrow_t&)`; see `alloclab_preload::cxx`.
-        ///
-        /// # Safety
-        ///
-        /// `ptr` is null or a live block of this heap.
-        #[unsafe(no_mangle)]
-        #[cfg(target_pointer_width = "64")]
-        pub unsafe extern "C" fn _ZdlPvSt11align_val_tRKSt9nothrow_t(ptr: *mut ::core::ffi::c_void, _alignment: usize, _: *const ::core::ffi::c_void) {
-            // SAFETY: forwarded from the C++ caller.
-            unsafe { $crate::cxx::delete(&$heap, ptr) }
-        }
-
-        /// C++ `operator delete[](void*)`; see `alloclab_preload::cxx`.
-        ///
-        /// # Safety
-        ///
-        /// `ptr` is null or a live block of this heap.
-        #[unsafe(no_mangle)]
-        #[cfg(target_pointer_width = "64")]
-        pub unsafe extern "C" fn _ZdaPv(ptr: *mut ::core::ffi::c_void) {
-            // SAFETY: forwarded from the C++ caller.
-            unsafe { $crate::cxx::delete(&$heap, ptr) }
-        }
-
-        /// C++ `operator delete[](void*, std::size_t)`; see `alloclab_preload::cxx`.
-        ///
-        /// # Safety
-        ///
-        /// `ptr` is null or a live block of this heap.
-        #[unsafe(no_mangle)]
-        #[cfg(target_pointer_width = "64")]
-        pub unsafe extern "C" fn _ZdaPvm(ptr: *mut ::core::ffi::c_void, size: usize) {
-            // SAFETY: forwarded from the C++ caller.
-            unsafe { $crate::cxx::delete_sized(&$heap, ptr, size) }
-        }
-
-        /// C++ `operator delete[](void*, const std::nothrow_t&)`; see `alloclab_preload::cxx`.
-        ///
-        /// # Safety
-        ///
-        /// `ptr` is null or a live block of this heap.
-        #[unsafe(no_mangle)]
-        #[cfg(target_pointer_width = "64")]
-        pub unsafe extern "C" fn _ZdaPvRKSt9nothrow_t(ptr: *mut ::core::ffi::c_void, _: *const ::core::ffi::c_void) {
-            // SAFETY: forwarded from the C++ caller.
-            unsafe { $crate::cxx::delete(&$heap, ptr) }
-        }
-
-        /// C++ `operator delete[](void*, std::align_val_t)`; see `alloclab_preload::cxx`.
-        ///
-        /// # Safety
-        ///
-        /// `ptr` is null or a live block of this heap.
-        #[unsafe(no_mangle)]
-        #[cfg(target_pointer_width = "64")]
-        pub unsafe extern "C" fn _ZdaPvSt11align_val_t(ptr: *mut ::core::ffi::c_void, _alignment: usize) {
-            // SAFETY: forwarded from the C++ caller.
-            unsafe { $crate::cxx::delete(&$heap, ptr) }
-        }
-
-        /// C++ `operator delete[](void*, std::size_t, std::align_val_t)`; see `alloclab_preload::cxx`.
-        ///
-        /// # Safety
-        ///
-        /// `ptr` is null or a live block of this heap.
-        #[unsafe(no_mangle)]
-        #[cfg(target_pointer_width = "64")]
-        pub unsafe extern "C" fn _ZdaPvmSt11align_val_t(ptr: *mut ::core::ffi::c_void, size: usize, _alignment: usize) {
-            // SAFETY: forwarded from the C++ caller.
-            unsafe { $crate::cxx::delete_sized(&$heap, ptr, size) }
-        }
-
-        /// C++ `operator delete[](void*, std::align_val_t, const std::nothrow_t&)`; see `alloclab_preload::cxx`.
-        ///
-        /// # Safety
-        ///
-        /// `ptr` is null or a live block of this heap.
-        #[unsafe(no_mangle)]
-        #[cfg(target_pointer_width = "64")]
-        pub unsafe extern "C" fn _ZdaPvSt11align_val_tRKSt9nothrow_t(ptr: *mut ::core::ffi::c_void, _alignment: usize, _: *const ::core::ffi::c_void) {
-            // SAFETY: forwarded from the C++ caller.
-            unsafe { $crate::cxx::delete(&$heap, ptr) }
-        }
+        $crate::export_malloc_api!(@new $heap, "C-unwind", [_Znwm "new", _Znam "new[]"],
+            "(std::size_t)", (size: usize),
+            $crate::cxx::new(&$heap, size, $crate::MALLOC_ALIGNMENT));
+        $crate::export_malloc_api!(@new $heap, "C",
+            [_ZnwmRKSt9nothrow_t "new", _ZnamRKSt9nothrow_t "new[]"],
+            "(std::size_t, const std::nothrow_t&)",
+            (size: usize, _nothrow: *const ::core::ffi::c_void),
+            $crate::cxx::new_nothrow(&$heap, size, $crate::MALLOC_ALIGNMENT));
+        $crate::export_malloc_api!(@new $heap, "C-unwind",
+            [_ZnwmSt11align_val_t "new", _ZnamSt11align_val_t "new[]"],
+            "(std::size_t, std::align_val_t)", (size: usize, alignment: usize),
+            $crate::cxx::new(&$heap, size, alignment));
+        $crate::export_malloc_api!(@new $heap, "C",
+            [_ZnwmSt11align_val_tRKSt9nothrow_t "new", _ZnamSt11align_val_tRKSt9nothrow_t "new[]"],
+            "(std::size_t, std::align_val_t, const std::nothrow_t&)",
+            (size: usize, alignment: usize, _nothrow: *const ::core::ffi::c_void),
+            $crate::cxx::new_nothrow(&$heap, size, alignment));
+        $crate::export_malloc_api!(@delete [_ZdlPv "delete", _ZdaPv "delete[]"],
+            "(void*)", (ptr: *mut ::core::ffi::c_void),
+            $crate::cxx::delete(&$heap, ptr));
+        $crate::export_malloc_api!(@delete [_ZdlPvm "delete", _ZdaPvm "delete[]"],
+            "(void*, std::size_t)", (ptr: *mut ::core::ffi::c_void, size: usize),
+            $crate::cxx::delete_sized(&$heap, ptr, size));
+        $crate::export_malloc_api!(@delete
+            [_ZdlPvRKSt9nothrow_t "delete", _ZdaPvRKSt9nothrow_t "delete[]"],
+            "(void*, const std::nothrow_t&)",
+            (ptr: *mut ::core::ffi::c_void, _nothrow: *const ::core::ffi::c_void),
+            $crate::cxx::delete(&$heap, ptr));
+        $crate::export_malloc_api!(@delete
+            [_ZdlPvSt11align_val_t "delete", _ZdaPvSt11align_val_t "delete[]"],
+            "(void*, std::align_val_t)",
+            (ptr: *mut ::core::ffi::c_void, _alignment: usize),
+            $crate::cxx::delete(&$heap, ptr));
+        $crate::export_malloc_api!(@delete
+            [_ZdlPvmSt11align_val_t "delete", _ZdaPvmSt11align_val_t "delete[]"],
+            "(void*, std::size_t, std::align_val_t)",
+            (ptr: *mut ::core::ffi::c_void, size: usize, _alignment: usize),
+            $crate::cxx::delete_sized(&$heap, ptr, size));
+        $crate::export_malloc_api!(@delete
+            [_ZdlPvSt11align_val_tRKSt9nothrow_t "delete", _ZdaPvSt11align_val_tRKSt9nothrow_t "delete[]"],
+            "(void*, std::align_val_t, const std::nothrow_t&)",
+            (ptr: *mut ::core::ffi::c_void, _alignment: usize, _nothrow: *const ::core::ffi::c_void),
+            $crate::cxx::delete(&$heap, ptr));
     };
+    // One `operator new` form, exported under each name given.
+    (@new $heap:expr, $abi:literal, [$($sym:ident $op:literal),+], $sig:literal,
+        $params:tt, $body:expr) => {$(
+        #[doc = ::core::concat!("C++ `operator ", $op, $sig, "`; see `alloclab_preload::cxx`.")]
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub extern $abi fn $sym $params -> *mut ::core::ffi::c_void {
+            __alloclab_before_allocation();
+            $body
+        }
+    )+};
+    // One `operator delete` form, exported under each name given.
+    (@delete [$($sym:ident $op:literal),+], $sig:literal, $params:tt, $body:expr) => {$(
+        #[doc = ::core::concat!("C++ `operator ", $op, $sig, "`; see `alloclab_preload::cxx`.")]
+        ///
+        /// # Safety
+        ///
+        /// `ptr` is null or a live block of this heap.
+        #[unsafe(no_mangle)]
+        #[cfg(target_pointer_width = "64")]
+        pub unsafe extern "C" fn $sym $params {
+            // SAFETY: forwarded from the C++ caller.
+            unsafe { $body }
+        }
+    )+};
 }
