@@ -276,37 +276,25 @@ fn measure_host<A: HostAllocator>(
         teardown: true,
         resizes: false,
     };
+    // The ops that allocate into every slot and free what they made after the batch.
+    let allocating = |l: Layout, timed: BatchFn<A>, warm: BatchFn<A>| {
+        rounds(
+            op.name(),
+            size,
+            iterations,
+            alloc_only,
+            alloc(l),
+            free(l),
+            // SAFETY: an allocating batch reads nothing from the slots.
+            unsafe { batch(timed, warm, heap, l, 0) },
+        )
+    };
     let (ns_total, moved) = match op {
-        InProcessOp::Malloc => rounds(
-            op.name(),
-            size,
-            iterations,
-            alloc_only,
-            alloc(layout),
-            free(layout),
-            // SAFETY: malloc reads nothing from the slots.
-            unsafe { batch(percall_timed_malloc, percall_warm_malloc, heap, layout, 0) },
-        )?,
-        InProcessOp::Calloc => rounds(
-            op.name(),
-            size,
-            iterations,
-            alloc_only,
-            alloc(layout),
-            free(layout),
-            // SAFETY: calloc reads nothing from the slots.
-            unsafe { batch(percall_timed_calloc, percall_warm_calloc, heap, layout, 0) },
-        )?,
-        InProcessOp::PosixMemalign => rounds(
-            op.name(),
-            size,
-            iterations,
-            alloc_only,
-            alloc(aligned),
-            free(aligned),
-            // SAFETY: an allocation reads nothing from the slots.
-            unsafe { batch(percall_timed_malloc, percall_warm_malloc, heap, aligned, 0) },
-        )?,
+        InProcessOp::Malloc => allocating(layout, percall_timed_malloc, percall_warm_malloc)?,
+        InProcessOp::Calloc => allocating(layout, percall_timed_calloc, percall_warm_calloc)?,
+        InProcessOp::PosixMemalign => {
+            allocating(aligned, percall_timed_malloc, percall_warm_malloc)?
+        }
         InProcessOp::FreeSized => rounds(
             op.name(),
             size,

@@ -371,6 +371,21 @@ pub fn compile(dir: &Path, cc: &OsStr) -> Result<Vec<PathBuf>, CompileError> {
     }
 }
 
+/// A program's standard output when it is exactly one line (a final newline allowed).
+pub(crate) fn result_line(stdout: &str) -> Result<&str, String> {
+    let line = stdout.strip_suffix('\n').unwrap_or(stdout);
+    if line.is_empty() {
+        return Err("no result line on standard output".into());
+    }
+    if line.contains('\n') {
+        return Err(format!(
+            "expected one line on standard output, got {}",
+            stdout.lines().count()
+        ));
+    }
+    Ok(line)
+}
+
 /// The value of the next `key=value` word of an output line, or why there is none.
 pub(crate) fn next_field<'a>(
     words: &mut impl Iterator<Item = &'a str>,
@@ -424,16 +439,7 @@ pub struct ClassicOutput {
 ///
 /// A message saying what is missing or malformed.
 pub fn parse_output(stdout: &str, stderr: &str) -> Result<ClassicOutput, String> {
-    let line = stdout.strip_suffix('\n').unwrap_or(stdout);
-    if line.is_empty() {
-        return Err("no result line on standard output".into());
-    }
-    if line.contains('\n') {
-        return Err(format!(
-            "expected one line on standard output, got {}",
-            stdout.lines().count()
-        ));
-    }
+    let line = result_line(stdout)?;
     let mut words = line.split(' ');
     let workload = words.next().unwrap_or_default();
     if workload.is_empty() || workload.contains('=') {

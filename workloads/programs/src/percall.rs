@@ -25,7 +25,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::classic::{
-    CompileError, Language, decimal, io_error, modified, next_field, temp_name, write_if_changed,
+    CompileError, Language, decimal, io_error, modified, next_field, result_line, temp_name,
+    write_if_changed,
 };
 
 /// The driver's C++ source.
@@ -208,16 +209,7 @@ impl fmt::Display for PercallOutput {
 ///
 /// A message saying what is missing or malformed.
 pub fn parse_output(stdout: &str) -> Result<PercallOutput, String> {
-    let line = stdout.strip_suffix('\n').unwrap_or(stdout);
-    if line.is_empty() {
-        return Err("no result line on standard output".into());
-    }
-    if line.contains('\n') {
-        return Err(format!(
-            "expected one line on standard output, got {}",
-            stdout.lines().count()
-        ));
-    }
+    let line = result_line(stdout)?;
     let mut words = line.split(' ');
     if words.next() != Some("percall") {
         return Err(format!(
