@@ -1,46 +1,19 @@
 //! `alloclab exec` and the `programs` suite, run as a user runs them: a real command under
 //! every heap a program can run on, its figures and JSON, and every kind of bad input.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
-/// The directory that holds alloclab's preload libraries in this build: `cargo test
-/// --workspace` builds them into `target/<profile>/deps/`.
-fn preload_dir() -> Option<PathBuf> {
-    let exe = Path::new(env!("CARGO_BIN_EXE_alloclab"));
-    let profile = exe.parent()?;
-    [profile.join("deps"), profile.to_owned()]
-        .into_iter()
-        .find(|d| {
-            d.join("liballoclab_preload_wfspan.so").is_file()
-                && d.join("liballoclab_preload_randomized.so").is_file()
-        })
-}
+use common::{alloclab_command, preload_dir, stderr, stdout};
 
 fn alloclab(args: &[&str]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_alloclab"));
-    command.args(args);
-    // Tests never build: cargo holds the build directory's lock while they run.
-    command.env(
-        "ALLOCLAB_PRELOAD_DIR",
-        preload_dir().unwrap_or_else(|| PathBuf::from("/nonexistent-alloclab-preload-dir")),
-    );
-    command.output().expect("alloclab runs")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    alloclab_command(args).output().expect("alloclab runs")
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("alloclab-exec-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::scratch("exec", name)
 }
 
 /// Fails unless the command failed with its error on the first line of stderr, containing

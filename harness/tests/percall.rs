@@ -2,49 +2,27 @@
 //! JSON, instructions under callgrind where valgrind is installed, and every kind of bad
 //! input.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+use common::{alloclab_command, preload_dir, stderr, stdout};
 
 use serde_json::Value;
 
-/// The directory that holds alloclab's preload libraries in this build (`cargo test
-/// --workspace` builds them into `target/<profile>/deps/`, `cargo build` beside the binary).
-fn preload_dir() -> Option<PathBuf> {
-    let exe = Path::new(env!("CARGO_BIN_EXE_alloclab"));
-    let profile = exe.parent()?;
-    [profile.join("deps"), profile.to_owned()]
-        .into_iter()
-        .find(|d| d.join("liballoclab_preload_wfspan.so").is_file())
-}
-
-fn command(args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_alloclab"));
-    command.arg("percall").args(args);
-    // Tests never build: cargo holds the build directory's lock while they run.
-    command.env(
-        "ALLOCLAB_PRELOAD_DIR",
-        preload_dir().unwrap_or_else(|| PathBuf::from("/nonexistent-alloclab-preload-dir")),
-    );
-    command
+fn command(args: &[&str]) -> std::process::Command {
+    let mut full = vec!["percall"];
+    full.extend_from_slice(args);
+    alloclab_command(&full)
 }
 
 fn percall(args: &[&str]) -> Output {
     command(args).output().expect("alloclab runs")
 }
 
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("alloclab-percall-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::scratch("percall", name)
 }
 
 /// A C++ compiler is there to build the driver.
