@@ -6,7 +6,7 @@ mod common;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use common::{alloclab_command, preload_dir, stderr, stdout};
+use common::{alloclab_command, assert_one_line_error, preload_dir, stderr, stdout};
 
 fn alloclab(args: &[&str]) -> Output {
     alloclab_command(args).output().expect("alloclab runs")
@@ -14,19 +14,6 @@ fn alloclab(args: &[&str]) -> Output {
 
 fn scratch(name: &str) -> PathBuf {
     common::scratch("exec", name)
-}
-
-/// Fails unless the command failed with its error on the first line of stderr, containing
-/// `needle` (clap's own errors add one line pointing to `--help`; alloclab's have one).
-fn assert_one_line_error(out: &Output, needle: &str) {
-    assert!(!out.status.success(), "expected failure: {}", stdout(out));
-    let err = stderr(out);
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert!(
-        lines.len() == 1 || (lines.len() == 2 && lines[1].contains("--help")),
-        "not one line: {err}"
-    );
-    assert!(lines[0].contains(needle), "{needle:?} not in: {err}");
 }
 
 /// The heaps a program can run on that are here: alloclab's (when built) and every peer

@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{alloclab_command, preload_dir, stderr, stdout};
+use common::{alloclab_command, assert_one_line_error, preload_dir, stderr, stdout};
 
 use serde_json::Value;
 
@@ -259,19 +259,6 @@ fn without_valgrind_the_instructions_column_says_so_and_nothing_fails() {
         .find(|l| l.starts_with("mimalloc "))
         .unwrap_or_else(|| panic!("{table}"));
     assert!(mimalloc_row.contains("in-process"), "{mimalloc_row}");
-}
-
-/// Fails unless the command failed with its error on the first line of stderr, containing
-/// `needle` (clap's own errors add a line pointing to `--help`; alloclab's have one).
-fn assert_one_line_error(out: &Output, needle: &str) {
-    assert!(!out.status.success(), "expected failure: {}", stdout(out));
-    let err = stderr(out);
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert!(
-        lines.len() == 1 || (lines.len() == 2 && lines[1].contains("--help")),
-        "not one line: {err}"
-    );
-    assert!(lines[0].contains(needle), "{needle:?} not in: {err}");
 }
 
 #[test]

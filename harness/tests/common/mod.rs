@@ -49,3 +49,16 @@ pub fn scratch(suite: &str, name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// Fails unless the command failed with its error on the first line of stderr, containing
+/// `needle` (clap's own errors add one line pointing to `--help`; alloclab's have one).
+pub fn assert_one_line_error(out: &Output, needle: &str) {
+    assert!(!out.status.success(), "expected failure: {}", stdout(out));
+    let err = stderr(out);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(
+        lines.len() == 1 || (lines.len() == 2 && lines[1].contains("--help")),
+        "not one line: {err}"
+    );
+    assert!(lines[0].contains(needle), "{needle:?} not in: {err}");
+}
