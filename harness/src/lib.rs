@@ -23,6 +23,7 @@ pub mod checks;
 pub mod exec;
 pub mod machine;
 pub mod measure;
+pub mod metrics;
 pub mod peers;
 pub mod percall;
 pub mod pmem;

@@ -18,6 +18,7 @@ use alloclab_harness::results::{
     FORMAT_NAME, FORMAT_VERSION, Header, Parameters, ResultsFile, SuiteNote,
 };
 use alloclab_harness::runner::{self, Plan, WorkerRequest};
+use alloclab_harness::workloads::layouts::LAYOUT;
 use alloclab_harness::workloads::realtime::Sched;
 use alloclab_harness::workloads::{self, Params, SUITES, Scale, WorkloadInfo};
 use alloclab_harness::{machine, measure, report};
@@ -696,10 +697,10 @@ fn rewrite_report(args: ReportArgs) -> Result<(), String> {
 
 /// Writes the report directory and, if asked, the README's results section.
 fn write_outputs(results: &ResultsFile, out: &Path, readme: Option<&Path>) -> Result<(), String> {
-    let files = report::write_report(out, results).map_err(|e| e.to_string())?;
+    let files = report::write_report(out, results, &LAYOUT).map_err(|e| e.to_string())?;
     println!("wrote {} files to {}", files.paths.len(), out.display());
     if let Some(readme) = readme {
-        report::update_readme(readme, &report::render_readme_section(results))
+        report::update_readme(readme, &report::render_readme_section(results, &LAYOUT))
             .map_err(|e| e.to_string())?;
         println!("updated the results section of {}", readme.display());
     }
@@ -764,8 +765,9 @@ fn terminal_table(results: &ResultsFile) -> String {
         )
     };
     for &(suite, workload) in &workloads_seen {
-        // Both have a summary of their own, below.
-        if suite == report::STORAGE_SUITE || suite == report::PROGRAMS_SUITE {
+        let own = LAYOUT.of(suite);
+        // A summary of its own, below.
+        if own.terminal.is_some() {
             continue;
         }
         let rows: Vec<_> = results
@@ -795,13 +797,13 @@ fn terminal_table(results: &ResultsFile) -> String {
                 .position(|o| o == m)
                 .unwrap_or(report::METRIC_ORDER.len())
         });
-        if report::TRANSPOSED_SUITES.contains(&suite) {
+        if let report::Shape::Transposed { .. } = own.shape {
             let _ = writeln!(
                 out,
                 "\n{suite}/{workload}: scale {}, {} run(s); median (min-max where runs differ)",
                 params.scale, params.runs
             );
-            out.push_str(&report::transposed_text(results, suite, workload));
+            out.push_str(&report::transposed_text(results, &LAYOUT, suite, workload));
             continue;
         }
         let _ = writeln!(
@@ -847,22 +849,25 @@ fn terminal_table(results: &ResultsFile) -> String {
             }
         }
     }
-    if workloads_seen
-        .iter()
-        .any(|(s, _)| *s == report::STORAGE_SUITE)
-    {
-        out.push_str(&workloads::storage::report::terminal_text(results));
+    let mut suites_seen: Vec<&str> = Vec::new();
+    for &(suite, _) in &workloads_seen {
+        if !suites_seen.contains(&suite) {
+            suites_seen.push(suite);
+        }
     }
-    if workloads::programs::report::has_programs(results) {
-        out.push_str(&workloads::programs::report::terminal_text(results));
+    for suite in &suites_seen {
+        if let Some(summary) = LAYOUT.of(suite).terminal {
+            out.push_str(&summary(results));
+        }
     }
+    // A suite that writes its own report section states its clock's cost there.
+    let own_section = |suite: &str| LAYOUT.of(suite).report_section.is_some();
     out.push_str(&alloclab_harness::checks::terminal_text(results));
     // Workloads that time each call report the clock's cost instead of a small overhead.
     let single_operations: Vec<(&str, &str)> = workloads_seen
         .iter()
         .copied()
-        // The storage summary states the clock's cost once for its many workloads.
-        .filter(|(s, _)| *s != report::STORAGE_SUITE)
+        .filter(|(s, _)| !own_section(s))
         .filter(|(s, w)| {
             results
                 .records
@@ -875,7 +880,7 @@ fn terminal_table(results: &ResultsFile) -> String {
         .iter()
         .filter(|r| r.metric == report::TIMER_OVERHEAD_METRIC)
         .filter(|r| !single_operations.contains(&(r.suite.as_str(), r.workload.as_str())))
-        .filter(|r| r.suite != report::STORAGE_SUITE)
+        .filter(|r| !own_section(&r.suite))
         .map(|r| r.max)
         .filter(|v| v.is_finite())
         .max_by(f64::total_cmp);

@@ -31,7 +31,7 @@ pub enum ReportError {
         /// What went wrong, on one line.
         message: String,
     },
-    /// The README lacks the [`README_BEGIN`]/[`README_END`] marker lines, has one of them
+    /// The README lacks the [`README_BEGIN`](super::README_BEGIN)/[`README_END`](super::README_END) marker lines, has one of them
     /// more than once, or has them out of order.
     MissingMarkers {
         /// The README.

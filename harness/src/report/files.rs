@@ -27,9 +27,13 @@ pub struct ReportFiles {
 
 /// Writes the report directory: creates `dir` (and its parents) if needed, then writes
 /// `results.json`, `report.md`, `<suite>-<workload>.svg` for each workload,
-/// `<suite>-<workload>-sweep.svg` for each workload with sweep points and, for the
-/// `training` suite, [`TRAINING_MEMORY_CHART`], each atomically.
-pub fn write_report(dir: &Path, results: &ResultsFile) -> Result<ReportFiles, ReportError> {
+/// `<suite>-<workload>-sweep.svg` for each workload with sweep points, and the charts a
+/// suite's layout draws of its own ([`SuiteLayout::charts`]), each atomically.
+pub fn write_report(
+    dir: &Path,
+    results: &ResultsFile,
+    layout: &'static ReportLayout,
+) -> Result<ReportFiles, ReportError> {
     fs::create_dir_all(dir).map_err(|source| ReportError::Io {
         action: "create directory",
         path: dir.to_path_buf(),
@@ -38,18 +42,16 @@ pub fn write_report(dir: &Path, results: &ResultsFile) -> Result<ReportFiles, Re
     let results_json = dir.join("results.json");
     write_results_json(&results_json, results)?;
     let report_md = dir.join("report.md");
-    write_atomic(&report_md, render_markdown(results).as_bytes())?;
-    let view = View::new(results);
+    write_atomic(&report_md, render_markdown(results, layout).as_bytes())?;
+    let view = View::with_layout(results, layout);
     let mut charts = Vec::new();
     for &suite in &view.suites {
-        if suite == STORAGE_SUITE {
-            charts.extend(crate::workloads::storage::report::write_charts(
-                dir, results,
-            )?);
-            continue;
+        let own = layout.of(suite);
+        if let Some(write) = own.charts {
+            charts.extend(write(dir, results)?);
         }
-        if suite == crate::workloads::training::SUITE {
-            charts.extend(write_training_memory_chart(dir, results)?);
+        if !own.workload_charts {
+            continue;
         }
         for workload in view.workloads(suite) {
             let path = dir.join(chart_file_name(suite, workload));
@@ -57,7 +59,7 @@ pub fn write_report(dir: &Path, results: &ResultsFile) -> Result<ReportFiles, Re
             charts.push(path);
             if !sweeps(&view, suite, workload).is_empty() {
                 let path = dir.join(sweep_chart_file_name(suite, workload));
-                write_sweep_chart_svg(results, suite, workload, &path)?;
+                write_sweep_chart_svg(results, layout, suite, workload, &path)?;
                 charts.push(path);
             }
         }

@@ -15,8 +15,8 @@ use crate::results::{Record, ResultsFile};
 /// the geometric mean over workloads of each ratio; and a timer-overhead note that warns about every record whose
 /// `timer_overhead` median exceeds [`TIMER_OVERHEAD_WARN_PERCENT`], except for workloads
 /// that time single operations.
-pub fn render_markdown(results: &ResultsFile) -> String {
-    let view = View::new(results);
+pub fn render_markdown(results: &ResultsFile, layout: &'static ReportLayout) -> String {
+    let view = View::with_layout(results, layout);
     let mut out = String::new();
     out.push_str("# alloclab report\n\n");
     header_list(&mut out, results);
@@ -40,24 +40,27 @@ pub fn render_markdown(results: &ResultsFile) -> String {
          run, so the ratios compare like with like. Charts: `<suite>-<workload>.svg` next \
          to this file."
     );
-    crate::checks::markdown(&mut out, results, "##");
+    if let Some(targets) = layout.targets {
+        targets(&mut out, results, "##");
+    }
 
     for &suite in &view.suites {
+        let own = layout.of(suite);
         let baseline = view.baseline(suite).unwrap_or(NONE);
         let _ = writeln!(out, "\n## Suite `{suite}`");
         for note in results.notes.iter().filter(|n| n.suite == suite) {
             let _ = writeln!(out, "\n{}", note.text);
         }
-        if suite == STORAGE_SUITE {
-            crate::workloads::storage::report::markdown(&mut out, results);
+        if let Some(section) = own.report_section {
+            section(&mut out, results);
             continue;
         }
-        if suite == PROGRAMS_SUITE {
-            crate::workloads::programs::report::markdown(&mut out, results);
+        if let Some(head) = own.report_head {
+            head(&mut out, results);
         }
         for workload in view.workloads(suite) {
             let _ = writeln!(out, "\n### {suite}/{workload}");
-            if TRANSPOSED_SUITES.contains(&suite) {
+            if let Shape::Transposed { .. } = own.shape {
                 out.push('\n');
                 transposed_table(&mut out, &view, suite, workload, None);
                 let _ = writeln!(
@@ -85,17 +88,11 @@ pub fn render_markdown(results: &ResultsFile) -> String {
             );
             sweep_section(&mut out, &view, suite, workload);
         }
-        // The programs suite's means are in its summary above, over the programs every heap
-        // ran, not over whichever programs report a metric.
-        if suite == PROGRAMS_SUITE {
+        if let Some(summary) = own.report_summary {
+            summary(&mut out, results);
             continue;
         }
-        // The training workloads measure different things: checks, not a mean of ratios.
-        if suite == crate::workloads::training::SUITE {
-            crate::workloads::training::must_reach(&mut out, results);
-            continue;
-        }
-        if TRANSPOSED_SUITES.contains(&suite) {
+        if let Shape::Transposed { .. } = own.shape {
             let _ = writeln!(
                 out,
                 "\nEach cell is the median over the runs (min–max where they differ); \
@@ -313,6 +310,10 @@ pub(super) fn transposed_rows(
     only: Option<&[&str]>,
 ) -> (Vec<String>, Vec<TransposedRow>) {
     let allocators = view.allocators_in(suite, Some(workload));
+    let word = match view.layout.of(suite).shape {
+        Shape::Transposed { word, .. } => word,
+        Shape::Ratios | Shape::Values => None,
+    };
     let mut metrics: Vec<MetricInfo<'_>> = Vec::new();
     for r in view.records_in(suite, Some(workload)) {
         if !QUALIFIER_METRICS.contains(&r.metric.as_str())
@@ -344,7 +345,7 @@ pub(super) fn transposed_rows(
             for r in &records {
                 match r {
                     Some(r) => {
-                        cells.push(fmt_plain_cell(r));
+                        cells.push(fmt_plain_cell(r, word));
                         best.push(
                             is_best(r.median, &medians, m.lower_is_better)
                                 && medians.iter().any(|v| *v != r.median),
@@ -362,16 +363,13 @@ pub(super) fn transposed_rows(
     (header, rows)
 }
 
-/// A cell of a transposed table: the median, and (min–max) where the runs differ; a
-/// misuse `score` as its verdict.
-pub(super) fn fmt_plain_cell(r: &Record) -> String {
-    use crate::workloads::security::analysis::Verdict;
-    let word = |v: f64| {
-        Verdict::from_score(v)
-            .filter(|_| r.unit == "score")
-            .map(|v| v.as_str().to_owned())
+/// A cell of a transposed table: the median, and (min–max) where the runs differ; a value
+/// that is a verdict in words, where the suite's layout has them.
+pub(super) fn fmt_plain_cell(r: &Record, word: Option<ValueWord>) -> String {
+    let value = |v: f64| {
+        word.and_then(|w| w(r, v))
+            .map_or_else(|| fmt_value(v), str::to_owned)
     };
-    let value = |v: f64| word(v).unwrap_or_else(|| fmt_value(v));
     if r.min == r.max {
         value(r.median)
     } else {
@@ -379,7 +377,7 @@ pub(super) fn fmt_plain_cell(r: &Record) -> String {
     }
 }
 
-/// The transposed Markdown table of one workload; see [`TRANSPOSED_SUITES`].
+/// The transposed Markdown table of one workload; see [`Shape::Transposed`].
 pub(super) fn transposed_table(
     out: &mut String,
     view: &View<'_>,
@@ -406,9 +404,14 @@ pub(super) fn transposed_table(
 }
 
 /// The transposed table of one workload as plain text, for the terminal; see
-/// [`TRANSPOSED_SUITES`]. Empty if the workload has no records.
-pub fn transposed_text(results: &ResultsFile, suite: &str, workload: &str) -> String {
-    let view = View::new(results);
+/// [`Shape::Transposed`]. Empty if the workload has no records.
+pub fn transposed_text(
+    results: &ResultsFile,
+    layout: &'static ReportLayout,
+    suite: &str,
+    workload: &str,
+) -> String {
+    let view = View::with_layout(results, layout);
     let (header, rows) = transposed_rows(&view, suite, workload, None);
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for (cells, _) in &rows {

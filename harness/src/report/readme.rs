@@ -11,27 +11,25 @@ use crate::results::ResultsFile;
 /// of the `time` ratios (or of the suite's first headline metric if it has no `time`), and a
 /// pointer to `report/report.md`. A suite of one workload gets its ratios alone, under a
 /// heading that says so.
-pub fn render_readme_section(results: &ResultsFile) -> String {
-    let view = View::new(results);
+pub fn render_readme_section(results: &ResultsFile, layout: &'static ReportLayout) -> String {
+    let view = View::with_layout(results, layout);
     let mut out = String::new();
     out.push_str(&header_line(results));
     out.push('\n');
-    crate::checks::markdown(&mut out, results, "####");
+    if let Some(targets) = layout.targets {
+        targets(&mut out, results, "####");
+    }
     for &suite in &view.suites {
         let baseline = view.baseline(suite).unwrap_or(NONE);
-        if suite == STORAGE_SUITE {
-            crate::workloads::storage::report::readme(&mut out, results);
+        let own = layout.of(suite);
+        if let Some(section) = own.readme_section {
+            section(&mut out, results);
             continue;
         }
-        if suite == PROGRAMS_SUITE {
-            crate::workloads::programs::report::readme(&mut out, results);
-            continue;
+        if let Some(head) = own.readme_head {
+            head(&mut out, results);
         }
-        // Model figures of different kinds: the checks, then each workload's values.
-        if suite == crate::workloads::training::SUITE {
-            crate::workloads::training::must_reach_under(&mut out, results, "####", "report/");
-        }
-        if VALUE_SUITES.contains(&suite) {
+        if let Shape::Values = own.shape {
             let _ = writeln!(
                 out,
                 "\n#### Suite `{suite}`: headline figures (median over the runs)"
@@ -49,19 +47,13 @@ pub fn render_readme_section(results: &ResultsFile) -> String {
             }
             continue;
         }
-        if TRANSPOSED_SUITES.contains(&suite) {
+        if let Shape::Transposed { readme_metrics, .. } = own.shape {
             let _ = writeln!(
                 out,
                 "\n#### Suite `{suite}`: headline figures (median over the runs)\n"
             );
             for workload in view.workloads(suite) {
-                transposed_table(
-                    &mut out,
-                    &view,
-                    suite,
-                    workload,
-                    Some(TRANSPOSED_README_METRICS),
-                );
+                transposed_table(&mut out, &view, suite, workload, Some(readme_metrics));
             }
             continue;
         }

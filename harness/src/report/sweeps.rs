@@ -1,7 +1,7 @@
 //! Sweep points (`<metric>@<x>`): their tables and line charts.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use plotters::prelude::*;
 
@@ -11,7 +11,7 @@ use crate::results::ResultsFile;
 /// The sweep points of one workload: base metric -> allocator -> (x, median), x ascending;
 /// bases and allocators in report order. Thread counts are not distinguished (a sweeping
 /// workload runs at one).
-pub(super) type Sweeps<'a> = Vec<(&'a str, Vec<(&'a str, Vec<(f64, f64)>)>)>;
+pub type Sweeps<'a> = Vec<(&'a str, Vec<(&'a str, Vec<(f64, f64)>)>)>;
 
 pub(super) fn sweeps<'a>(view: &View<'a>, suite: &str, workload: &str) -> Sweeps<'a> {
     let mut bases: Vec<&'a str> = Vec::new();
@@ -29,31 +29,12 @@ pub(super) fn sweeps<'a>(view: &View<'a>, suite: &str, workload: &str) -> Sweeps
             let per_allocator = view
                 .allocators_in(suite, Some(workload))
                 .into_iter()
-                .map(|a| {
-                    let mut points: Vec<(f64, f64)> = view
-                        .records_in(suite, Some(workload))
-                        .filter(|r| r.allocator == a)
-                        .filter_map(|r| {
-                            let (b, x) = sweep_point(&r.metric)?;
-                            (b == base && r.median.is_finite()).then_some((x, r.median))
-                        })
-                        .collect();
-                    points.sort_by(|p, q| p.0.total_cmp(&q.0));
-                    (a, points)
-                })
+                .map(|a| (a, view.sweep_of(suite, workload, a, base)))
                 .filter(|(_, points)| !points.is_empty())
                 .collect();
             (base, per_allocator)
         })
         .collect()
-}
-
-/// The name of the parameter `workload` of `suite` sweeps.
-pub(super) fn sweep_parameter(suite: &str, workload: &str) -> &'static str {
-    let of = |key: &str| SWEEP_PARAMETERS.iter().find(|(s, _)| *s == key);
-    of(workload)
-        .or_else(|| of(suite))
-        .map_or("parameter", |(_, name)| name)
 }
 
 /// The chart file of a workload's sweeps.
@@ -68,7 +49,7 @@ pub(super) fn sweep_section(out: &mut String, view: &View<'_>, suite: &str, work
     if sweeps.is_empty() {
         return;
     }
-    let parameter = sweep_parameter(suite, workload);
+    let parameter = view.layout.sweep_parameter(suite, workload);
     let _ = writeln!(
         out,
         "
@@ -113,11 +94,12 @@ Sweep over the {parameter} (median of the runs at each point):
 /// no sweep.
 pub fn write_sweep_chart_svg(
     results: &ResultsFile,
+    layout: &'static ReportLayout,
     suite: &str,
     workload: &str,
     path: &Path,
 ) -> Result<(), ReportError> {
-    let view = View::new(results);
+    let view = View::with_layout(results, layout);
     let sweeps = sweeps(&view, suite, workload);
     let error = |message: String| ReportError::Chart {
         path: path.to_path_buf(),
@@ -126,22 +108,25 @@ pub fn write_sweep_chart_svg(
     if sweeps.is_empty() {
         return Err(error(format!("no sweep for {suite}/{workload}")));
     }
-    let svg = render_sweep_svg(&sweeps, suite, workload).map_err(|e| error(e.to_string()))?;
+    let title = format!("{suite}/{workload}: sweep");
+    let parameter = layout.sweep_parameter(suite, workload);
+    let svg = render_sweep_svg(&sweeps, &title, parameter).map_err(|e| error(e.to_string()))?;
     write_atomic(path, svg.as_bytes())
 }
 
-pub(super) fn render_sweep_svg(
+/// Draws `sweeps` into a string under `title`: one panel per base metric, one line per
+/// allocator (or labelled curve), `parameter` on the x axis.
+pub fn render_sweep_svg(
     sweeps: &Sweeps<'_>,
-    suite: &str,
-    workload: &str,
+    title: &str,
+    parameter: &str,
 ) -> Result<String, Box<dyn std::error::Error>> {
-    let parameter = sweep_parameter(suite, workload);
     let height = TITLE_HEIGHT + PANEL_HEIGHT * sweeps.len() as u32;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (800, height)).into_drawing_area();
         root.fill(&WHITE)?;
-        let body = root.titled(&format!("{suite}/{workload}: sweep"), ("sans-serif", 24))?;
+        let body = root.titled(title, ("sans-serif", 24))?;
         let panels = body.split_evenly((sweeps.len(), 1));
         for ((base, per_allocator), panel) in sweeps.iter().zip(&panels) {
             let all = || per_allocator.iter().flat_map(|(_, p)| p.iter());
@@ -234,61 +219,4 @@ pub(super) fn render_sweep_svg(
         root.present()?;
     }
     Ok(svg)
-}
-
-/// The chart of device memory over one BERT-Large iteration in the `training` suite.
-pub const TRAINING_MEMORY_CHART: &str = "training-memory-bert-large.svg";
-
-/// The memory curves of `training-delta` (keep-all and planned, one line each) from the
-/// first allocator that recorded them; empty if none did.
-pub(super) fn training_memory_curves<'a>(view: &View<'a>) -> Sweeps<'a> {
-    use crate::workloads::training::SUITE;
-    let workload = "training-delta";
-    let Some(allocator) = view.allocators_in(SUITE, Some(workload)).into_iter().next() else {
-        return Vec::new();
-    };
-    let lines: Vec<(&'a str, Vec<(f64, f64)>)> = [
-        ("keep all", "bert-large_keep_all"),
-        ("planned", "bert-large_planned"),
-    ]
-    .into_iter()
-    .map(|(label, base)| {
-        let mut points: Vec<(f64, f64)> = view
-            .records_in(SUITE, Some(workload))
-            .filter(|r| r.allocator == allocator)
-            .filter_map(|r| {
-                let (b, x) = sweep_point(&r.metric)?;
-                (b == base && r.median.is_finite()).then_some((x, r.median))
-            })
-            .collect();
-        points.sort_by(|p, q| p.0.total_cmp(&q.0));
-        (label, points)
-    })
-    .filter(|(_, points)| !points.is_empty())
-    .collect();
-    if lines.is_empty() {
-        return Vec::new();
-    }
-    vec![("GiB live, bert-large (keep all vs planned)", lines)]
-}
-
-/// Writes [`TRAINING_MEMORY_CHART`] into `dir` if the results have the curves: device
-/// memory over one BERT-Large iteration, keep-all and planned on one chart.
-pub(super) fn write_training_memory_chart(
-    dir: &Path,
-    results: &ResultsFile,
-) -> Result<Option<PathBuf>, ReportError> {
-    let view = View::new(results);
-    let curves = training_memory_curves(&view);
-    if curves.is_empty() {
-        return Ok(None);
-    }
-    let path = dir.join(TRAINING_MEMORY_CHART);
-    let svg = render_sweep_svg(&curves, crate::workloads::training::SUITE, "training-delta")
-        .map_err(|e| ReportError::Chart {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
-    write_atomic(&path, svg.as_bytes())?;
-    Ok(Some(path))
 }

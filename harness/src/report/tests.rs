@@ -7,6 +7,7 @@ use super::*;
 use crate::results::{
     FORMAT_NAME, FORMAT_VERSION, Header, Machine, Parameters, Record, ResultsFile,
 };
+use crate::workloads::layouts::LAYOUT;
 
 fn record(workload: &str, allocator: &str, threads: usize, metric: &str, median: f64) -> Record {
     let (unit, lower_is_better) = match metric {
@@ -116,7 +117,7 @@ fn training_must_reach_lines_are_computed_from_the_records() {
         add("training-delta", CACHING, metric, value);
     }
     add("training-growing-batch", CACHING, "fragmentation", 5.8);
-    let md = render_markdown(&results);
+    let md = render_markdown(&results, &LAYOUT);
     let checks: Vec<&str> = md
         .lines()
         .skip_while(|l| !l.contains("must reach (issue 9)"))
@@ -132,7 +133,7 @@ fn training_must_reach_lines_are_computed_from_the_records() {
     assert!(md.contains("Cost model: tensor fp16"));
     assert!(!md.contains(&format!("{CACHING_EXPANDABLE} |")));
     // The README carries the same checks and the values, not a mean of ratios.
-    let readme = render_readme_section(&results);
+    let readme = render_readme_section(&results, &LAYOUT);
     let readme_checks: Vec<&str> = readme
         .lines()
         .skip_while(|l| !l.contains("#### Suite `training`: must reach (issue 9)"))
@@ -254,21 +255,21 @@ fn the_scheduling_policy_is_a_note_that_says_which() {
     let mixed = "**Mixed scheduling:**";
 
     let mut results = sample_with_realtime();
-    let md = render_markdown(&results);
+    let md = render_markdown(&results, &LAYOUT);
     assert!(!md.contains("| sched_fifo"), "a qualifier is not a column");
     assert!(md.contains(fifo) && !md.contains(other) && !md.contains(mixed));
-    assert!(render_readme_section(&results).contains(fifo));
+    assert!(render_readme_section(&results, &LAYOUT).contains(fifo));
 
     set_fifo(&mut results, "jemalloc", 0.0);
-    let md = render_markdown(&results);
+    let md = render_markdown(&results, &LAYOUT);
     assert!(md.contains(mixed) && !md.contains(fifo), "{md}");
 
     set_fifo(&mut results, "", 0.0);
-    let md = render_markdown(&results);
+    let md = render_markdown(&results, &LAYOUT);
     assert!(md.contains(other) && !md.contains(fifo) && !md.contains(mixed));
 
     results.records.retain(|r| r.metric != SCHED_FIFO_METRIC);
-    let md = render_markdown(&results);
+    let md = render_markdown(&results, &LAYOUT);
     assert!(!md.contains(other) && !md.contains(fifo) && !md.contains(mixed));
 }
 
@@ -322,7 +323,7 @@ fn sample_with_security() -> ResultsFile {
 
 #[test]
 fn security_tables_have_a_row_per_metric_verdict_words_and_no_ratios_or_mean() {
-    let md = render_markdown(&sample_with_security());
+    let md = render_markdown(&sample_with_security(), &LAYOUT);
     let suite = &md[md.find("## Suite `security`").unwrap()..];
     assert!(suite.contains("| security/entropy | threads | system | mimalloc | jemalloc |"));
     assert!(
@@ -342,7 +343,7 @@ fn security_tables_have_a_row_per_metric_verdict_words_and_no_ratios_or_mean() {
     );
     assert!(!suite.contains("× system"), "{suite}");
     assert!(!suite.contains("geometric mean"), "{suite}");
-    let readme = render_readme_section(&sample_with_security());
+    let readme = render_readme_section(&sample_with_security(), &LAYOUT);
     assert!(readme.contains("#### Suite `security`: headline figures"));
     assert!(readme.contains("| reuse_same_64 [p] | 1 |"), "{readme}");
     assert!(!readme.contains("double_free_immediate"), "{readme}");
@@ -350,7 +351,7 @@ fn security_tables_have_a_row_per_metric_verdict_words_and_no_ratios_or_mean() {
 
 #[test]
 fn many_metrics_are_split_into_family_tables_read_from_median_to_worst() {
-    let md = render_markdown(&sample_with_realtime());
+    let md = render_markdown(&sample_with_realtime(), &LAYOUT);
     let workload = &md[md.find("### realtime/latency").unwrap()..];
     let alloc = header_after(workload, "`alloc_…`:");
     assert_eq!(
@@ -392,7 +393,7 @@ fn many_metrics_are_split_into_family_tables_read_from_median_to_worst() {
 
 #[test]
 fn a_one_workload_suite_has_no_mean_of_one_ratio() {
-    let md = render_markdown(&sample_with_realtime());
+    let md = render_markdown(&sample_with_realtime(), &LAYOUT);
     assert!(md.contains("### Suite `cpu`: geometric mean over workloads"));
     assert!(!md.contains("### Suite `realtime`: geometric mean"));
     assert!(md.contains("The suite has one workload, `latency`: its table above"));
@@ -400,7 +401,7 @@ fn a_one_workload_suite_has_no_mean_of_one_ratio() {
 
 #[test]
 fn single_operation_timing_is_named_not_warned_about() {
-    let md = render_markdown(&sample_with_realtime());
+    let md = render_markdown(&sample_with_realtime(), &LAYOUT);
     let section = &md[md.find("## Timer overhead").unwrap()..];
     let warning: Vec<&str> = section.lines().filter(|l| l.contains("WARNING")).collect();
     assert_eq!(warning.len(), 1);
@@ -418,14 +419,14 @@ fn single_operation_timing_is_named_not_warned_about() {
     unqualified
         .records
         .retain(|r| r.metric != CLOCK_READ_METRIC);
-    let md = render_markdown(&unqualified);
+    let md = render_markdown(&unqualified, &LAYOUT);
     let warning = md.lines().find(|l| l.contains("WARNING")).unwrap();
     assert!(warning.contains("realtime/latency on system (4 threads): 250.0 %"));
 }
 
 #[test]
 fn readme_section_of_a_one_workload_suite_shows_its_headline_ratios() {
-    let section = render_readme_section(&sample_with_realtime());
+    let section = render_readme_section(&sample_with_realtime(), &LAYOUT);
     let heading = "#### Suite `realtime` (one workload, `latency`): ratio to system";
     assert_eq!(
         header_after(&section, heading),
@@ -492,7 +493,7 @@ fn tables_split_by_family_only_when_there_are_many_metrics() {
 
 #[test]
 fn ratios_and_bold_in_workload_tables() {
-    let md = render_markdown(&sample());
+    let md = render_markdown(&sample(), &LAYOUT);
     // Columns: allocator, threads, time, ×, peak, ×, overhead, ×.
     let sys = row(&md, "### cpu/larson", "system", 2);
     let mi = row(&md, "### cpu/larson", "mimalloc", 2);
@@ -531,7 +532,7 @@ fn higher_is_better_bolds_the_largest_and_missing_baseline_gives_dash() {
     results
         .records
         .push(record("larson", "mimalloc", 4, "time", 60.0));
-    let md = render_markdown(&results);
+    let md = render_markdown(&results, &LAYOUT);
     let mi = row(&md, "### cpu/larson", "mimalloc", 2);
     let je = row(&md, "### cpu/larson", "jemalloc", 2);
     let sys = row(&md, "### cpu/larson", "system", 2);
@@ -574,7 +575,7 @@ fn sweep_points_get_a_table_and_a_chart_and_each_suite_its_own_baseline() {
             push(format!("failures_total{SWEEP_SEPARATOR}{x}"), f);
         }
     }
-    let md = render_markdown(&results);
+    let md = render_markdown(&results, &LAYOUT);
     // The cpu suite still divides by system, the hls suite by its own first allocator.
     let defrag = row(&md, "### hls/mixed-kernels", "hls-defrag", 1);
     assert_eq!(defrag[3], "0.60", "{defrag:?}");
@@ -587,7 +588,7 @@ fn sweep_points_get_a_table_and_a_chart_and_each_suite_its_own_baseline() {
     assert!(md.contains("| 4096 | 200.0 | 120.0 |"), "{md}");
     assert!(md.contains("(hls-mixed-kernels-sweep.svg)"));
     let dir = std::env::temp_dir().join(format!("alloclab-sweep-{}", std::process::id()));
-    let files = write_report(&dir, &results).unwrap();
+    let files = write_report(&dir, &results, &LAYOUT).unwrap();
     let sweep = dir.join("hls-mixed-kernels-sweep.svg");
     assert!(files.charts.contains(&sweep));
     let svg = fs::read_to_string(&sweep).unwrap();
@@ -603,7 +604,7 @@ fn sweep_points_get_a_table_and_a_chart_and_each_suite_its_own_baseline() {
 #[test]
 fn failed_measurements_are_listed_with_their_error() {
     let mut results = sample();
-    assert!(!render_markdown(&results).contains("Failed measurements"));
+    assert!(!render_markdown(&results, &LAYOUT).contains("Failed measurements"));
     results.failures.push(crate::results::Failure {
         suite: "cpu".into(),
         workload: "larson".into(),
@@ -612,7 +613,7 @@ fn failed_measurements_are_listed_with_their_error() {
         run: 2,
         error: "worker killed by signal 9".into(),
     });
-    let md = render_markdown(&results);
+    let md = render_markdown(&results, &LAYOUT);
     assert!(md.contains("## Failed measurements"));
     assert!(
         md.contains("| cpu/larson on jemalloc | 2 | 2 | worker killed by signal 9 |"),
@@ -622,7 +623,7 @@ fn failed_measurements_are_listed_with_their_error() {
 
 #[test]
 fn summary_is_the_geometric_mean_of_ratios() {
-    let md = render_markdown(&sample());
+    let md = render_markdown(&sample(), &LAYOUT);
     let heading = "### Suite `cpu`: geometric mean over workloads of the ratio to system";
     let sys = row(&md, heading, "system", 2);
     let mi = row(&md, heading, "mimalloc", 2);
@@ -646,7 +647,7 @@ fn summary_says_how_many_workloads_counted() {
     results
         .records
         .retain(|r| !(r.workload == "cache" && r.allocator == "jemalloc" && r.metric == "time"));
-    let md = render_markdown(&results);
+    let md = render_markdown(&results, &LAYOUT);
     let heading = "### Suite `cpu`: geometric mean over workloads of the ratio to system";
     assert_eq!(row(&md, heading, "jemalloc", 2)[2], "1.25 (1/2 workloads)");
     assert_eq!(row(&md, heading, "mimalloc", 2)[2], "1.26");
@@ -664,7 +665,7 @@ fn geometric_mean_of_values() {
 
 #[test]
 fn header_and_timer_overhead_note() {
-    let md = render_markdown(&sample());
+    let md = render_markdown(&sample(), &LAYOUT);
     assert!(
         md.contains("Test CPU 9000, 2 cores, 23.6 GiB memory"),
         "{md}"
@@ -690,7 +691,7 @@ fn header_and_timer_overhead_note() {
             r.median = r.median.min(1.0);
         }
     }
-    let md = render_markdown(&quiet);
+    let md = render_markdown(&quiet, &LAYOUT);
     assert!(!md.contains("WARNING") && !md.contains("(dirty)"));
     assert!(md.contains("exceeds 5 %"));
 }
@@ -708,14 +709,14 @@ fn dates_are_utc_calendar_dates() {
 #[test]
 fn markdown_is_deterministic() {
     let results = sample();
-    let md = render_markdown(&results);
-    assert_eq!(md, render_markdown(&results));
+    let md = render_markdown(&results, &LAYOUT);
+    assert_eq!(md, render_markdown(&results, &LAYOUT));
     let mut shuffled = results.clone();
     shuffled.records.reverse();
     shuffled.records.swap(0, 7);
-    assert_eq!(md, render_markdown(&shuffled));
-    let readme = render_readme_section(&results);
-    assert_eq!(readme, render_readme_section(&shuffled));
+    assert_eq!(md, render_markdown(&shuffled, &LAYOUT));
+    let readme = render_readme_section(&results, &LAYOUT);
+    assert_eq!(readme, render_readme_section(&shuffled, &LAYOUT));
     // Allocators in the order asked for, workloads by name.
     let pos = |s: &str| md.find(s).unwrap();
     assert!(pos("| system | 2 |") < pos("| mimalloc | 2 |"));
@@ -725,7 +726,7 @@ fn markdown_is_deterministic() {
 
 #[test]
 fn readme_section_has_summary_and_time_ratios() {
-    let section = render_readme_section(&sample());
+    let section = render_readme_section(&sample(), &LAYOUT);
     assert!(section.starts_with("Measured on Test CPU 9000 (2 cores, 23.6 GiB)"));
     assert!(section.contains("[report/report.md](report/report.md)"));
     let heading = "#### Suite `cpu`: `time` × system per workload";
@@ -747,7 +748,7 @@ fn readme_section_has_summary_and_time_ratios() {
 fn write_report_writes_every_file() {
     let dir = scratch("write-report").join("nested/report");
     let results = sample();
-    let files = write_report(&dir, &results).unwrap();
+    let files = write_report(&dir, &results, &LAYOUT).unwrap();
     assert_eq!(files.paths.len(), 4);
     for p in &files.paths {
         assert!(p.is_file(), "{} missing", p.display());
@@ -761,11 +762,11 @@ fn write_report_writes_every_file() {
     assert_eq!(back, results);
     assert_eq!(
         fs::read_to_string(&files.report_md).unwrap(),
-        render_markdown(&results)
+        render_markdown(&results, &LAYOUT)
     );
     assert!(temp_files(&dir).is_empty());
     // Writing again replaces the files.
-    write_report(&dir, &results).unwrap();
+    write_report(&dir, &results, &LAYOUT).unwrap();
     assert_eq!(fs::read_dir(&dir).unwrap().count(), 4);
     fs::remove_dir_all(dir.parent().unwrap().parent().unwrap()).unwrap();
 }
@@ -813,7 +814,8 @@ fn sweeps_over_three_decades_get_log_axes_and_negative_values_stay_in_view() {
     }
     let view = View::new(&results);
     let sweeps = sweeps(&view, "gpu", "gpu-threads");
-    let svg = render_sweep_svg(&sweeps, "gpu", "gpu-threads").unwrap();
+    let parameter = LAYOUT.sweep_parameter("gpu", "gpu-threads");
+    let svg = render_sweep_svg(&sweeps, "gpu/gpu-threads: sweep", parameter).unwrap();
     assert!(svg.contains("tas (lower is better; log axes)"), "{svg}");
     assert!(svg.contains("tas_error (lower is better; log x axis)"));
     assert!(svg.contains("requesting threads"));
@@ -823,7 +825,7 @@ fn sweeps_over_three_decades_get_log_axes_and_negative_values_stay_in_view() {
     other.allocator = "gpu-rw".into();
     other.metric = "tas_error_max".into();
     results.records.push(other);
-    let md = render_markdown(&results);
+    let md = render_markdown(&results, &LAYOUT);
     assert!(md.contains("Sweep over the requesting threads"), "{md}");
     let start = md.find("### gpu/gpu-threads").unwrap();
     let end = start + md[start..].find("### Suite `gpu`").unwrap();
@@ -832,7 +834,7 @@ fn sweeps_over_three_decades_get_log_axes_and_negative_values_stay_in_view() {
     assert!(!threads_section.contains("| gpu-rw |"), "{md}");
     assert!(md.contains("| gpu-rw | 1 |"), "{md}");
     // The README shows the gpu suite's values per workload, not a mean of ratios.
-    let readme = render_readme_section(&results);
+    let readme = render_readme_section(&results, &LAYOUT);
     let start = readme
         .find("#### Suite `gpu`: headline figures (median over the runs)")
         .expect("a values section for gpu");
@@ -852,7 +854,7 @@ fn suite_notes_are_printed_under_their_suite_and_optional_in_json() {
         suite: suite.clone(),
         text: "CUDA: not run (no CUDA device: test)".into(),
     });
-    let md = render_markdown(&results);
+    let md = render_markdown(&results, &LAYOUT);
     let heading = md.find(&format!("## Suite `{suite}`")).unwrap();
     let note = md.find("CUDA: not run (no CUDA device: test)").unwrap();
     assert!(note > heading, "{md}");
@@ -972,7 +974,7 @@ fn unwritable_paths_fail_and_leave_no_temp_files() {
     fs::write(&blocker, "a regular file").unwrap();
     let results = sample();
 
-    let err = write_report(&blocker.join("report"), &results).unwrap_err();
+    let err = write_report(&blocker.join("report"), &results, &LAYOUT).unwrap_err();
     assert!(
         matches!(
             err,

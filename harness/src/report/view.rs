@@ -28,10 +28,18 @@ pub(crate) struct View<'a> {
     pub(super) baselines: BTreeMap<&'a str, &'a str>,
     /// `parameters.suites` that have records, then any other suite, by name.
     pub(super) suites: Vec<&'a str>,
+    /// How each suite is laid out.
+    pub(super) layout: &'static ReportLayout,
 }
 
 impl<'a> View<'a> {
     pub(crate) fn new(results: &'a ResultsFile) -> Self {
+        Self::with_layout(results, &ReportLayout::PLAIN)
+    }
+
+    /// The records of `results`, with each suite's ratios to the baseline its `layout`
+    /// names, where that allocator ran.
+    pub(crate) fn with_layout(results: &'a ResultsFile, layout: &'static ReportLayout) -> Self {
         let mut map = BTreeMap::new();
         for r in &results.records {
             map.entry((
@@ -70,13 +78,15 @@ impl<'a> View<'a> {
                 *best = r.allocator.as_str();
             }
         }
-        // A program's ratios are to the heap it has without a preload, whatever came first.
-        if results
-            .records
-            .iter()
-            .any(|r| r.suite == PROGRAMS_SUITE && r.allocator == "system")
-        {
-            baselines.insert(PROGRAMS_SUITE, "system");
+        for suite in layout.suites {
+            if let Some(base) = suite.baseline
+                && results
+                    .records
+                    .iter()
+                    .any(|r| r.suite == suite.suite && r.allocator == base)
+            {
+                baselines.insert(suite.suite, base);
+            }
         }
         let suites_in_records: BTreeSet<&str> =
             results.records.iter().map(|r| r.suite.as_str()).collect();
@@ -97,6 +107,7 @@ impl<'a> View<'a> {
             allocators,
             baselines,
             suites,
+            layout,
         }
     }
 
@@ -124,6 +135,28 @@ impl<'a> View<'a> {
         self.map
             .get(&(suite, workload, allocator, threads, metric))
             .copied()
+    }
+
+    /// The points (x, median) of the sweep of `base` (metrics `<base>@<x>`) that
+    /// `allocator` ran in `suite`/`workload`, x ascending; points without a finite median
+    /// are left out.
+    pub(crate) fn sweep_of(
+        &self,
+        suite: &str,
+        workload: &str,
+        allocator: &str,
+        base: &str,
+    ) -> Vec<(f64, f64)> {
+        let mut points: Vec<(f64, f64)> = self
+            .records_in(suite, Some(workload))
+            .filter(|r| r.allocator == allocator)
+            .filter_map(|r| {
+                let (b, x) = sweep_point(&r.metric)?;
+                (b == base && r.median.is_finite()).then_some((x, r.median))
+            })
+            .collect();
+        points.sort_by(|p, q| p.0.total_cmp(&q.0));
+        points
     }
 
     /// The workloads of `suite`, by name.

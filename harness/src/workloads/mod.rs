@@ -26,6 +26,7 @@
 pub mod cpu;
 pub mod gpu;
 pub mod hls;
+pub mod layouts;
 pub mod pmem;
 pub mod programs;
 pub mod realtime;

@@ -16,6 +16,8 @@
 
 pub mod report;
 
+use crate::metrics::RESULT_DIGEST_METRIC;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -32,9 +34,6 @@ pub const SUITE: &str = "programs";
 /// to seconds, and the suite's part of the default `alloclab suite` stays near a minute and
 /// a half on a 2-core machine.
 pub const DEFAULT_RUNS: u32 = 3;
-
-/// The metric that carries a run's result digest (not a figure: the report compares it).
-pub const RESULT_DIGEST_METRIC: &str = "result_digest";
 
 /// The registry entries of the suite, one per program of the catalog.
 pub fn workloads() -> Vec<WorkloadInfo> {

@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 
 use alloclab_programs::catalog;
 
-use super::{RESULT_DIGEST_METRIC, SUITE};
+use super::SUITE;
+use crate::metrics::RESULT_DIGEST_METRIC;
 use crate::report::{View, escape_cell, fmt_value, geometric_mean, table_header, table_row};
 use crate::results::ResultsFile;
 

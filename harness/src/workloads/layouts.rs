@@ -1,0 +1,143 @@
+//! How the report lays out each suite ([`LAYOUT`]): what a suite shows beside, or instead
+//! of, the plain table and chart per workload and mean of ratios over them.
+
+use std::path::{Path, PathBuf};
+
+use crate::report::{
+    ReportError, ReportLayout, Shape, SuiteLayout, Sweeps, View, render_sweep_svg, write_atomic,
+};
+use crate::results::{Record, ResultsFile};
+use crate::workloads::{programs, security, storage, training};
+
+/// The layout of every suite that needs one, and the targets the report opens with.
+pub static LAYOUT: ReportLayout = ReportLayout {
+    suites: &[
+        // A program's ratios are to the program with nothing preloaded, and its summary
+        // (over the programs every heap ran) replaces the mean over whichever programs
+        // report a metric.
+        SuiteLayout {
+            baseline: Some(programs::report::BASELINE),
+            report_head: Some(programs::report::markdown),
+            report_summary: Some(|_, _| {}),
+            readme_section: Some(programs::report::readme),
+            terminal: Some(programs::report::terminal_text),
+            ..SuiteLayout::plain(programs::SUITE)
+        },
+        // Probabilities, bits and verdicts: read across allocators, no ratios.
+        SuiteLayout {
+            shape: Shape::Transposed {
+                readme_metrics: &[
+                    "entropy_fresh_64",
+                    "entropy_steady_64",
+                    "entropy_steady_1024",
+                    "reuse_same_64",
+                    "distance_median_64",
+                    "overflow_64B_k8",
+                    "caught",
+                    "silent",
+                ],
+                word: Some(misuse_verdict),
+            },
+            ..SuiteLayout::plain("security")
+        },
+        SuiteLayout {
+            sweep_parameters: &[("hls", "heap size per heap (B)")],
+            ..SuiteLayout::plain("hls")
+        },
+        // The baseline (the queue) lacks some headline metrics, and probes and % error
+        // against a closed form mean most as values.
+        SuiteLayout {
+            shape: Shape::Values,
+            sweep_parameters: &[
+                ("gpu-free-fraction", "free fraction A/T (%)"),
+                ("gpu-sizes", "request size (B)"),
+                ("gpu-threads", "requesting threads"),
+            ],
+            ..SuiteLayout::plain("gpu")
+        },
+        // A table and a chart per mix, a time-split chart and a recovery table, with the
+        // suite's targets.
+        SuiteLayout {
+            report_section: Some(storage::report::markdown),
+            readme_section: Some(storage::report::readme),
+            charts: Some(storage::report::write_charts),
+            workload_charts: false,
+            terminal: Some(storage::report::terminal_text),
+            ..SuiteLayout::plain("storage")
+        },
+        // Workloads that measure different things (a model's bytes, a planner's savings):
+        // their targets, not a mean of ratios, and their values.
+        SuiteLayout {
+            shape: Shape::Values,
+            sweep_parameters: &[
+                ("training-growing-batch", "batch size"),
+                ("training-delta", "share of the iteration (%)"),
+            ],
+            report_summary: Some(training::must_reach),
+            readme_head: Some(|out, results| {
+                training::must_reach_under(out, results, "####", "report/")
+            }),
+            charts: Some(write_training_memory_chart),
+            ..SuiteLayout::plain(training::SUITE)
+        },
+    ],
+    targets: Some(crate::checks::markdown),
+};
+
+/// A misuse case's `score` as its verdict (caught, crashed, hung, silent).
+fn misuse_verdict(record: &Record, value: f64) -> Option<&'static str> {
+    (record.unit == "score")
+        .then(|| security::analysis::Verdict::from_score(value))
+        .flatten()
+        .map(security::analysis::Verdict::as_str)
+}
+
+/// The chart of device memory over one BERT-Large iteration in the `training` suite.
+pub const TRAINING_MEMORY_CHART: &str = "training-memory-bert-large.svg";
+
+/// The workload whose sweep holds the memory curves.
+const TRAINING_MEMORY_WORKLOAD: &str = "training-delta";
+
+/// The memory curves of `training-delta` (keep-all and planned, one line each) from the
+/// first allocator that recorded them; empty if none did.
+fn training_memory_curves<'a>(view: &View<'a>) -> Sweeps<'a> {
+    let (suite, workload) = (training::SUITE, TRAINING_MEMORY_WORKLOAD);
+    let Some(allocator) = view.allocators_in(suite, Some(workload)).into_iter().next() else {
+        return Vec::new();
+    };
+    let lines: Vec<(&'a str, Vec<(f64, f64)>)> = [
+        ("keep all", "bert-large_keep_all"),
+        ("planned", "bert-large_planned"),
+    ]
+    .into_iter()
+    .map(|(label, base)| (label, view.sweep_of(suite, workload, allocator, base)))
+    .filter(|(_, points)| !points.is_empty())
+    .collect();
+    if lines.is_empty() {
+        return Vec::new();
+    }
+    vec![("GiB live, bert-large (keep all vs planned)", lines)]
+}
+
+/// Writes [`TRAINING_MEMORY_CHART`] into `dir` if the results have the curves: device
+/// memory over one BERT-Large iteration, keep-all and planned on one chart.
+fn write_training_memory_chart(
+    dir: &Path,
+    results: &ResultsFile,
+) -> Result<Vec<PathBuf>, ReportError> {
+    let view = View::new(results);
+    let curves = training_memory_curves(&view);
+    if curves.is_empty() {
+        return Ok(Vec::new());
+    }
+    let path = dir.join(TRAINING_MEMORY_CHART);
+    let title = format!("{}/{TRAINING_MEMORY_WORKLOAD}: sweep", training::SUITE);
+    let svg = render_sweep_svg(&curves, &title, "share of the iteration (%)").map_err(|e| {
+        ReportError::Chart {
+            path: path.clone(),
+            message: e.to_string(),
+        }
+    })?;
+    write_atomic(&path, svg.as_bytes())?;
+    Ok(vec![path])
+}
