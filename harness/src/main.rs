@@ -144,7 +144,7 @@ struct SuiteArgs {
     #[command(flatten)]
     common: Common,
     /// Directory for report.md, results.json and the SVG charts.
-    #[arg(long, default_value = "report")]
+    #[arg(long, default_value = DEFAULT_REPORT_DIR)]
     out: PathBuf,
     /// Also replace the results section of this README (between its alloclab:results markers).
     #[arg(long, value_name = "FILE")]
@@ -224,7 +224,7 @@ struct ReportArgs {
     /// A results.json written by `alloclab suite` or `alloclab run --json`.
     results: PathBuf,
     /// Directory for report.md, results.json and the SVG charts.
-    #[arg(long, default_value = "report")]
+    #[arg(long, default_value = DEFAULT_REPORT_DIR)]
     out: PathBuf,
     /// Also replace the results section of this README (between its alloclab:results markers).
     #[arg(long, value_name = "FILE")]
@@ -400,6 +400,10 @@ fn resolve_allocators(names: &[String]) -> Result<Vec<&'static AllocatorInfo>, S
 
 /// Runs per measurement when `--runs` is not given.
 const DEFAULT_RUNS: u32 = 5;
+/// Where `suite` and `report` write the report unless told otherwise: under cargo's build
+/// directory, out of the source tree, so that generated files are never committed by
+/// accident (and `cargo clean` removes them).
+const DEFAULT_REPORT_DIR: &str = "target/alloclab-report";
 
 /// Suites that run a different number of times when `--runs` is not given.
 fn runs_per_suite(common: &Common) -> Vec<(&'static str, u32)> {

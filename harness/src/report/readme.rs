@@ -9,7 +9,7 @@ use crate::results::ResultsFile;
 /// geometric-mean summary (of at most [`MAX_CHART_PANELS`] metrics, chosen as for the
 /// charts), the clock-read note where the suite times single operations, and a compact table
 /// of the `time` ratios (or of the suite's first headline metric if it has no `time`), and a
-/// pointer to `report/report.md`. A suite of one workload gets its ratios alone, under a
+/// pointer to the full report. A suite of one workload gets its ratios alone, under a
 /// heading that says so.
 pub fn render_readme_section(results: &ResultsFile, layout: &'static ReportLayout) -> String {
     let view = View::with_layout(results, layout);
@@ -120,7 +120,8 @@ pub fn render_readme_section(results: &ResultsFile, layout: &'static ReportLayou
     }
     out.push_str(
         "\nFull tables with min–max ranges, every metric, charts and the timer-overhead check: \
-         [report/report.md](report/report.md).\n",
+         `report.md` in the directory the suite wrote (`--out`, by default \
+         `target/alloclab-report/`).\n",
     );
     out
 }

@@ -728,7 +728,7 @@ fn markdown_is_deterministic() {
 fn readme_section_has_summary_and_time_ratios() {
     let section = render_readme_section(&sample(), &LAYOUT);
     assert!(section.starts_with("Measured on Test CPU 9000 (2 cores, 23.6 GiB)"));
-    assert!(section.contains("[report/report.md](report/report.md)"));
+    assert!(section.contains("`target/alloclab-report/`"), "{section}");
     let heading = "#### Suite `cpu`: `time` × system per workload";
     assert!(section.contains("| workload | threads | system | mimalloc | jemalloc |"));
     assert_eq!(
