@@ -16,10 +16,10 @@
 //! * [`report`]: `report.md` and the SVG charts.
 //! * [`percall`]: `alloclab percall`, the cost of one allocator call through the C ABI and
 //!   in-process.
-//! * [`checks`]: the wfspan and randomized issues' must-reach checks over a run's results.
+//! * [`targets`]: the claims about alloclab's allocators, checked against a run's results.
+//! * [`metrics`]: the metric names more than one part reads.
 //! * [`machine`]: what machine a result was measured on.
 
-pub mod checks;
 pub mod exec;
 pub mod machine;
 pub mod measure;
@@ -31,6 +31,9 @@ pub mod report;
 pub mod results;
 pub mod runner;
 pub mod storage;
+pub mod targets;
+/// The former name of [`targets`].
+pub use targets as checks;
 pub mod workloads;
 
 use std::path::Path;

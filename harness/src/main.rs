@@ -695,7 +695,7 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
 /// `alloclab report`: the report of an earlier run, written again by this build.
 fn rewrite_report(args: ReportArgs) -> Result<(), String> {
     let results = ResultsFile::read(&args.results)?;
-    print!("{}", alloclab_harness::checks::terminal_text(&results));
+    print!("{}", alloclab_harness::targets::terminal_text(&results));
     write_outputs(&results, &args.out, args.readme.as_deref())
 }
 
@@ -866,7 +866,7 @@ fn terminal_table(results: &ResultsFile) -> String {
     }
     // A suite that writes its own report section states its clock's cost there.
     let own_section = |suite: &str| LAYOUT.of(suite).report_section.is_some();
-    out.push_str(&alloclab_harness::checks::terminal_text(results));
+    out.push_str(&alloclab_harness::targets::terminal_text(results));
     // Workloads that time each call report the clock's cost instead of a small overhead.
     let single_operations: Vec<(&str, &str)> = workloads_seen
         .iter()

@@ -81,7 +81,7 @@ pub static LAYOUT: ReportLayout = ReportLayout {
             ..SuiteLayout::plain(training::SUITE)
         },
     ],
-    targets: Some(crate::checks::markdown),
+    targets: Some(crate::targets::markdown),
 };
 
 /// A misuse case's `score` as its verdict (caught, crashed, hung, silent).
