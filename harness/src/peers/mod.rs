@@ -91,6 +91,67 @@ pub struct AllocatorInfo {
     pub origin: Origin,
     /// What it offers.
     pub capabilities: &'static [Capability],
+    /// The code behind the name.
+    pub imp: Implementation,
+}
+
+/// The code behind a registry entry, which each capability's dispatch runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Implementation {
+    /// An in-process host heap ([`with_host_heap`]).
+    Host(HostHeap),
+    /// An allocator its suite finds by name (on-chip models, persistent heaps, GPU designs,
+    /// caching-allocator models, the peers' shared libraries).
+    ByName,
+}
+
+/// The in-process host heaps, one per static of this module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostHeap {
+    /// [`WFSPAN`].
+    Wfspan,
+    /// [`RANDOMIZED`].
+    Randomized,
+    /// [`SYSTEM`].
+    System,
+    /// [`MIMALLOC`].
+    Mimalloc,
+    /// [`JEMALLOC`].
+    Jemalloc,
+    /// [`RLSF`].
+    Rlsf,
+    /// [`WF_ALLOC`].
+    WfAlloc,
+}
+
+impl HostHeap {
+    /// Runs `task` on this heap.
+    pub fn run<T: HostHeapTask>(self, task: T) -> T::Output {
+        match self {
+            HostHeap::Wfspan => task.run(&WFSPAN),
+            HostHeap::Randomized => task.run(&RANDOMIZED),
+            HostHeap::System => task.run(&SYSTEM),
+            HostHeap::Mimalloc => task.run(&MIMALLOC),
+            HostHeap::Jemalloc => task.run(&JEMALLOC),
+            HostHeap::Rlsf => task.run(&RLSF),
+            HostHeap::WfAlloc => task.run(&WF_ALLOC),
+        }
+    }
+
+    /// Runs `task` on this heap if it serves C's `malloc` family itself
+    /// ([`MallocHeap`](alloclab_core::MallocHeap): alloclab's heaps, which their preload
+    /// libraries export); `None` for the others.
+    pub fn run_malloc<T: MallocHeapTask>(self, task: T) -> Option<T::Output> {
+        match self {
+            HostHeap::Wfspan => Some(task.run(&WFSPAN)),
+            HostHeap::Randomized => Some(task.run(&RANDOMIZED)),
+            HostHeap::System
+            | HostHeap::Mimalloc
+            | HostHeap::Jemalloc
+            | HostHeap::Rlsf
+            | HostHeap::WfAlloc => None,
+        }
+    }
 }
 
 impl AllocatorInfo {
@@ -112,33 +173,40 @@ pub const ALLOCATORS: &[AllocatorInfo] = &[
         description: "alloclab's wait-free span allocator (Ouyang & Zhu 2022): bounded steps per alloc and free",
         origin: Origin::Alloclab,
         capabilities: &[Capability::HostHeap, Capability::Program],
+        imp: Implementation::Host(HostHeap::Wfspan),
     },
     AllocatorInfo {
         name: "randomized",
         description: "alloclab's randomized allocator: one word of state, random block and offset per object, keyed headers",
         origin: Origin::Alloclab,
         capabilities: &[Capability::HostHeap, Capability::Program],
+        imp: Implementation::Host(HostHeap::Randomized),
     },
     AllocatorInfo {
         name: "system",
         description: "the C library's malloc (glibc ptmalloc2 here): per-thread arenas, bins, locks; for a program, nothing preloaded",
         origin: Origin::Peer,
         capabilities: &[Capability::HostHeap, Capability::Program],
+        imp: Implementation::Host(HostHeap::System),
     },
     peer(
         "mimalloc",
+        HostHeap::Mimalloc,
         "Microsoft's mimalloc (the mimalloc crate, compiled in): per-thread heaps, free-list sharding, delayed remote frees",
     ),
     peer(
         "jemalloc",
+        HostHeap::Jemalloc,
         "jemalloc (tikv-jemallocator, compiled in): thread caches, arenas, size-class slabs",
     ),
     peer(
         "rlsf",
+        HostHeap::Rlsf,
         "rlsf's TLSF (O(1) two-level segregated fit) behind one mutex, over 1 MiB mmap chunks",
     ),
     peer(
         "wf_alloc",
+        HostHeap::WfAlloc,
         "wf_alloc 0.1: a public wfspan-style prototype, through its hosted (not wait-free) GlobalAlloc wrapper",
     ),
     shared_library(
@@ -158,30 +226,35 @@ pub const ALLOCATORS: &[AllocatorInfo] = &[
         description: "on-chip baseline: Memluv's bitmap first fit, no defragmentation (alloclab-hls model)",
         origin: Origin::Peer,
         capabilities: &[Capability::OnChipModel],
+        imp: Implementation::ByName,
     },
     AllocatorInfo {
         name: "hls-defrag",
         description: "alloclab's on-chip model with the defragmenter: compaction on fragmentation failures, budgeted",
         origin: Origin::Alloclab,
         capabilities: &[Capability::OnChipModel],
+        imp: Implementation::ByName,
     },
     AllocatorInfo {
         name: "pmdk",
         description: "PMDK's libpmemobj (pmemobj_alloc/pmemobj_free into PMEMoid slots), loaded at run time",
         origin: Origin::Peer,
         capabilities: &[Capability::PersistentHeap],
+        imp: Implementation::ByName,
     },
     AllocatorInfo {
         name: "alloclab-pmem",
         description: "alloclab's crash-consistent persistent heap (allocate_into/free_from into PPtr slots)",
         origin: Origin::Alloclab,
         capabilities: &[Capability::PersistentHeap],
+        imp: Implementation::ByName,
     },
     AllocatorInfo {
         name: "dram",
         description: "upper bound: the same slots in DRAM, blocks from malloc, nothing persisted",
         origin: Origin::Peer,
         capabilities: &[Capability::PersistentHeap],
+        imp: Implementation::ByName,
     },
     gpu(
         "gpu-queue",
@@ -236,12 +309,14 @@ pub const ALLOCATORS: &[AllocatorInfo] = &[
         description: "model of PyTorch's CUDA caching allocator (alloclab-training): 512 B rounding, 2 / 20 MiB segments, best fit with splitting",
         origin: Origin::Peer,
         capabilities: &[Capability::CachingModel],
+        imp: Implementation::ByName,
     },
     AllocatorInfo {
         name: "pytorch-caching-expandable",
         description: "the same model with expandable_segments:True: one growing virtual segment per pool, mapped in 2 / 20 MiB pages",
         origin: Origin::Peer,
         capabilities: &[Capability::CachingModel],
+        imp: Implementation::ByName,
     },
 ];
 
@@ -256,6 +331,7 @@ const fn gpu(
         description,
         origin,
         capabilities,
+        imp: Implementation::ByName,
     }
 }
 
@@ -265,15 +341,17 @@ const fn shared_library(name: &'static str, description: &'static str) -> Alloca
         description,
         origin: Origin::Peer,
         capabilities: &[Capability::Program],
+        imp: Implementation::ByName,
     }
 }
 
-const fn peer(name: &'static str, description: &'static str) -> AllocatorInfo {
+const fn peer(name: &'static str, heap: HostHeap, description: &'static str) -> AllocatorInfo {
     AllocatorInfo {
         name,
         description,
         origin: Origin::Peer,
         capabilities: &[Capability::HostHeap],
+        imp: Implementation::Host(heap),
     }
 }
 
@@ -324,17 +402,27 @@ pub trait HostHeapTask {
 
 /// Runs `task` on the host heap named `name`; `None` if no host heap has that name.
 pub fn with_host_heap<T: HostHeapTask>(name: &str, task: T) -> Option<T::Output> {
-    // Keep the match in step with ALLOCATORS (a test checks it).
-    Some(match name {
-        "wfspan" => task.run(&WFSPAN),
-        "randomized" => task.run(&RANDOMIZED),
-        "system" => task.run(&SYSTEM),
-        "mimalloc" => task.run(&MIMALLOC),
-        "jemalloc" => task.run(&JEMALLOC),
-        "rlsf" => task.run(&RLSF),
-        "wf_alloc" => task.run(&WF_ALLOC),
-        _ => return None,
-    })
+    match find(name)?.imp {
+        Implementation::Host(heap) => Some(heap.run(task)),
+        Implementation::ByName => None,
+    }
+}
+
+/// Something to do with a heap that serves C's `malloc` family, whatever its type.
+pub trait MallocHeapTask {
+    /// What the task returns.
+    type Output;
+    /// Runs the task on `heap`.
+    fn run<A: alloclab_core::MallocHeap>(self, heap: &'static A) -> Self::Output;
+}
+
+/// Runs `task` on the host heap named `name` if it serves C's `malloc` family itself (see
+/// [`HostHeap::run_malloc`]); `None` otherwise.
+pub fn with_malloc_heap<T: MallocHeapTask>(name: &str, task: T) -> Option<T::Output> {
+    match find(name)?.imp {
+        Implementation::Host(heap) => heap.run_malloc(task),
+        Implementation::ByName => None,
+    }
 }
 
 // Compile-time check that every static peer is a usable `GlobalAlloc`-backed heap.
@@ -384,6 +472,25 @@ mod tests {
         assert_eq!(unavailable("system"), None);
         assert_eq!(unavailable("dram"), None);
         assert_eq!(unavailable("alloclab-pmem"), None);
+    }
+
+    #[test]
+    fn only_alloclab_heaps_dispatch_as_malloc_heaps() {
+        struct MallocName;
+        impl MallocHeapTask for MallocName {
+            type Output = String;
+            fn run<A: alloclab_core::MallocHeap>(self, heap: &'static A) -> String {
+                heap.name().to_owned()
+            }
+        }
+        for info in ALLOCATORS {
+            let dispatched = with_malloc_heap(info.name, MallocName);
+            if info.fits(Capability::HostHeap) && info.origin == Origin::Alloclab {
+                assert_eq!(dispatched.as_deref(), Some(info.name));
+            } else {
+                assert_eq!(dispatched, None, "{}", info.name);
+            }
+        }
     }
 
     #[test]

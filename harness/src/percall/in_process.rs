@@ -4,23 +4,7 @@
 
 use super::*;
 
-/// Something to do with a heap that serves C's `malloc` family, whatever its type.
-pub trait MallocHeapTask {
-    /// What the task returns.
-    type Output;
-    /// Runs the task on `heap`.
-    fn run<A: MallocHeap>(self, heap: &'static A) -> Self::Output;
-}
-
-/// Runs `task` on the host heap named `name` if it implements [`MallocHeap`]; `None`
-/// otherwise.
-pub fn with_malloc_heap<T: MallocHeapTask>(name: &str, task: T) -> Option<T::Output> {
-    Some(match name {
-        "wfspan" => task.run(&peers::WFSPAN),
-        "randomized" => task.run(&peers::RANDOMIZED),
-        _ => return None,
-    })
-}
+use crate::peers::{MallocHeapTask, with_malloc_heap};
 
 /// Whether the host heap `name` implements [`MallocHeap`].
 pub fn is_malloc_heap(name: &str) -> bool {

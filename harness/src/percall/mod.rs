@@ -972,25 +972,6 @@ mod tests {
     }
 
     #[test]
-    fn only_the_malloc_heaps_dispatch_as_such() {
-        struct Name;
-        impl MallocHeapTask for Name {
-            type Output = String;
-            fn run<A: MallocHeap>(self, heap: &'static A) -> String {
-                heap.name().to_owned()
-            }
-        }
-        for name in ["wfspan", "randomized"] {
-            assert_eq!(with_malloc_heap(name, Name).as_deref(), Some(name));
-        }
-        for a in peers::ALLOCATORS {
-            if !["wfspan", "randomized"].contains(&a.name) {
-                assert!(!is_malloc_heap(a.name), "{}", a.name);
-            }
-        }
-    }
-
-    #[test]
     fn in_process_rounds_count_every_call() {
         for op in InProcessOp::ALL {
             let heap = if op.needs_malloc_heap() {
