@@ -103,6 +103,7 @@
 mod error;
 mod recovery;
 mod thread_cache;
+mod traits;
 
 use std::alloc::Layout;
 use std::path::Path;
@@ -116,6 +117,7 @@ use alloclab_core::sync::Arc;
 
 pub use error::HeapError;
 use thread_cache::{CacheSlot, with_slot};
+pub use traits::PathMedium;
 
 use crate::persist::CACHE_LINE;
 use crate::{Medium, PPtr, PersistStats, Pool, create_best, open_best};
