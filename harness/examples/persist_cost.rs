@@ -1,7 +1,7 @@
 //! What one persist (a 64-byte store, flush, fence) costs through each storage heap's
-//! `PHeap::flush`/`fence`, on a pool in /dev/shm with `PMEM_IS_PMEM_FORCE=1` as the
+//! `PersistentAllocator::flush`/`fence`, on a pool in /dev/shm with `PMEM_IS_PMEM_FORCE=1` as the
 //! `storage` suite runs it: a check that the heaps flush for real and alike. And what the
-//! engines' allocator calls cost: `alloc` + `dealloc` of a 200-byte column, with 4,096
+//! engines' allocator calls cost: `allocate_unlinked` + `release` of a 200-byte column, with 4,096
 //! blocks live (the oldest freed first, as an engine's deletes and updates do).
 //!
 //! `cargo run --release -p alloclab-harness --example persist_cost [iterations]`
@@ -9,20 +9,20 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use alloclab_harness::storage::{DramStorage, PmdkStorage, PoolFile};
-use alloclab_pmem::{Medium, PersistentHeap};
+use alloclab_core::PersistentAllocator;
+use alloclab_harness::pmem::{AlloclabPmemHeap, DramHeap, PmdkHeap};
 
-fn measure<H: PoolFile>(iterations: usize) {
+fn measure<H: PersistentAllocator>(iterations: usize) {
     if let Err(why) = H::available() {
-        println!("{:>14}: skipped ({why})", H::NAME);
+        println!("{:>14}: skipped ({why})", std::any::type_name::<H>());
         return;
     }
     let path = PathBuf::from(format!(
-        "/dev/shm/alloclab-persist-cost-{}-{}",
-        H::NAME,
+        "/dev/shm/alloclab-persist-cost-{}",
         std::process::id()
     ));
     let heap = H::create(&path, 64 << 20, 4096).expect("create the pool");
+    let name = heap.name().to_owned();
     let lines = 4096 / 64;
     let root = heap.root();
     for (label, flushes_per_fence) in [("store+flush+fence", 1), ("4 stores+flushes, 1 fence", 4)] {
@@ -39,25 +39,21 @@ fn measure<H: PoolFile>(iterations: usize) {
             heap.fence();
         }
         let ns = start.elapsed().as_nanos() as f64 / iterations as f64;
-        println!("{:>14}: {label:<26} {ns:>8.1} ns", H::NAME);
+        println!("{name:>14}: {label:<26} {ns:>8.1} ns");
     }
     let mut live = std::collections::VecDeque::new();
     for _ in 0..4096 {
-        live.push_back(heap.alloc(200).expect("alloc"));
+        live.push_back(heap.allocate_unlinked(200).expect("alloc"));
     }
     let start = Instant::now();
     for _ in 0..iterations {
         let off = live.pop_front().expect("a live block");
         // SAFETY: a block of ours that nothing links.
-        unsafe { heap.dealloc(off) }.expect("dealloc");
-        live.push_back(heap.alloc(200).expect("alloc"));
+        unsafe { heap.release(off) }.expect("dealloc");
+        live.push_back(heap.allocate_unlinked(200).expect("alloc"));
     }
     let ns = start.elapsed().as_nanos() as f64 / iterations as f64;
-    println!(
-        "{:>14}: {:<26} {ns:>8.1} ns",
-        H::NAME,
-        "alloc+dealloc 200 B"
-    );
+    println!("{name:>14}: {:<26} {ns:>8.1} ns", "alloc+release 200 B");
     drop(heap);
     let _ = std::fs::remove_file(&path);
 }
@@ -70,7 +66,7 @@ fn main() {
         .nth(1)
         .map(|s| s.parse().expect("iterations: a number"))
         .unwrap_or(200_000);
-    measure::<PersistentHeap<Box<dyn Medium>>>(iterations);
-    measure::<PmdkStorage>(iterations);
-    measure::<DramStorage>(iterations);
+    measure::<AlloclabPmemHeap>(iterations);
+    measure::<PmdkHeap>(iterations);
+    measure::<DramHeap>(iterations);
 }

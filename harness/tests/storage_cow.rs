@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use alloclab_harness::storage::engines::cow::{Cow, FANOUT, NODE_BYTES, Walk};
-use alloclab_harness::storage::{Engine, PHeap};
+use alloclab_harness::storage::{Engine, PersistentAllocator};
 use alloclab_pmem::heap::SLAB_BYTES;
 use alloclab_pmem::persist::SplitMix64;
 use alloclab_pmem::{PPtr, PersistentHeap, SimMedium};
@@ -38,7 +38,7 @@ fn new_heap(bytes: usize) -> Arc<Heap> {
 }
 
 fn root_of(heap: &Heap) -> *mut u8 {
-    PHeap::root(heap)
+    PersistentAllocator::root(heap)
 }
 
 /// The seeded generator of keys, values and operations.

@@ -8,6 +8,10 @@
 //! * [`HostAllocator`] — the extension for heaps whose handles are pointers into this
 //!   process (realloc, zeroed allocation); [`GlobalAdapter`] turns one into a
 //!   [`GlobalAlloc`](core::alloc::GlobalAlloc).
+//! * [`PersistentAllocator`] — the extension for heaps that live in a pool and survive their
+//!   process: a root, crash-atomic [`allocate_into`](PersistentAllocator::allocate_into) /
+//!   [`free_from`](PersistentAllocator::free_from) of a persistent word, the caller's flush
+//!   and fence, creating and reopening a pool by path.
 //! * [`AllocError`] — which layout failed and why; [`Stats`] — live bytes, footprint,
 //!   operation counts and step maxima, each `None` where an allocator does not count it.
 //! * [`sync`] — atomics, cells and threads from `std`, or from `loom` under `cfg(loom)`, so
@@ -32,6 +36,7 @@ mod from_global;
 mod global;
 mod global_tests;
 mod handle;
+mod persistent;
 pub mod rng;
 mod stats;
 pub mod sync;
@@ -44,6 +49,9 @@ pub use error::{AllocError, AllocErrorKind};
 pub use from_global::{GlobalAllocHeap, SystemHeap};
 pub use global::GlobalAdapter;
 pub use handle::BlockHandle;
+pub use persistent::{
+    PERSISTENT_BLOCK_ALIGN, PersistStats, PersistentAllocator, PersistentError, PersistentHandle,
+};
 pub use stats::Stats;
 
 /// What a heap with locks does around `fork` (`alloclab-preload` registers these with

@@ -19,7 +19,7 @@ pub mod heap;
 pub mod persist;
 pub mod pool;
 
-pub use heap::{HeapError, HeapStats, PersistentHeap, RecoveryReport, Reservation};
+pub use heap::{HeapError, HeapStats, PathMedium, PersistentHeap, RecoveryReport, Reservation};
 
 pub use persist::{
     FileMedium, Medium, MediumError, MediumKind, PersistStats, PmemFileMedium, SimMedium,

@@ -336,18 +336,17 @@ fn many_at_once_allocates_and_releases_as_one_at_a_time_with_nothing_persistent(
     let heap = sim_heap(4 * MIB);
     // Sizes of several classes, a repeated one, and a run (served block by block).
     let sizes = [512, 1000, 512, 64, 4096, 100_000];
-    let layouts: Vec<Layout> = sizes.iter().map(|&s| layout(s)).collect();
     let mut out = vec![PPtr::NULL; sizes.len()];
     // The first block of a class carves a slab, and a run is assigned, with their tags
     // persisted (off the fast path); after that, small blocks write nothing persistent.
-    heap.allocate_unlinked_many(&layouts, &mut out).unwrap();
+    heap.allocate_unlinked_sizes(&sizes, &mut out).unwrap();
     let before = heap.stats().persist;
-    heap.allocate_unlinked_many(&layouts[..5], &mut out[..5])
+    heap.allocate_unlinked_sizes(&sizes[..5], &mut out[..5])
         .unwrap();
     assert_eq!(
         heap.stats().persist,
         before,
-        "allocate_unlinked_many flushed or fenced"
+        "allocate_unlinked_sizes flushed or fenced"
     );
     let first_run = out[5];
     out[5] = heap.allocate_unlinked(layout(100_000)).unwrap();
@@ -384,16 +383,9 @@ fn many_at_once_allocates_and_releases_as_one_at_a_time_with_nothing_persistent(
     for p in &out {
         assert_eq!(heap.block_size(*p), None);
     }
-    // Zero sizes and bad alignments are refused before anything is taken.
-    let bad = [layout(64), layout(0)];
-    let err = heap.allocate_unlinked_many(&bad, &mut out[..2]);
+    // Zero sizes are refused before anything is taken.
+    let err = heap.allocate_unlinked_sizes(&[64, 0], &mut out[..2]);
     assert!(matches!(err, Err(HeapError::ZeroSize)), "{err:?}");
-    let aligned = Layout::from_size_align(64, 4096).unwrap();
-    let err = heap.allocate_unlinked_many(&[layout(64), aligned], &mut out[..2]);
-    assert!(
-        matches!(err, Err(HeapError::UnsupportedAlignment { .. })),
-        "{err:?}"
-    );
     assert_eq!(heap.stats().live_blocks, 5, "a refused batch kept a block");
 }
 
@@ -401,11 +393,8 @@ fn many_at_once_allocates_and_releases_as_one_at_a_time_with_nothing_persistent(
 fn release_many_then_reuse_hands_the_last_block_back_when_its_class_fits_else_allocates() {
     let heap = sim_heap(4 * MIB);
     let mut blocks = vec![PPtr::NULL; 4];
-    heap.allocate_unlinked_many(
-        &[layout(200), layout(1000), layout(200), layout(200)],
-        &mut blocks,
-    )
-    .unwrap();
+    heap.allocate_unlinked_sizes(&[200, 1000, 200, 200], &mut blocks)
+        .unwrap();
     let before = heap.stats();
 
     // The last block is of the class asked for: it is the allocation, still live; the
@@ -455,11 +444,8 @@ fn release_many_then_reuse_hands_the_last_block_back_when_its_class_fits_else_al
 fn release_many_then_allocate_frees_then_takes_the_last_freed_block_or_refuses_and_takes_none() {
     let heap = sim_heap(4 * MIB);
     let mut blocks = vec![PPtr::NULL; 4];
-    heap.allocate_unlinked_many(
-        &[layout(200), layout(200), layout(1000), layout(200)],
-        &mut blocks,
-    )
-    .unwrap();
+    heap.allocate_unlinked_sizes(&[200, 200, 1000, 200], &mut blocks)
+        .unwrap();
     let before = heap.stats().persist;
     assert_eq!(heap.stats().live_blocks, 4);
 
@@ -534,10 +520,10 @@ fn a_batch_that_runs_out_of_space_takes_nothing() {
     // Room for four slabs.
     let heap = sim_heap(4 * SLAB_BYTES + 64 * 1024);
     let mut out = [PPtr::NULL; 4];
-    let layouts = [layout(4096); 4];
+    let sizes = [4096; 4];
     let mut live = 0;
     let err = loop {
-        match heap.allocate_unlinked_many(&layouts, &mut out) {
+        match heap.allocate_unlinked_sizes(&sizes, &mut out) {
             Ok(()) => live += 4,
             Err(e) => break e,
         }

@@ -5,8 +5,12 @@
 //! statics (most of them are process-wide by nature); the harness runs each measurement in a
 //! fresh worker process, so one allocator's cached memory never shows in another's figures.
 
+mod blocks;
+pub mod dram;
 mod hls;
+pub mod libpmemobj;
 pub mod libraries;
+pub mod pmdk;
 mod tlsf;
 
 use core::alloc::GlobalAlloc;
@@ -26,10 +30,10 @@ pub enum Capability {
     /// A simulated on-chip memory (`alloclab-hls`): runs in-process, measured in cycles,
     /// not in time.
     OnChipModel,
-    /// A persistent heap: driven through [`SlotHeap`](crate::pmem::SlotHeap) by the `pmem`
-    /// suite (a pool file whose root holds slots that blocks are allocated into and freed
-    /// from, crash-atomically) and through [`PHeap`](crate::storage::PHeap) by the storage
-    /// engines of the `storage` suite.
+    /// A persistent heap ([`PersistentAllocator`](alloclab_core::PersistentAllocator)):
+    /// driven through [`Slots`](crate::pmem::Slots) by the `pmem` suite (a pool file whose
+    /// root holds slots that blocks are allocated into and freed from, crash-atomically) and
+    /// by the storage engines of the `storage` suite.
     PersistentHeap,
     /// A GPU page design (`alloclab-gpu`) over a pool with a given free fraction: its CPU
     /// model, and its CUDA kernel when a device is present.
@@ -465,7 +469,7 @@ mod tests {
             assert_eq!(
                 dispatched,
                 info.fits(Capability::PersistentHeap),
-                "{}: registry and with_slot_heap disagree",
+                "{}: registry and with_persistent_heap disagree",
                 info.name
             );
         }

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use alloclab_pmem::persist::SplitMix64;
 use alloclab_pmem::{PPtr, PersistentHeap, SimMedium};
 
-use super::{Engine, PHeap};
+use super::{Engine, PersistentAllocator};
 
 /// What [`run_crash_test`] runs.
 #[derive(Clone, Debug)]
@@ -224,7 +224,7 @@ pub fn run_crash_test<E: Engine<PersistentHeap<SimMedium>>>(
     let heap = PersistentHeap::create_on(SimMedium::new(cfg.pool_bytes), E::ROOT_BYTES.max(64))
         .map_err(|e| format!("crash test: {e}"))?;
     let heap = Arc::new(heap);
-    let mut engine = E::create(Arc::clone(&heap), PHeap::root(&*heap))?;
+    let mut engine = E::create(Arc::clone(&heap), PersistentAllocator::root(&*heap))?;
     let mut g = Gen {
         rng: SplitMix64::new(cfg.seed),
         keys: cfg.keys,
@@ -310,7 +310,7 @@ fn check_image<E: Engine<PersistentHeap<SimMedium>>>(
     let heap = PersistentHeap::open_on(SimMedium::from_image(image.to_vec()))
         .map_err(|e| format!("{}: fence {fence}: heap recovery: {e}", E::NAME))?;
     let heap = Arc::new(heap);
-    let mut engine = E::recover(Arc::clone(&heap), PHeap::root(&*heap))
+    let mut engine = E::recover(Arc::clone(&heap), PersistentAllocator::root(&*heap))
         .map_err(|e| format!("{}: fence {fence}: engine recovery: {e}", E::NAME))?;
     let mut seen = Model::new();
     let mut out = Vec::new();
@@ -469,7 +469,7 @@ mod tests {
                 .find(|&i| unsafe { *self.slots.add(2 * i + 1) } == 0)
                 .ok_or("full")?;
             let size = self.heap.usable_size(8 + value.len());
-            let off = PHeap::alloc(&*self.heap, size)?;
+            let off = PersistentAllocator::allocate_unlinked(&*self.heap, size)?;
             // SAFETY: a fresh block; root slot words.
             unsafe {
                 crate::storage::engines::write_tuple(
@@ -514,7 +514,7 @@ mod tests {
                 let off = *self.slots.add(2 * i + 1);
                 *self.slots.add(2 * i) = 0;
                 *self.slots.add(2 * i + 1) = 0;
-                self.heap.dealloc(off)?;
+                PersistentAllocator::release(&*self.heap, off)?;
             }
             Ok(true)
         }

@@ -1,19 +1,20 @@
 //! Storage engines in the style of N-Store over persistent heaps, for the `storage` suite.
 //!
-//! * [`PHeap`]: a persistent heap as an engine sees it — the pluggable allocator interface
-//!   of N-Store (allocate, deallocate, root, recovery) with the two crash-atomic calls that
-//!   store the block into, or clear it from, a persistent word ([`PHeap::alloc_into`],
-//!   [`PHeap::free_from`]), and the engine's own flush and fence.
-//! * [`PoolFile`]: the heaps that live in a pool file (created and reopened by path).
-//! * [`Engine`]: a key–value storage engine on a `PHeap`, one instance per partition.
+//! * The heap is any [`PersistentAllocator`] (alloclab-pmem, PMDK, the DRAM baseline; the
+//!   table from names is [`with_persistent_heap`](crate::pmem::with_persistent_heap)): the
+//!   pluggable allocator interface of N-Store (allocate, deallocate, root, recovery) with
+//!   the two crash-atomic calls that store the block into, or clear it from, a persistent
+//!   word, and the engine's own flush and fence.
+//! * [`Engine`]: a key–value storage engine on a heap, one instance per partition.
 //! * [`Split`]: where an engine's time goes — index, crash consistency, memory management,
 //!   modification — in cycles, for the time-split chart.
 //!
 //! # Offsets, not addresses
 //!
-//! Everything persistent names a block by its 8-byte offset from [`PHeap::at`]`(0)`; 0 is
-//! null. alloclab-pmem's `PPtr` is that offset; PMDK's `PMEMoid.off` is too (the pool UUID
-//! is the heap's); the DRAM baseline's offsets are addresses (its base is 0).
+//! Everything persistent names a block by its 8-byte offset from the pool's base
+//! ([`PersistentAllocator::at`]`(0)`); 0 is null. alloclab-pmem's `PPtr` is that offset;
+//! PMDK's `PMEMoid.off` is too (the pool UUID is the heap's); the DRAM baseline's offsets
+//! are addresses (its base is 0).
 //!
 //! # Partitions and threads
 //!
@@ -30,52 +31,21 @@
 //! corruption. Engines store keys and other data words so that they are odd, or above the
 //! pool (see the engines' docs), so that crash tests can count leaks exactly.
 
-pub mod alloclab;
-mod blocks;
 pub mod crash;
-mod dram;
 pub mod engines;
-mod pmdk;
 
 use std::cell::Cell;
-use std::path::Path;
 use std::sync::Arc;
 
-pub use alloclab_pmem::PersistStats;
-pub use blocks::{BlockTable, Known};
-pub use dram::DramStorage;
-pub use pmdk::{PmdkStorage, STORAGE_LAYOUT};
+pub use alloclab_core::{PersistStats, PersistentAllocator};
 
-/// alloclab-pmem as the `storage` suite opens it: a pool file on the best medium here
-/// (libpmem, else native CLWB/CLFLUSHOPT).
-pub type AlloclabPmemStorage = alloclab_pmem::PersistentHeap<Box<dyn alloclab_pmem::Medium>>;
-
-/// Something to do with a storage heap, whatever its type: the way to run a generic
-/// workload on a heap chosen by name at run time, monomorphised for each.
-pub trait StorageHeapTask {
-    /// What the task returns.
-    type Output;
-    /// Runs the task with the heap type `H`.
-    fn run<H: PoolFile>(self) -> Self::Output;
-}
-
-/// Runs `task` with the storage heap registered as `name` (the `pmem` suite's names:
-/// `pmdk`, `alloclab-pmem`, `dram`): `None` if no persistent heap has that name.
-pub fn with_storage_heap<T: StorageHeapTask>(name: &str, task: T) -> Option<T::Output> {
-    // Keep the match in step with peers::ALLOCATORS (a test checks it).
-    Some(match name {
-        "pmdk" => task.run::<PmdkStorage>(),
-        "alloclab-pmem" => task.run::<AlloclabPmemStorage>(),
-        "dram" => task.run::<DramStorage>(),
-        _ => return None,
-    })
-}
+use crate::pmem::DramHeap;
 
 /// The engines of the `storage` suite, in report order.
 pub const ENGINES: &[&str] = &["inp", "lsm", "cow"];
 
 /// Something to do with an engine on the heap type `H`, whatever the engine's type.
-pub trait EngineTask<H: PHeap> {
+pub trait EngineTask<H: PersistentAllocator> {
     /// What the task returns.
     type Output;
     /// Runs the task with the engine type `E`.
@@ -85,7 +55,7 @@ pub trait EngineTask<H: PHeap> {
 /// Runs `task` with the engine registered as `name` (one of [`ENGINES`]) on the heap type
 /// `H`: `None` if no engine has that name, `Some(Err(reason))` if it is not built in this
 /// branch.
-pub fn with_engine<H: PHeap, T: EngineTask<H>>(
+pub fn with_engine<H: PersistentAllocator, T: EngineTask<H>>(
     name: &str,
     task: T,
 ) -> Option<Result<T::Output, String>> {
@@ -102,214 +72,11 @@ pub fn with_engine<H: PHeap, T: EngineTask<H>>(
 /// if it is not built in this branch.
 pub fn engine_availability(name: &str) -> Option<Result<(), String>> {
     struct Probe;
-    impl EngineTask<DramStorage> for Probe {
+    impl EngineTask<DramHeap> for Probe {
         type Output = ();
-        fn run<E: Engine<DramStorage>>(self) {}
+        fn run<E: Engine<DramHeap>>(self) {}
     }
-    with_engine::<DramStorage, _>(name, Probe)
-}
-
-/// A persistent heap as the storage engines see it (see the [module documentation](self)).
-///
-/// Every `*mut u64` destination must be an 8-byte-aligned word inside the heap's root or a
-/// live block. "Durable" means flushed and fenced: after a crash the word holds the value.
-pub trait PHeap: Send + Sync + 'static {
-    /// The root: [`root_size`](Self::root_size) bytes, cache-line aligned, zeroed when the
-    /// heap was created, where engines keep their partitions' roots.
-    fn root(&self) -> *mut u8;
-
-    /// Bytes in the root.
-    fn root_size(&self) -> usize;
-
-    /// The address of the block at offset `off` (0 gives a null pointer).
-    fn at(&self, off: u64) -> *mut u8;
-
-    /// The offset of `p`, an address inside the heap (the inverse of [`at`](Self::at)).
-    fn offset_of(&self, p: *const u8) -> u64;
-
-    /// Allocates `size` bytes (N-Store's `allocate`): the block is the caller's to fill and
-    /// to link, durably, from a persistent structure. A crash before the link is durable
-    /// frees it in heaps that recover by reachability (alloclab-pmem) and may leak it in
-    /// heaps that persist their allocation state (PMDK), as in N-Store.
-    ///
-    /// # Errors
-    ///
-    /// Zero or too large a size, out of space, the heap failed; a one-line message.
-    fn alloc(&self, size: usize) -> Result<u64, String>;
-
-    /// Frees the block at `off` (N-Store's `deallocate`), which the caller has already
-    /// unlinked durably.
-    ///
-    /// # Errors
-    ///
-    /// `off` is not the start of a live block (a double free included); nothing changes.
-    ///
-    /// # Safety
-    ///
-    /// No durable word reachable from the root may still name the block, and no pointer
-    /// into it may be used after the call.
-    unsafe fn dealloc(&self, off: u64) -> Result<(), String>;
-
-    /// Allocates one block of each of `sizes`, as [`alloc`](Self::alloc) does each, and
-    /// appends their offsets to `out` in order: all of them, or none (on error the blocks
-    /// taken for earlier sizes are freed and `out` is as it was). For an engine that needs
-    /// several blocks for one operation: a heap that can take them for the price of one
-    /// visit to its allocator does (alloclab-pmem: one visit to the thread's cache; PMDK:
-    /// one `pmemobj_publish`); the default takes them one by one.
-    ///
-    /// # Errors
-    ///
-    /// As [`alloc`](Self::alloc), for the first size that fails.
-    fn alloc_many(&self, sizes: &[usize], out: &mut Vec<u64>) -> Result<(), String> {
-        let start = out.len();
-        for &size in sizes {
-            match self.alloc(size) {
-                Ok(off) => out.push(off),
-                Err(e) => {
-                    for off in out.drain(start..) {
-                        // SAFETY: allocated just now, linked nowhere, not used again.
-                        let _ = unsafe { self.dealloc(off) };
-                    }
-                    return Err(e);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Frees every block of `offs`, as [`dealloc`](Self::dealloc) does each (a heap that
-    /// can free them for the price of one visit to its allocator does; the default frees
-    /// them one by one).
-    ///
-    /// # Errors
-    ///
-    /// The first block refused, which changes nothing; every other block is still freed.
-    ///
-    /// # Safety
-    ///
-    /// As [`dealloc`](Self::dealloc), for every block.
-    unsafe fn dealloc_many(&self, offs: &[u64]) -> Result<(), String> {
-        let mut first = Ok(());
-        for &off in offs {
-            // SAFETY: the caller's contract, for each block.
-            let freed = unsafe { self.dealloc(off) };
-            if first.is_ok() {
-                first = freed;
-            }
-        }
-        first
-    }
-
-    /// Frees every block of `frees`, as [`dealloc_many`](Self::dealloc_many), then allocates
-    /// `size` bytes, as [`alloc`](Self::alloc): for an engine that gives blocks back where it
-    /// takes a new one (a transaction that frees what an earlier one unlinked), so that a
-    /// heap that can do both for the price of one visit to its allocator does
-    /// (alloclab-pmem: one visit to the thread's cache); the default makes the two calls.
-    ///
-    /// # Errors
-    ///
-    /// The first block refused, as [`dealloc_many`](Self::dealloc_many) (every other block
-    /// is still freed, and nothing is allocated); then as [`alloc`](Self::alloc). A heap
-    /// may hand the last block of `frees` straight back as the allocation without checking
-    /// it (alloclab-pmem does, when its size class fits), so a block that is not live need
-    /// not be refused here.
-    ///
-    /// # Safety
-    ///
-    /// As [`dealloc`](Self::dealloc), for every block of `frees`; besides, every block of
-    /// `frees` is live (allocated, and not freed since).
-    unsafe fn dealloc_many_then_alloc(&self, frees: &[u64], size: usize) -> Result<u64, String> {
-        // SAFETY: the caller's contract.
-        unsafe { self.dealloc_many(frees) }?;
-        self.alloc(size)
-    }
-
-    /// Allocates `size` bytes and stores the block's offset into `dest`, atomically with
-    /// respect to a crash: after one, `dest` holds its old value (and the block is free) or
-    /// the block (and it is live). Returns the offset.
-    ///
-    /// # Errors
-    ///
-    /// As [`alloc`](Self::alloc); `dest` outside the heap. Nothing is written on error.
-    ///
-    /// # Safety
-    ///
-    /// `dest` is an aligned word of the root or of a live block that no other thread
-    /// accesses during the call; whatever block it named before is the caller's to free.
-    unsafe fn alloc_into(&self, dest: *mut u64, size: usize) -> Result<u64, String>;
-
-    /// Frees the block `dest` names and stores 0 into `dest`, atomically with respect to a
-    /// crash.
-    ///
-    /// # Errors
-    ///
-    /// `dest` holds 0 or not the start of a live block; nothing is written.
-    ///
-    /// # Safety
-    ///
-    /// As [`alloc_into`](Self::alloc_into); no pointer into the block may be used after it.
-    unsafe fn free_from(&self, dest: *mut u64) -> Result<(), String>;
-
-    /// Writes back the cache lines of `len` bytes at `p` (an address inside the heap)
-    /// toward persistence; durable after the next [`fence`](Self::fence).
-    fn flush(&self, p: *const u8, len: usize);
-
-    /// Orders every earlier flush: what they covered is durable once this returns.
-    fn fence(&self);
-
-    /// [`flush`](Self::flush) then [`fence`](Self::fence).
-    fn persist(&self, p: *const u8, len: usize) {
-        self.flush(p, len);
-        self.fence();
-    }
-
-    /// The bytes a block asked for with `size` really spans (its size class), so that an
-    /// engine can initialise all of it: a reused block's unrequested tail may hold stale
-    /// words equal to block offsets, which a heap that recovers by conservative reachability
-    /// (alloclab-pmem) would take for links (a leak). Engines ask for this many bytes. The
-    /// default is `size` (heaps whose recovery never reads block contents).
-    fn usable_size(&self, size: usize) -> usize {
-        size
-    }
-
-    /// Flushes and fences so far, all threads together (for flushes, fences and bytes per
-    /// operation), or `None` where the heap does not count them (PMDK, which flushes
-    /// inside the library; its engines' own flushes are still counted by [`Split`]).
-    fn persist_counts(&self) -> Option<PersistStats>;
-}
-
-/// A [`PHeap`] that lives in a pool file.
-pub trait PoolFile: PHeap + Sized {
-    /// The name the harness knows the heap by (`alloclab-pmem`, `pmdk`, `dram`).
-    const NAME: &'static str;
-
-    /// Whether the heap survives its process (`false` for the DRAM baseline, which has no
-    /// recovery to measure and whose [`open`](Self::open) fails).
-    const DURABLE: bool = true;
-
-    /// Whether the heap can be used here; a one-line reason if not (a missing library).
-    ///
-    /// # Errors
-    ///
-    /// The reason.
-    fn available() -> Result<(), String> {
-        Ok(())
-    }
-
-    /// Creates a pool of `pool_bytes` at `path` (which must not exist) with a zeroed root of
-    /// `root_size` bytes.
-    ///
-    /// # Errors
-    ///
-    /// A one-line message naming the path.
-    fn create(path: &Path, pool_bytes: usize, root_size: usize) -> Result<Self, String>;
-
-    /// Opens the pool at `path`, recovering the heap (what heap recovery time measures).
-    ///
-    /// # Errors
-    ///
-    /// A one-line message naming the path.
-    fn open(path: &Path) -> Result<Self, String>;
+    with_engine::<DramHeap, _>(name, Probe)
 }
 
 /// Where an engine's time goes (the paper's SCAN / CC / MM / MOD split).
@@ -321,8 +88,8 @@ pub enum Phase {
     /// Crash consistency: writing the undo log / WAL / directory copies, and every flush
     /// and fence the engine issues itself.
     Cc,
-    /// Memory management: every call into the heap's allocator (`alloc`, `dealloc`,
-    /// `alloc_into`, `free_from`), including the flushes and fences inside it.
+    /// Memory management: every call into the heap's allocator (`allocate_unlinked`, `release`,
+    /// `allocate_into`, `free_from`), including the flushes and fences inside it.
     Mm,
     /// Modification: copying tuple data into place and reading it out.
     Mod,
@@ -488,20 +255,20 @@ impl Split {
     }
 
     /// Flushes `len` bytes at `p` through `heap`, counted, under [`Phase::Cc`].
-    pub fn flush<H: PHeap + ?Sized>(&mut self, heap: &H, p: *const u8, len: usize) {
+    pub fn flush<H: PersistentAllocator>(&mut self, heap: &H, p: *const u8, len: usize) {
         self.flushes += 1;
         self.bytes_flushed += len as u64;
         self.time(Phase::Cc, || heap.flush(p, len));
     }
 
     /// Fences through `heap`, counted, under [`Phase::Cc`].
-    pub fn fence<H: PHeap + ?Sized>(&mut self, heap: &H) {
+    pub fn fence<H: PersistentAllocator>(&mut self, heap: &H) {
         self.fences += 1;
         self.time(Phase::Cc, || heap.fence());
     }
 
     /// [`flush`](Self::flush) then [`fence`](Self::fence).
-    pub fn persist<H: PHeap + ?Sized>(&mut self, heap: &H, p: *const u8, len: usize) {
+    pub fn persist<H: PersistentAllocator>(&mut self, heap: &H, p: *const u8, len: usize) {
         self.flush(heap, p, len);
         self.fence(heap);
     }
@@ -539,7 +306,7 @@ fn now() -> u64 {
 /// crash, [`recover`](Self::recover) must show every committed operation and none of the
 /// operations after the last commit that returned, except that operations of the commit
 /// that was in flight are all there or all gone.
-pub trait Engine<H: PHeap>: Sized + Send {
+pub trait Engine<H: PersistentAllocator>: Sized + Send {
     /// The engine's name in results (`inp`, `lsm`, `cow`).
     const NAME: &'static str;
 
@@ -624,7 +391,7 @@ mod tests {
 
     #[test]
     fn untimed_operations_add_no_cycles_but_count_flushes_and_timed_ones_are_counted() {
-        let heap = DramStorage::new(64).unwrap();
+        let heap = DramHeap::new(64).unwrap();
         let mut split = Split::default();
         let work = || std::hint::black_box((0..1000u64).sum::<u64>());
         split.time(Phase::Index, work);
@@ -654,14 +421,14 @@ mod tests {
         }
         assert_eq!(engine_availability("btree"), None);
         struct Name;
-        impl StorageHeapTask for Name {
+        impl crate::pmem::PersistentHeapTask for Name {
             type Output = &'static str;
-            fn run<H: PoolFile>(self) -> &'static str {
-                H::NAME
+            fn run<H: PersistentAllocator>(self, name: &'static str) -> &'static str {
+                name
             }
         }
         for a in ALLOCATORS {
-            let name = with_storage_heap(a.name, Name);
+            let name = crate::pmem::with_persistent_heap(a.name, Name);
             if a.fits(Capability::PersistentHeap) {
                 assert_eq!(name, Some(a.name));
             } else {

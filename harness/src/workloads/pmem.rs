@@ -1,7 +1,7 @@
 //! The `pmem` suite: a persistent heap's allocation and free of small objects, their cost in
 //! flushes and fences, and the time to recover a pool of a million live objects — for
 //! alloclab-pmem, PMDK's libpmemobj and a DRAM upper bound, all through
-//! [`SlotHeap`].
+//! [`PersistentAllocator`], with the objects' pointers in [`Slots`] of the root.
 //!
 //! Two workloads, the same work under two persistence settings of libpmem (the worker sets
 //! them before anything loads libpmem, see [`prepare_process`]):
@@ -65,7 +65,9 @@ use super::realtime::{latency_histogram, nanos_between, shortest_ns, timer_sampl
 use super::{Params, Scale, ScratchPool, WorkloadInfo};
 use crate::measure;
 use crate::peers::Capability;
-use crate::pmem::{PersistStats, SlotHeap, SlotHeapTask, with_slot_heap};
+use alloclab_core::PersistentAllocator;
+
+use crate::pmem::{PersistStats, PersistentHeapTask, Slots, with_persistent_heap};
 use crate::results::{Sample, sample};
 
 /// Smallest object.
@@ -219,9 +221,8 @@ pub fn run(workload: &str, allocator: &str, params: &Params) -> Result<Vec<Sampl
         params: *params,
         dir: pool_dir(),
     };
-    let report = with_slot_heap(allocator, task)
+    let report = with_persistent_heap(allocator, task)
         .ok_or_else(|| format!("allocator '{allocator}' is not a persistent heap"))?
-        .map_err(|e| format!("{allocator}: {e}"))?
         .map_err(|e| format!("{workload} on {allocator}: {e}"))?;
     Ok(report.samples(measure::timer_overhead_ns()))
 }
@@ -253,10 +254,10 @@ struct Measure {
     dir: PathBuf,
 }
 
-impl SlotHeapTask for Measure {
+impl PersistentHeapTask for Measure {
     type Output = Result<Report, String>;
-    fn run<H: SlotHeap>(self) -> Result<Report, String> {
-        measure::<H>(&self.params, &self.dir)
+    fn run<H: PersistentAllocator>(self, name: &'static str) -> Result<Report, String> {
+        measure::<H>(name, &self.params, &self.dir)
     }
 }
 
@@ -290,7 +291,7 @@ pub struct Report {
 pub struct Recovery {
     /// Live objects in the pool.
     pub objects: usize,
-    /// `SlotHeap::open`.
+    /// [`Slots::open`].
     pub open: Duration,
     /// The first `alloc_into` after the open.
     pub first_alloc: Duration,
@@ -394,7 +395,7 @@ impl Steps {
     /// One step: free a random slot of ours and allocate a new size into it; timed per call
     /// when `timed`.
     #[inline]
-    fn step<H: SlotHeap>(&mut self, heap: &H, timed: bool) -> Result<(), String> {
+    fn step<H: PersistentAllocator>(&mut self, heap: &Slots<H>, timed: bool) -> Result<(), String> {
         let slot = self.base + self.picks.next() as usize;
         let size = self.sizes.next() as usize;
         if timed {
@@ -451,8 +452,8 @@ impl Collected {
 }
 
 /// Runs one phase of `steps` steps per thread on `heap` (see the module docs).
-fn phase<H: SlotHeap>(
-    heap: &H,
+fn phase<H: PersistentAllocator>(
+    heap: &Slots<H>,
     params: &Params,
     phase_id: u64,
     steps: u64,
@@ -493,12 +494,17 @@ fn phase<H: SlotHeap>(
 /// # Errors
 ///
 /// A heap operation fails, or an object is lost across recovery.
-pub fn measure<H: SlotHeap>(params: &Params, dir: &Path) -> Result<Report, String> {
+/// `name` is the heap's registered name (for error messages).
+pub fn measure<H: PersistentAllocator>(
+    name: &'static str,
+    params: &Params,
+    dir: &Path,
+) -> Result<Report, String> {
     H::available()?;
     let threads = params.threads.max(1);
     let slots = threads * SLOTS_PER_THREAD;
     let file = ScratchPool::new(dir, "pmem", "steady");
-    let heap = H::create(&file.0, POOL_BYTES, slots)?;
+    let heap = Slots::<H>::create(name, &file.0, POOL_BYTES, slots)?;
 
     // Fill every thread's slots, untimed.
     let fill = Mutex::new(Collected::default());
@@ -547,7 +553,7 @@ pub fn measure<H: SlotHeap>(params: &Params, dir: &Path) -> Result<Report, Strin
     drop(file);
 
     let recovery = if H::DURABLE && threads == 1 {
-        Some(recovery::<H>(recovery_objects(params.scale), dir)?)
+        Some(recovery::<H>(name, recovery_objects(params.scale), dir)?)
     } else {
         None
     };
@@ -573,15 +579,19 @@ pub fn recovery_pool_bytes(objects: usize) -> usize {
 
 /// Creates a pool of `objects` live objects, closes it, and times its `open` and the first
 /// allocation after; checks that every object survived.
-fn recovery<H: SlotHeap>(objects: usize, dir: &Path) -> Result<Recovery, String> {
+fn recovery<H: PersistentAllocator>(
+    name: &'static str,
+    objects: usize,
+    dir: &Path,
+) -> Result<Recovery, String> {
     let file = ScratchPool::new(dir, "pmem", "recovery");
-    let heap = H::create(&file.0, recovery_pool_bytes(objects), objects + 1)?;
+    let heap = Slots::<H>::create(name, &file.0, recovery_pool_bytes(objects), objects + 1)?;
     for slot in 0..objects {
         heap.alloc_into(slot, RECOVERY_OBJECT_SIZE)?;
     }
     drop(heap);
     let t0 = Instant::now();
-    let heap = H::open(&file.0)?;
+    let heap = Slots::<H>::open(name, &file.0)?;
     let open = t0.elapsed();
     let t0 = Instant::now();
     heap.alloc_into(objects, RECOVERY_OBJECT_SIZE)?;
@@ -609,6 +619,8 @@ mod tests {
     use super::*;
     use crate::pmem::{DramHeap, PmdkHeap};
     use crate::report::{CLOCK_READ_METRIC, TIMER_OVERHEAD_METRIC};
+    use alloclab_core::{AllocError, Allocator, PersistentError, Stats};
+    use std::alloc::Layout;
     use std::sync::atomic::{AtomicU64, Ordering};
 
     fn tiny(threads: usize) -> Params {
@@ -626,7 +638,7 @@ mod tests {
     #[test]
     fn with_dram_live_slots_are_allocations_minus_frees_at_one_and_two_threads() {
         for threads in [1, 2] {
-            let report = measure::<DramHeap>(&tiny(threads), &pool_dir()).unwrap();
+            let report = measure::<DramHeap>("dram", &tiny(threads), &pool_dir()).unwrap();
             let steps = Scale::Tiny.scaled(STEPS);
             let slots = (threads * SLOTS_PER_THREAD) as u64;
             assert_eq!(report.pairs, steps * threads as u64);
@@ -660,35 +672,83 @@ mod tests {
         }
     }
 
-    /// A DRAM heap that counts a flush and a fence per call, to check the per-op arithmetic.
-    struct Counting {
+    /// The DRAM heap, counting a flush (of two lines, 128 bytes) and a fence per
+    /// `allocate_into` / `free_from` (to check the per-op arithmetic), and refusing
+    /// allocations above `FAIL_ABOVE` bytes (to check how an error reaches the report).
+    struct Instrumented<const FAIL_ABOVE: usize> {
         inner: DramHeap,
         calls: AtomicU64,
     }
 
-    impl SlotHeap for Counting {
-        fn create(path: &Path, pool_bytes: usize, slots: usize) -> Result<Self, String> {
+    impl<const FAIL_ABOVE: usize> Allocator for Instrumented<FAIL_ABOVE> {
+        type Handle = u64;
+        fn allocate(&self, layout: Layout) -> Result<u64, AllocError> {
+            self.inner.allocate(layout)
+        }
+        unsafe fn deallocate(&self, handle: u64, layout: Layout) {
+            // SAFETY: the caller's contract, forwarded.
+            unsafe { self.inner.deallocate(handle, layout) }
+        }
+        fn name(&self) -> &str {
+            "instrumented"
+        }
+        fn stats(&self) -> Stats {
+            self.inner.stats()
+        }
+    }
+
+    impl<const FAIL_ABOVE: usize> PersistentAllocator for Instrumented<FAIL_ABOVE> {
+        const DURABLE: bool = false;
+        fn create(path: &Path, pool_bytes: usize, root: usize) -> Result<Self, PersistentError> {
             Ok(Self {
-                inner: DramHeap::create(path, pool_bytes, slots)?,
+                inner: DramHeap::create(path, pool_bytes, root)?,
                 calls: AtomicU64::new(0),
             })
         }
-        fn open(_path: &Path) -> Result<Self, String> {
-            Err("not durable".into())
+        fn open(_path: &Path) -> Result<Self, PersistentError> {
+            Err(PersistentError::new("not durable"))
         }
-        fn slots(&self) -> usize {
-            self.inner.slots()
+        fn root(&self) -> *mut u8 {
+            self.inner.root()
         }
-        fn alloc_into(&self, slot: usize, size: usize) -> Result<(), String> {
+        fn root_size(&self) -> usize {
+            self.inner.root_size()
+        }
+        fn at(&self, off: u64) -> *mut u8 {
+            self.inner.at(off)
+        }
+        fn offset_of(&self, p: *const u8) -> u64 {
+            self.inner.offset_of(p)
+        }
+        fn allocate_unlinked(&self, size: usize) -> Result<u64, PersistentError> {
+            self.inner.allocate_unlinked(size)
+        }
+        unsafe fn release(&self, off: u64) -> Result<(), PersistentError> {
+            // SAFETY: the caller's contract, forwarded.
+            unsafe { self.inner.release(off) }
+        }
+        unsafe fn allocate_into(
+            &self,
+            dest: *mut u64,
+            size: usize,
+        ) -> Result<u64, PersistentError> {
+            if size > FAIL_ABOVE {
+                return Err(PersistentError::new("out of space"));
+            }
             self.calls.fetch_add(1, Ordering::Relaxed);
-            self.inner.alloc_into(slot, size)
+            // SAFETY: the caller's contract, forwarded.
+            unsafe { self.inner.allocate_into(dest, size) }
         }
-        fn free_from(&self, slot: usize) -> Result<(), String> {
+        unsafe fn free_from(&self, dest: *mut u64) -> Result<(), PersistentError> {
             self.calls.fetch_add(1, Ordering::Relaxed);
-            self.inner.free_from(slot)
+            // SAFETY: the caller's contract, forwarded.
+            unsafe { self.inner.free_from(dest) }
         }
-        fn is_live(&self, slot: usize) -> Result<bool, String> {
-            self.inner.is_live(slot)
+        fn flush(&self, p: *const u8, len: usize) {
+            self.inner.flush(p, len);
+        }
+        fn fence(&self) {
+            self.inner.fence();
         }
         fn persist_counts(&self) -> Option<PersistStats> {
             let calls = self.calls.load(Ordering::Relaxed);
@@ -703,7 +763,8 @@ mod tests {
 
     #[test]
     fn flushes_and_fences_per_op_count_the_throughput_phase_only() {
-        let report = measure::<Counting>(&tiny(2), &pool_dir()).unwrap();
+        let report =
+            measure::<Instrumented<{ usize::MAX }>>("counting", &tiny(2), &pool_dir()).unwrap();
         let samples = report.samples(20.0);
         let value = |m: &str| samples.iter().find(|s| s.metric == m).unwrap().value;
         assert_eq!(value("flushes_per_op"), 2.0);
@@ -712,35 +773,8 @@ mod tests {
 
     #[test]
     fn a_heap_error_is_a_one_line_message_not_a_panic() {
-        struct Failing(DramHeap);
-        impl SlotHeap for Failing {
-            fn create(path: &Path, pool_bytes: usize, slots: usize) -> Result<Self, String> {
-                DramHeap::create(path, pool_bytes, slots).map(Self)
-            }
-            fn open(_path: &Path) -> Result<Self, String> {
-                Err("no".into())
-            }
-            fn slots(&self) -> usize {
-                self.0.slots()
-            }
-            fn alloc_into(&self, slot: usize, size: usize) -> Result<(), String> {
-                if size > 2048 {
-                    return Err("out of space".into());
-                }
-                self.0.alloc_into(slot, size)
-            }
-            fn free_from(&self, slot: usize) -> Result<(), String> {
-                self.0.free_from(slot)
-            }
-            fn is_live(&self, slot: usize) -> Result<bool, String> {
-                self.0.is_live(slot)
-            }
-            fn persist_counts(&self) -> Option<PersistStats> {
-                None
-            }
-        }
-        let err = measure::<Failing>(&tiny(2), &pool_dir()).unwrap_err();
-        assert!(err.contains("out of space"), "{err}");
+        let err = measure::<Instrumented<2048>>("failing", &tiny(2), &pool_dir()).unwrap_err();
+        assert!(err.contains("out of space") && !err.contains('\n'), "{err}");
     }
 
     #[test]
@@ -773,7 +807,7 @@ mod tests {
         }
         // Without PMEM_IS_PMEM_FORCE, PMDK flushes /dev/shm with msync: slow but correct,
         // which is all this checks (the timed figures come from the worker).
-        let report = measure::<PmdkHeap>(&tiny(1), &pool_dir()).unwrap();
+        let report = measure::<PmdkHeap>("pmdk", &tiny(1), &pool_dir()).unwrap();
         assert_eq!(report.live_after, SLOTS_PER_THREAD as u64);
         assert_eq!(report.live_after, report.allocations - report.frees);
         let recovery = report.recovery.expect("pmdk is durable");

@@ -70,31 +70,9 @@ pub enum NativeFlush {
     None,
 }
 
-/// Counters of a medium: what persistence cost so far.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PersistStats {
-    /// Cache lines flushed (each line of each `flush` call counts).
-    pub lines_flushed: u64,
-    /// `flush` calls.
-    pub flushes: u64,
-    /// `fence` calls.
-    pub fences: u64,
-    /// Bytes covered by `flush` calls.
-    pub bytes_flushed: u64,
-}
-
-impl PersistStats {
-    /// The counts since `earlier`, a snapshot of the same counters taken before (each
-    /// saturating at 0).
-    pub fn since(&self, earlier: &PersistStats) -> PersistStats {
-        PersistStats {
-            lines_flushed: self.lines_flushed.saturating_sub(earlier.lines_flushed),
-            flushes: self.flushes.saturating_sub(earlier.flushes),
-            fences: self.fences.saturating_sub(earlier.fences),
-            bytes_flushed: self.bytes_flushed.saturating_sub(earlier.bytes_flushed),
-        }
-    }
-}
+/// Counters of a medium: what persistence cost so far (the core type, so that every
+/// persistent heap reports the same one).
+pub use alloclab_core::PersistStats;
 
 /// Bytes at offsets `0..len()` of one mapping, and the operations that make them durable.
 ///

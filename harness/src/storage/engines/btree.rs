@@ -54,7 +54,7 @@ use super::log::{FreeKind, TxLog};
 #[cfg(test)]
 use super::write_word;
 use super::{hide, read_word, unhide};
-use crate::storage::{PHeap, Phase, Split};
+use crate::storage::{PersistentAllocator, Phase, Split};
 
 /// Bytes of a node block.
 pub const NODE_BYTES: usize = 512;
@@ -149,7 +149,7 @@ impl Node {
 /// # Safety
 ///
 /// `off` is a block of at least [`NODE_BYTES`] the tree reaches.
-unsafe fn header<H: PHeap>(heap: &H, off: u64) -> Result<(usize, bool), String> {
+unsafe fn header<H: PersistentAllocator>(heap: &H, off: u64) -> Result<(usize, bool), String> {
     // SAFETY: the caller's contract.
     let h = unhide(unsafe { read_word(heap, off, 0) });
     let (count, leaf) = (h >> 1, h & 1 == 1);
@@ -172,7 +172,7 @@ fn check_node(off: u64) -> Result<(), String> {
 /// # Safety
 ///
 /// As [`header`].
-unsafe fn load<H: PHeap>(heap: &H, off: u64) -> Result<Node, String> {
+unsafe fn load<H: PersistentAllocator>(heap: &H, off: u64) -> Result<Node, String> {
     // SAFETY: the caller's contract.
     let (count, leaf) = unsafe { header(heap, off)? };
     let word = |i| {
@@ -231,7 +231,7 @@ impl BTree {
     }
 
     /// The root node's offset (0: empty).
-    pub fn root<H: PHeap>(&self, heap: &H) -> u64 {
+    pub fn root<H: PersistentAllocator>(&self, heap: &H) -> u64 {
         // SAFETY: the root word is an aligned word of the engine's root.
         unsafe { read_word(heap, self.root_word, 0) }
     }
@@ -241,7 +241,7 @@ impl BTree {
     /// # Errors
     ///
     /// A node is corrupt.
-    pub fn get<H: PHeap>(
+    pub fn get<H: PersistentAllocator>(
         &self,
         heap: &H,
         split: &mut Split,
@@ -250,7 +250,11 @@ impl BTree {
         split.time(Phase::Index, || self.get_untimed(heap, key))
     }
 
-    fn get_untimed<H: PHeap>(&self, heap: &H, key: u64) -> Result<Option<u64>, String> {
+    fn get_untimed<H: PersistentAllocator>(
+        &self,
+        heap: &H,
+        key: u64,
+    ) -> Result<Option<u64>, String> {
         let mut node = self.root(heap);
         if node == 0 {
             return Ok(None);
@@ -291,7 +295,11 @@ impl BTree {
     }
 
     /// The path from the root to `key`'s leaf: (node, node contents, index taken).
-    fn path<H: PHeap>(&self, heap: &H, key: u64) -> Result<Vec<(u64, Node, usize)>, String> {
+    fn path<H: PersistentAllocator>(
+        &self,
+        heap: &H,
+        key: u64,
+    ) -> Result<Vec<(u64, Node, usize)>, String> {
         let mut path = Vec::new();
         let mut off = self.root(heap);
         while off != 0 {
@@ -315,7 +323,7 @@ impl BTree {
 
     /// Allocates a fresh node in the open transaction, writes `node` into it whole and
     /// flushes it.
-    fn fresh<H: PHeap>(
+    fn fresh<H: PersistentAllocator>(
         heap: &H,
         split: &mut Split,
         log: &mut TxLog,
@@ -335,7 +343,7 @@ impl BTree {
     }
 
     /// Stages one word of node `off` (or of the root word, `i = 0`).
-    fn stage_word<H: PHeap>(
+    fn stage_word<H: PersistentAllocator>(
         heap: &H,
         split: &mut Split,
         log: &mut TxLog,
@@ -347,7 +355,7 @@ impl BTree {
     }
 
     /// Stages a leaf slot and the leaf's count.
-    fn stage_slot<H: PHeap>(
+    fn stage_slot<H: PersistentAllocator>(
         heap: &H,
         split: &mut Split,
         log: &mut TxLog,
@@ -370,7 +378,7 @@ impl BTree {
 
     /// Carries `change` of the last node of `path` up through its ancestors (copying each
     /// on write while its shape changes) and into the root word.
-    fn propagate<H: PHeap>(
+    fn propagate<H: PersistentAllocator>(
         &self,
         heap: &H,
         split: &mut Split,
@@ -455,7 +463,7 @@ impl BTree {
     ///
     /// The heap is out of space, the log is full, a node is corrupt; the caller rolls the
     /// transaction back.
-    pub fn put<H: PHeap>(
+    pub fn put<H: PersistentAllocator>(
         &self,
         heap: &H,
         split: &mut Split,
@@ -521,7 +529,7 @@ impl BTree {
     ///
     /// The heap is out of space, the log is full, a node is corrupt; the caller rolls the
     /// transaction back.
-    pub fn remove<H: PHeap>(
+    pub fn remove<H: PersistentAllocator>(
         &self,
         heap: &H,
         split: &mut Split,
@@ -552,7 +560,7 @@ impl BTree {
     /// # Errors
     ///
     /// A node is corrupt.
-    pub fn entries<H: PHeap>(&self, heap: &H) -> Result<Vec<(u64, u64)>, String> {
+    pub fn entries<H: PersistentAllocator>(&self, heap: &H) -> Result<Vec<(u64, u64)>, String> {
         let mut out = Vec::new();
         self.walk(heap, &mut |_, node| {
             if node.leaf {
@@ -567,7 +575,7 @@ impl BTree {
     /// # Errors
     ///
     /// A node is corrupt.
-    pub fn nodes<H: PHeap>(&self, heap: &H) -> Result<Vec<u64>, String> {
+    pub fn nodes<H: PersistentAllocator>(&self, heap: &H) -> Result<Vec<u64>, String> {
         let mut out = Vec::new();
         self.walk(heap, &mut |off, _| out.push(off))?;
         Ok(out)
@@ -579,7 +587,7 @@ impl BTree {
     /// # Errors
     ///
     /// A node is corrupt.
-    pub fn nodes_under<H: PHeap>(heap: &H, root: u64) -> Result<Vec<u64>, String> {
+    pub fn nodes_under<H: PersistentAllocator>(heap: &H, root: u64) -> Result<Vec<u64>, String> {
         let mut out = Vec::new();
         walk_from(heap, root, &mut |off, _| out.push(off))?;
         Ok(out)
@@ -591,7 +599,10 @@ impl BTree {
     /// # Errors
     ///
     /// A node is corrupt.
-    pub fn entries_under<H: PHeap>(heap: &H, root: u64) -> Result<Vec<(u64, u64)>, String> {
+    pub fn entries_under<H: PersistentAllocator>(
+        heap: &H,
+        root: u64,
+    ) -> Result<Vec<(u64, u64)>, String> {
         let mut out = Vec::new();
         walk_from(heap, root, &mut |_, node| {
             if node.leaf {
@@ -602,13 +613,17 @@ impl BTree {
     }
 
     /// Visits every node, in key order, parents first.
-    fn walk<H: PHeap>(&self, heap: &H, visit: &mut dyn FnMut(u64, &Node)) -> Result<(), String> {
+    fn walk<H: PersistentAllocator>(
+        &self,
+        heap: &H,
+        visit: &mut dyn FnMut(u64, &Node),
+    ) -> Result<(), String> {
         walk_from(heap, self.root(heap), visit)
     }
 }
 
 /// Visits every node under `root`, in key order, parents first.
-fn walk_from<H: PHeap>(
+fn walk_from<H: PersistentAllocator>(
     heap: &H,
     root: u64,
     visit: &mut dyn FnMut(u64, &Node),
@@ -642,7 +657,7 @@ fn walk_from<H: PHeap>(
 ///
 /// `off` is a node block only this thread uses.
 #[cfg(test)]
-unsafe fn store_image<H: PHeap>(heap: &H, off: u64, image: &[u64; NODE_WORDS]) {
+unsafe fn store_image<H: PersistentAllocator>(heap: &H, off: u64, image: &[u64; NODE_WORDS]) {
     for (i, &w) in image.iter().enumerate() {
         // SAFETY: the caller's contract.
         unsafe { write_word(heap, off, i, w) };
@@ -667,7 +682,7 @@ mod tests {
         let heap = heap();
         let mut split = Split::default();
         let (mut log, _) = TxLog::create(&heap, &mut split).unwrap();
-        let root_word = heap.offset_of(PHeap::root(&heap));
+        let root_word = heap.offset_of(PersistentAllocator::root(&heap));
         let tree = BTree::new(root_word);
         let mut model = BTreeMap::new();
         let mut rng = SplitMix64::new(7);
@@ -690,7 +705,7 @@ mod tests {
             for (kind, off) in log.commit(&heap, &mut split) {
                 assert_eq!(kind, FreeKind::Block);
                 // SAFETY: unlinked by the committed transaction.
-                unsafe { heap.dealloc(off).unwrap() };
+                unsafe { PersistentAllocator::release(&heap, off).unwrap() };
             }
             log.frees_done(&heap, &mut split, false);
             if round % 500 == 0 || round > 5990 {
@@ -717,7 +732,7 @@ mod tests {
             log.apply(&heap, &mut split);
             for (_, off) in log.commit(&heap, &mut split) {
                 // SAFETY: as above.
-                unsafe { heap.dealloc(off).unwrap() };
+                unsafe { PersistentAllocator::release(&heap, off).unwrap() };
             }
             log.frees_done(&heap, &mut split, false);
         }
@@ -728,10 +743,10 @@ mod tests {
     #[test]
     fn a_zeroed_node_is_reported_corrupt() {
         let heap = heap();
-        let off = PHeap::alloc(&heap, NODE_BYTES).unwrap();
+        let off = PersistentAllocator::allocate_unlinked(&heap, NODE_BYTES).unwrap();
         // SAFETY: our fresh block.
         unsafe { store_image(&heap, off, &[0; NODE_WORDS]) };
-        let root_word = heap.offset_of(PHeap::root(&heap));
+        let root_word = heap.offset_of(PersistentAllocator::root(&heap));
         // SAFETY: the root's first word.
         unsafe { write_word(&heap, root_word, 0, off) };
         let tree = BTree::new(root_word);

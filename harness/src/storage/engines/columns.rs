@@ -20,7 +20,7 @@
 
 use super::log::TxLog;
 use super::{TUPLE_HEADER, hide, read_word, tuple_len};
-use crate::storage::{PHeap, Phase, Split};
+use crate::storage::{PersistentAllocator, Phase, Split};
 
 /// Bytes of a column: a YCSB tuple's five 200-byte strings are five columns.
 pub const COLUMN_BYTES: usize = 200;
@@ -37,7 +37,7 @@ const TOMBSTONE_LEN: u64 = u64::MAX >> 1;
 /// # Errors
 ///
 /// The heap is out of space; the log is full.
-pub(crate) fn write_tombstone<H: PHeap>(
+pub(crate) fn write_tombstone<H: PersistentAllocator>(
     heap: &H,
     split: &mut Split,
     log: &mut TxLog,
@@ -60,7 +60,7 @@ pub(crate) fn write_tombstone<H: PHeap>(
 /// # Safety
 ///
 /// `off` is a live tuple or tombstone.
-pub(crate) unsafe fn is_tombstone<H: PHeap>(heap: &H, off: u64) -> bool {
+pub(crate) unsafe fn is_tombstone<H: PersistentAllocator>(heap: &H, off: u64) -> bool {
     // SAFETY: the caller's contract.
     unsafe { read_word(heap, off, 0) == hide(TOMBSTONE_LEN) }
 }
@@ -80,7 +80,7 @@ pub(crate) fn column_range(c: usize, len: usize) -> std::ops::Range<usize> {
 /// # Safety
 ///
 /// `off` is a live column tuple with more than `c` columns.
-pub(crate) unsafe fn column_of<H: PHeap>(heap: &H, off: u64, c: usize) -> u64 {
+pub(crate) unsafe fn column_of<H: PersistentAllocator>(heap: &H, off: u64, c: usize) -> u64 {
     // SAFETY: the caller's contract: word `1 + c` of the tuple block.
     unsafe { read_word(heap, off, 1 + c) }
 }
@@ -90,7 +90,10 @@ pub(crate) unsafe fn column_of<H: PHeap>(heap: &H, off: u64, c: usize) -> u64 {
 /// # Safety
 ///
 /// `off` is a live column tuple.
-pub(crate) unsafe fn value_len<H: PHeap>(heap: &H, off: u64) -> Result<usize, String> {
+pub(crate) unsafe fn value_len<H: PersistentAllocator>(
+    heap: &H,
+    off: u64,
+) -> Result<usize, String> {
     // SAFETY: the caller's contract.
     let len = unsafe { tuple_len(heap, off) };
     if len > MAX_LEN {
@@ -105,7 +108,7 @@ pub(crate) unsafe fn value_len<H: PHeap>(heap: &H, off: u64) -> Result<usize, St
 /// # Errors
 ///
 /// The heap is out of space; the log is full.
-pub(crate) fn new_column<H: PHeap>(
+pub(crate) fn new_column<H: PersistentAllocator>(
     heap: &H,
     split: &mut Split,
     log: &mut TxLog,
@@ -119,7 +122,13 @@ pub(crate) fn new_column<H: PHeap>(
 
 /// Writes `parts` concatenated into the fresh column block at `off` of `block` bytes,
 /// zeros to its end, and flushes it.
-fn fill_column<H: PHeap>(heap: &H, split: &mut Split, off: u64, block: usize, parts: &[&[u8]]) {
+fn fill_column<H: PersistentAllocator>(
+    heap: &H,
+    split: &mut Split,
+    off: u64,
+    block: usize,
+    parts: &[&[u8]],
+) {
     let base = heap.at(off);
     split.time(Phase::Mod, || {
         // SAFETY: a fresh block of `block` bytes, at least the parts' length (the caller
@@ -143,7 +152,7 @@ fn fill_column<H: PHeap>(heap: &H, split: &mut Split, off: u64, block: usize, pa
 /// # Errors
 ///
 /// The heap is out of space; the log is full (the caller rolls the transaction back).
-pub(crate) fn write_column_tuple<H: PHeap>(
+pub(crate) fn write_column_tuple<H: PersistentAllocator>(
     heap: &H,
     split: &mut Split,
     log: &mut TxLog,
@@ -191,7 +200,7 @@ pub(crate) fn write_column_tuple<H: PHeap>(
 /// # Safety
 ///
 /// `off` is a live column tuple.
-pub(crate) unsafe fn read_column_tuple<H: PHeap>(
+pub(crate) unsafe fn read_column_tuple<H: PersistentAllocator>(
     heap: &H,
     split: &mut Split,
     off: u64,
@@ -224,7 +233,10 @@ pub(crate) unsafe fn read_column_tuple<H: PHeap>(
 /// # Safety
 ///
 /// `off` is a live column tuple (or one unlinked whose blocks are not yet freed).
-pub(crate) unsafe fn column_tuple_blocks<H: PHeap>(heap: &H, off: u64) -> Result<Vec<u64>, String> {
+pub(crate) unsafe fn column_tuple_blocks<H: PersistentAllocator>(
+    heap: &H,
+    off: u64,
+) -> Result<Vec<u64>, String> {
     // SAFETY: the caller's contract.
     if unsafe { is_tombstone(heap, off) } {
         return Ok(vec![off]);

@@ -79,9 +79,9 @@
 //!    flushed: a batch that only removed nodes);
 //! 2. store the dirty root into the master record (one failure-atomic 8-byte store), flush
 //!    it, **fence**;
-//! 3. free the retired blocks, all in one call ([`PHeap::dealloc_many`]): no durable word
+//! 3. free the retired blocks, all in one call ([`PersistentAllocator::release_many`]): no durable word
 //!    names them any more; then, in the same [`Phase::Mm`] span, allocate the spare nodes
-//!    back up to [`SPARE_NODES`] ([`PHeap::alloc_many`]).
+//!    back up to [`SPARE_NODES`] ([`PersistentAllocator::allocate_unlinked_many`]).
 //!
 //! Two fences per commit, none per operation: with `COMMIT_EVERY = 32`, 1/16 of a fence
 //! per operation. A commit with nothing to commit issues nothing.
@@ -95,7 +95,7 @@
 //! yet freed — is unreachable from the root: alloclab-pmem's recovery frees it. Heaps that
 //! persist their allocation state (PMDK) leak it instead: at most one batch's new blocks
 //! (a crash before the commit's second fence) or one batch's retired blocks (a crash
-//! between that fence and the end of step 3). [`PHeap`] cannot enumerate a heap's blocks,
+//! between that fence and the end of step 3). [`PersistentAllocator`] cannot enumerate a heap's blocks,
 //! so the engine cannot find them after the fact; closing the window would take a
 //! persistent list of the batch's blocks, written and fenced before each allocation.
 //!
@@ -128,7 +128,7 @@ use std::ptr;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 
-use crate::storage::{Engine, PHeap, Phase, Split};
+use crate::storage::{Engine, PersistentAllocator, Phase, Split};
 
 /// Bytes of a node: one heap block (a size class of alloclab-pmem, eight cache lines).
 pub const NODE_BYTES: usize = 512;
@@ -218,7 +218,7 @@ impl Node {
 
     /// The node at `off`, read from the tree: checked for alignment, tag, level and a
     /// count in `1..=FANOUT`.
-    fn open<H: PHeap>(heap: &H, off: u64) -> Result<Self, String> {
+    fn open<H: PersistentAllocator>(heap: &H, off: u64) -> Result<Self, String> {
         if off == 0 || !off.is_multiple_of(8) {
             return Err(format!("cow: corrupt tree: node offset {off:#x}"));
         }
@@ -385,7 +385,12 @@ struct Step {
 }
 
 /// Fills `path` with the root-to-leaf path to `key`; whether the leaf holds it.
-fn descend<H: PHeap>(heap: &H, root: u64, key: u64, path: &mut Vec<Step>) -> Result<bool, String> {
+fn descend<H: PersistentAllocator>(
+    heap: &H,
+    root: u64,
+    key: u64,
+    path: &mut Vec<Step>,
+) -> Result<bool, String> {
     path.clear();
     if root == 0 {
         return Ok(false);
@@ -456,7 +461,7 @@ fn clean_steps(path: &[Step], dirty: &OffsetSet) -> usize {
 
 /// Node blocks an insert along `path` needs: copies of its clean nodes, one per full node
 /// from the leaf up, one more for a new root (or a first leaf).
-fn blocks_for_insert<H: PHeap>(heap: &H, path: &[Step], dirty: &OffsetSet) -> usize {
+fn blocks_for_insert<H: PersistentAllocator>(heap: &H, path: &[Step], dirty: &OffsetSet) -> usize {
     if path.is_empty() {
         return 1;
     }
@@ -492,7 +497,7 @@ pub struct Walk {
 }
 
 /// The copy-on-write engine (see the [module documentation](self)).
-pub struct Cow<H: PHeap> {
+pub struct Cow<H: PersistentAllocator> {
     heap: Arc<H>,
     /// The partition root: [`MAGIC`], the master record, zeros.
     part: *mut u64,
@@ -523,9 +528,9 @@ pub struct Cow<H: PHeap> {
 // SAFETY: the raw pointer is into the heap's root, which the `Arc` keeps alive and which
 // is `Send + Sync`; the partition it names is this instance's alone, so moving the
 // instance to another thread moves the only user of its blocks with it.
-unsafe impl<H: PHeap> Send for Cow<H> {}
+unsafe impl<H: PersistentAllocator> Send for Cow<H> {}
 
-impl<H: PHeap> Cow<H> {
+impl<H: PersistentAllocator> Cow<H> {
     fn partition(root: *mut u8) -> Result<*mut u64, String> {
         if root.is_null() || !(root as usize).is_multiple_of(8) {
             return Err(format!(
@@ -626,7 +631,7 @@ impl<H: PHeap> Cow<H> {
 
     /// Moves `nodes` node blocks from the spares into `fresh` and allocates, if asked, one
     /// tuple block of `tuple` bytes (its offset returned; 0 if not asked). When the spares
-    /// are short, the same call into the heap ([`PHeap::alloc_many`]) takes [`SPARE_NODES`]
+    /// are short, the same call into the heap ([`PersistentAllocator::allocate_unlinked_many`]) takes [`SPARE_NODES`]
     /// more. On failure takes nothing from the heap and changes nothing. No call (and no
     /// [`Phase::Mm`] time) when the spares hold the nodes and no tuple is asked for.
     fn alloc_blocks(&mut self, nodes: usize, tuple: Option<usize>) -> Result<u64, String> {
@@ -642,7 +647,7 @@ impl<H: PHeap> Cow<H> {
             0
         } else {
             self.split.time(Phase::Mm, || {
-                heap.alloc_many(sizes, spare)
+                heap.allocate_unlinked_many(sizes, spare)
                     .map_err(|e| format!("cow: {e}"))?;
                 Ok::<_, String>(match tuple {
                     Some(_) => spare.pop().expect("the tuple's block, allocated last"),
@@ -663,7 +668,7 @@ impl<H: PHeap> Cow<H> {
         let unlinked = &mut self.unlinked;
         self.split.time(Phase::Mm, || {
             // SAFETY: blocks of this batch: no durable word names them.
-            let freed = unsafe { heap.dealloc_many(unlinked) };
+            let freed = unsafe { heap.release_many(unlinked) };
             unlinked.clear();
             freed.map_err(|e| format!("cow: {e}"))
         })
@@ -793,7 +798,7 @@ impl<H: PHeap> Cow<H> {
     }
 }
 
-impl<H: PHeap> Drop for Cow<H> {
+impl<H: PersistentAllocator> Drop for Cow<H> {
     /// Frees the dirty directory and new tuples of an uncommitted batch (the batch is
     /// abandoned; nothing durable names them) and the spare nodes.
     fn drop(&mut self) {
@@ -804,11 +809,11 @@ impl<H: PHeap> Drop for Cow<H> {
             .chain(self.spare.drain(..))
             .collect();
         // SAFETY: allocated in this batch, named by no durable word; never used again.
-        let _ = unsafe { self.heap.dealloc_many(&batch) };
+        let _ = unsafe { self.heap.release_many(&batch) };
     }
 }
 
-impl<H: PHeap> Engine<H> for Cow<H> {
+impl<H: PersistentAllocator> Engine<H> for Cow<H> {
     const NAME: &'static str = "cow";
 
     const ROOT_BYTES: usize = PARTITION_BYTES;
@@ -1040,14 +1045,14 @@ impl<H: PHeap> Engine<H> for Cow<H> {
         sizes.resize(refill, NODE_BYTES);
         self.split.time(Phase::Mm, || {
             // SAFETY: unlinked by the master switch just made durable; not used again.
-            let freed = unsafe { heap.dealloc_many(retired) };
+            let freed = unsafe { heap.release_many(retired) };
             retired.clear();
             // The spares for the next batch, in the same visit to the heap's allocator: the
             // node blocks just retired, whose allocator state is still in the cache. Out of
             // space here is no error of the commit (it is durable): the next operation that
             // needs a node asks again, and fails then.
             if !sizes.is_empty() {
-                let _ = heap.alloc_many(sizes, spare);
+                let _ = heap.allocate_unlinked_many(sizes, spare);
             }
             freed.map_err(|e| format!("cow: committed, but freeing a retired block: {e}"))
         })

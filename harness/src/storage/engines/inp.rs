@@ -59,7 +59,7 @@ use super::columns::{
 };
 use super::log::{FreeKind, TxLog};
 use super::{check_range, write_word};
-use crate::storage::{Engine, PHeap, Phase, Split};
+use crate::storage::{Engine, PersistentAllocator, Phase, Split};
 
 const MAGIC: u64 = 0x494E_5030_454E_4701;
 const W_MAGIC: usize = super::log::PARTITION_MAGIC_WORD;
@@ -67,7 +67,7 @@ const W_TREE: usize = 1;
 const W_LOG: usize = super::log::PARTITION_LOG_WORD;
 
 /// The in-place update engine (see the module documentation).
-pub struct Inp<H: PHeap> {
+pub struct Inp<H: PersistentAllocator> {
     heap: Arc<H>,
     tree: BTree,
     log: TxLog,
@@ -77,7 +77,7 @@ pub struct Inp<H: PHeap> {
     retired: Vec<u64>,
 }
 
-impl<H: PHeap> Inp<H> {
+impl<H: PersistentAllocator> Inp<H> {
     fn open_parts(heap: Arc<H>, root: *mut u8, log: TxLog, split: Split) -> Self {
         let root = heap.offset_of(root);
         Self {
@@ -166,7 +166,7 @@ impl<H: PHeap> Inp<H> {
     }
 }
 
-impl<H: PHeap> Engine<H> for Inp<H> {
+impl<H: PersistentAllocator> Engine<H> for Inp<H> {
     const NAME: &'static str = "inp";
     const ROOT_BYTES: usize = 64;
     const COMMIT_EVERY: usize = 1;
@@ -198,7 +198,7 @@ impl<H: PHeap> Engine<H> for Inp<H> {
                 return Err(format!("inp: log lists a {kind:?} free, corrupt"));
             }
             // SAFETY: the committed transaction unlinked it; refused if already freed.
-            let _ = split.time(Phase::Mm, || unsafe { heap.dealloc(off) });
+            let _ = split.time(Phase::Mm, || unsafe { heap.release(off) });
         }
         log.finish_recovery(&*heap, &mut split);
         Ok(Self::open_parts(heap, root, log, split))
@@ -320,7 +320,7 @@ mod tests {
         use crate::storage::engines::log::FREE_BATCH;
         let heap =
             Arc::new(SimHeap::create_on(alloclab_pmem::SimMedium::new(16 << 20), 64).unwrap());
-        let mut e = Inp::create(Arc::clone(&heap), PHeap::root(&*heap)).unwrap();
+        let mut e = Inp::create(Arc::clone(&heap), PersistentAllocator::root(&*heap)).unwrap();
         for k in 0..300u64 {
             e.insert(k, &[1; 1000]).unwrap();
             e.commit().unwrap();
@@ -361,7 +361,7 @@ mod tests {
         use std::sync::Arc;
         let heap =
             Arc::new(SimHeap::create_on(alloclab_pmem::SimMedium::new(8 << 20), 64).unwrap());
-        let mut e = Inp::create(Arc::clone(&heap), PHeap::root(&*heap)).unwrap();
+        let mut e = Inp::create(Arc::clone(&heap), PersistentAllocator::root(&*heap)).unwrap();
         for k in 0..200u64 {
             e.insert(k, &[1; 100]).unwrap();
             e.commit().unwrap();

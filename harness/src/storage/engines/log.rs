@@ -76,10 +76,10 @@
 //! recovered the same way.
 //!
 //! A heap that persists its allocation state (PMDK) must refuse a double free as the
-//! [`PHeap::dealloc`] contract says: recovery relies on it.
+//! [`PersistentAllocator::release`] contract says: recovery relies on it.
 
 use super::{hide, read_word, unhide, write_word};
-use crate::storage::{PHeap, Phase, Split};
+use crate::storage::{PersistentAllocator, Phase, Split};
 
 /// Bytes of a log block.
 pub const LOG_BYTES: usize = 16 * 1024;
@@ -224,9 +224,12 @@ impl TxLog {
     /// # Errors
     ///
     /// The heap is out of space.
-    pub fn create<H: PHeap>(heap: &H, split: &mut Split) -> Result<(Self, u64), String> {
+    pub fn create<H: PersistentAllocator>(
+        heap: &H,
+        split: &mut Split,
+    ) -> Result<(Self, u64), String> {
         let bytes = heap.usable_size(LOG_BYTES);
-        let off = split.time(Phase::Mm, || heap.alloc(bytes))?;
+        let off = split.time(Phase::Mm, || heap.allocate_unlinked(bytes))?;
         split.time(Phase::Cc, || {
             // SAFETY: a fresh block of `bytes` bytes, ours.
             unsafe {
@@ -269,7 +272,7 @@ impl TxLog {
     /// # Errors
     ///
     /// The root is not this engine's partition, or its log is not a log block.
-    pub fn open_partition<H: PHeap>(
+    pub fn open_partition<H: PersistentAllocator>(
         heap: &H,
         split: &mut Split,
         root_off: u64,
@@ -299,7 +302,7 @@ impl TxLog {
     /// # Errors
     ///
     /// `off` is not a log block.
-    pub fn open<H: PHeap>(
+    pub fn open<H: PersistentAllocator>(
         heap: &H,
         split: &mut Split,
         off: u64,
@@ -336,7 +339,7 @@ impl TxLog {
 
     /// Rolls the log's state back (open transaction) or forward (last commit), as recovery
     /// and [`rollback`](Self::rollback) do.
-    fn roll<H: PHeap>(&mut self, heap: &H, split: &mut Split) -> Recovered {
+    fn roll<H: PersistentAllocator>(&mut self, heap: &H, split: &mut Split) -> Recovered {
         let mut out = Recovered::default();
         let open = self.parse(heap, self.seq);
         split.time(Phase::Cc, || {
@@ -367,7 +370,7 @@ impl TxLog {
                 if e != 0 && e != unhide(0) {
                     // SAFETY: the open transaction allocated the block and undo unlinked
                     // it durably; a refusal means the heap's recovery already freed it.
-                    let _ = split.time(Phase::Mm, || unsafe { heap.dealloc(e) });
+                    let _ = split.time(Phase::Mm, || unsafe { heap.release(e) });
                     out.released += 1;
                 }
             }
@@ -399,7 +402,7 @@ impl TxLog {
 
     /// Stores a record's old (`from = r.at`) or new (`from = r.at + r.n`) image in place and
     /// flushes it.
-    fn copy_image<H: PHeap>(&self, heap: &H, r: &Record, from: usize) {
+    fn copy_image<H: PersistentAllocator>(&self, heap: &H, r: &Record, from: usize) {
         let dst = heap.at(r.target).cast::<u64>();
         for i in 0..r.n {
             // SAFETY: the record was validated (checksum) and its target is a word range of
@@ -413,14 +416,14 @@ impl TxLog {
     }
 
     /// Word `i` of the log block.
-    fn word<H: PHeap>(&self, heap: &H, i: usize) -> u64 {
+    fn word<H: PersistentAllocator>(&self, heap: &H, i: usize) -> u64 {
         debug_assert!(i < LOG_WORDS);
         // SAFETY: `i < LOG_WORDS`: a word of the live log block.
         unsafe { read_word(heap, self.off, i) }
     }
 
     /// The longest valid prefix of records carrying `seq`.
-    fn parse<H: PHeap>(&self, heap: &H, seq: u64) -> Vec<Record> {
+    fn parse<H: PersistentAllocator>(&self, heap: &H, seq: u64) -> Vec<Record> {
         let mut out = Vec::new();
         let mut pos = RECORDS_AT;
         let tag = hide(seq);
@@ -454,7 +457,7 @@ impl TxLog {
 
     /// Clears the free lines and the first record, moves to the next transaction number:
     /// the end of recovery (two fences).
-    pub fn finish_recovery<H: PHeap>(&mut self, heap: &H, split: &mut Split) {
+    pub fn finish_recovery<H: PersistentAllocator>(&mut self, heap: &H, split: &mut Split) {
         split.time(Phase::Cc, || {
             // SAFETY: words of the log block.
             unsafe {
@@ -486,7 +489,7 @@ impl TxLog {
         self.dirty = false;
     }
 
-    fn store_seq<H: PHeap>(&self, heap: &H, split: &mut Split) {
+    fn store_seq<H: PersistentAllocator>(&self, heap: &H, split: &mut Split) {
         split.time(Phase::Cc, || {
             // SAFETY: word 1 of the log block.
             unsafe { write_word(heap, self.off, 1, hide(self.seq)) }
@@ -495,7 +498,14 @@ impl TxLog {
     }
 
     /// Appends a record; the caller has checked the space.
-    fn append<H: PHeap>(&mut self, heap: &H, kind: u64, target: u64, old: &[u64], new: &[u64]) {
+    fn append<H: PersistentAllocator>(
+        &mut self,
+        heap: &H,
+        kind: u64,
+        target: u64,
+        old: &[u64],
+        new: &[u64],
+    ) {
         let n = old.len();
         let pos = self.pos;
         let base = heap.at(self.off).cast::<u64>();
@@ -539,7 +549,7 @@ impl TxLog {
     /// # Errors
     ///
     /// The heap is out of space; the log is full (the block is given back).
-    pub fn alloc<H: PHeap>(
+    pub fn alloc<H: PersistentAllocator>(
         &mut self,
         heap: &H,
         split: &mut Split,
@@ -554,10 +564,10 @@ impl TxLog {
         let freeable = &mut self.freeable;
         let off = split.time(Phase::Mm, || {
             if freeable.is_empty() {
-                return heap.alloc(bytes);
+                return heap.allocate_unlinked(bytes);
             }
             // SAFETY: `free_at_next_alloc`'s contract.
-            let off = unsafe { heap.dealloc_many_then_alloc(freeable, bytes) };
+            let off = unsafe { heap.release_many_then_allocate(freeable, bytes) };
             freeable.clear();
             off
         })?;
@@ -567,14 +577,14 @@ impl TxLog {
     }
 
     /// Allocates a block of at least each of `sizes` bytes for the open transaction, all in
-    /// one call into the heap ([`PHeap::alloc_many`], one [`Phase::Mm`] span), and logs
+    /// one call into the heap ([`PersistentAllocator::allocate_unlinked_many`], one [`Phase::Mm`] span), and logs
     /// them as [`alloc`](Self::alloc) does each; appends each block's offset and usable
     /// size to `out`, in order. All or nothing.
     ///
     /// # Errors
     ///
     /// The heap is out of space; the log would be full. Nothing is allocated.
-    pub fn alloc_many<H: PHeap>(
+    pub fn alloc_many<H: PersistentAllocator>(
         &mut self,
         heap: &H,
         split: &mut Split,
@@ -594,7 +604,7 @@ impl TxLog {
         split.time(Phase::Mm, || {
             // SAFETY: `free_at_next_alloc`'s contract.
             unsafe { give_back(heap, freeable) }?;
-            heap.alloc_many(usable, allocs)
+            heap.allocate_unlinked_many(usable, allocs)
         })?;
         out.extend(
             self.allocs[start..]
@@ -625,9 +635,9 @@ impl TxLog {
     /// Every block was unlinked by a committed transaction, and a fence made since has made
     /// durable that no free line of the log names it any more (InP's and LSM's deferred
     /// frees after the next commit's fence): the heap may hand it out again at once. Every
-    /// block is live and handed to the log once ([`PHeap::dealloc_many_then_alloc`] may
+    /// block is live and handed to the log once ([`PersistentAllocator::release_many_then_allocate`] may
     /// reuse one without checking).
-    pub unsafe fn free_at_next_alloc<H: PHeap>(
+    pub unsafe fn free_at_next_alloc<H: PersistentAllocator>(
         &mut self,
         heap: &H,
         split: &mut Split,
@@ -657,7 +667,7 @@ impl TxLog {
     /// # Errors
     ///
     /// The log is full; nothing is logged.
-    pub fn stage<H: PHeap>(
+    pub fn stage<H: PersistentAllocator>(
         &mut self,
         heap: &H,
         split: &mut Split,
@@ -723,7 +733,7 @@ impl TxLog {
 
     /// Makes the records durable (one fence), then stores the staged words in place and
     /// flushes them (see the module documentation).
-    pub fn apply<H: PHeap>(&mut self, heap: &H, split: &mut Split) {
+    pub fn apply<H: PersistentAllocator>(&mut self, heap: &H, split: &mut Split) {
         let mut fence = !self.staged.is_empty();
         if self.frees_written < self.frees.len() {
             let first = self.frees_written / FREE_PER_LINE;
@@ -819,7 +829,13 @@ impl TxLog {
     /// transaction's tag **last**: a line keeps its stores in program order through a crash
     /// (x86; the simulator keeps whole lines), so a line that carries the tag carries its
     /// entries, never an older transaction's.
-    fn write_line<H: PHeap>(&self, heap: &H, at: usize, second: u64, entries: &[u64]) {
+    fn write_line<H: PersistentAllocator>(
+        &self,
+        heap: &H,
+        at: usize,
+        second: u64,
+        entries: &[u64],
+    ) {
         let line = heap.at(self.off).cast::<u64>().wrapping_add(at);
         // SAFETY: a free or alloc line of the log block; volatile stores so that the
         // compiler keeps their order (the tag last).
@@ -836,7 +852,11 @@ impl TxLog {
     /// Commits the open transaction (one fence; none if it logged nothing) and returns the
     /// frees it deferred, for the engine to do now and then report with
     /// [`frees_done`](Self::frees_done).
-    pub fn commit<H: PHeap>(&mut self, heap: &H, split: &mut Split) -> Vec<(FreeKind, u64)> {
+    pub fn commit<H: PersistentAllocator>(
+        &mut self,
+        heap: &H,
+        split: &mut Split,
+    ) -> Vec<(FreeKind, u64)> {
         if !self.dirty {
             return Vec::new();
         }
@@ -855,7 +875,7 @@ impl TxLog {
     /// Clears the free lines after the engine did a commit's frees: flushed, and fenced at
     /// once only if `fence` (where an entry is a structure the engine walks, whose blocks the
     /// heap may hand out again before the next fence).
-    pub fn frees_done<H: PHeap>(&mut self, heap: &H, split: &mut Split, fence: bool) {
+    pub fn frees_done<H: PersistentAllocator>(&mut self, heap: &H, split: &mut Split, fence: bool) {
         if self.frees_written == 0 {
             return;
         }
@@ -876,7 +896,7 @@ impl TxLog {
     /// Rolls the open transaction back after an error, as recovery would: undoes what was
     /// applied, gives back what it allocated, drops its deferred frees, and starts the next
     /// transaction.
-    pub fn rollback<H: PHeap>(&mut self, heap: &H, split: &mut Split) {
+    pub fn rollback<H: PersistentAllocator>(&mut self, heap: &H, split: &mut Split) {
         if !self.dirty {
             return;
         }
@@ -896,12 +916,12 @@ impl TxLog {
 /// # Safety
 ///
 /// As [`TxLog::free_at_next_alloc`], for every block.
-unsafe fn give_back<H: PHeap>(heap: &H, blocks: &mut Vec<u64>) -> Result<(), String> {
+unsafe fn give_back<H: PersistentAllocator>(heap: &H, blocks: &mut Vec<u64>) -> Result<(), String> {
     if blocks.is_empty() {
         return Ok(());
     }
     // SAFETY: the caller's contract.
-    let freed = unsafe { heap.dealloc_many(blocks) };
+    let freed = unsafe { heap.release_many(blocks) };
     blocks.clear();
-    freed
+    freed.map_err(String::from)
 }

@@ -56,7 +56,7 @@ use super::columns::{
 };
 use super::log::{FreeKind, TxLog};
 use super::{check_range, hide, read_word, unhide, write_word};
-use crate::storage::{Engine, PHeap, Phase, Split};
+use crate::storage::{Engine, PersistentAllocator, Phase, Split};
 
 const MAGIC: u64 = 0x4C53_4D30_454E_4701;
 const W_MAGIC: usize = super::log::PARTITION_MAGIC_WORD;
@@ -103,7 +103,7 @@ impl Run {
     /// # Safety
     ///
     /// `off` is a run block the engine reaches.
-    unsafe fn open<H: PHeap>(heap: &H, off: u64) -> Result<Self, String> {
+    unsafe fn open<H: PersistentAllocator>(heap: &H, off: u64) -> Result<Self, String> {
         if off == 0 || !off.is_multiple_of(64) {
             return Err(format!("lsm: run link {off:#x} is invalid"));
         }
@@ -124,7 +124,7 @@ impl Run {
         })
     }
 
-    fn may_contain<H: PHeap>(&self, heap: &H, key: u64) -> bool {
+    fn may_contain<H: PersistentAllocator>(&self, heap: &H, key: u64) -> bool {
         let bits = (self.bloom_words * 63) as u64;
         let (h1, h2) = bloom_hashes(key);
         (0..BLOOM_PROBES).all(|i| {
@@ -135,17 +135,17 @@ impl Run {
         })
     }
 
-    fn key<H: PHeap>(&self, heap: &H, i: usize) -> u64 {
+    fn key<H: PersistentAllocator>(&self, heap: &H, i: usize) -> u64 {
         // SAFETY: key `i < n` of the run.
         unhide(unsafe { read_word(heap, self.off, self.keys_at() + i) })
     }
 
-    fn value<H: PHeap>(&self, heap: &H, i: usize) -> u64 {
+    fn value<H: PersistentAllocator>(&self, heap: &H, i: usize) -> u64 {
         // SAFETY: value `i < n` of the run.
         unsafe { read_word(heap, self.off, self.vals_at() + i) }
     }
 
-    fn get<H: PHeap>(&self, heap: &H, key: u64) -> Option<u64> {
+    fn get<H: PersistentAllocator>(&self, heap: &H, key: u64) -> Option<u64> {
         if self.n == 0 || !self.may_contain(heap, key) {
             return None;
         }
@@ -161,7 +161,7 @@ impl Run {
         (lo < self.n && self.key(heap, lo) == key).then(|| self.value(heap, lo))
     }
 
-    fn entries<H: PHeap>(&self, heap: &H) -> Vec<(u64, u64)> {
+    fn entries<H: PersistentAllocator>(&self, heap: &H) -> Vec<(u64, u64)> {
         (0..self.n)
             .map(|i| (self.key(heap, i), self.value(heap, i)))
             .collect()
@@ -177,7 +177,7 @@ fn bloom_hashes(key: u64) -> (u64, u64) {
 
 /// The log-structured merge engine (see the module documentation); `MEMTABLE` is the
 /// number of memtable entries that triggers a flush.
-pub struct Lsm<H: PHeap, const MEMTABLE: usize = 1024> {
+pub struct Lsm<H: PersistentAllocator, const MEMTABLE: usize = 1024> {
     heap: Arc<H>,
     root: u64,
     mem: BTree,
@@ -199,7 +199,7 @@ struct Found {
     in_memtable: bool,
 }
 
-impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
+impl<H: PersistentAllocator, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
     fn assemble(heap: Arc<H>, root: *mut u8, log: TxLog, split: Split) -> Result<Self, String> {
         let root = heap.offset_of(root);
         let mut runs = Vec::new();
@@ -342,7 +342,7 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
         self.mem_len = 0;
         let gone = &mut self.gone;
         self.split.time(Phase::Mm, || -> Result<(), String> {
-            // Every block the flush unlinked, freed in one call ([`PHeap::dealloc_many`]):
+            // Every block the flush unlinked, freed in one call ([`PersistentAllocator::release_many`]):
             // thousands of blocks after a merge, whose allocator state (alloclab-pmem's
             // live-map lines) is spread over the heap and out of the cache, so one visit
             // that asks for all of it at once instead of a call and a miss per block.
@@ -360,7 +360,7 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
             }
             // SAFETY: nodes of the memtable, runs and tuples the committed transaction
             // unlinked durably, and tuples the committed merge dropped; each once.
-            unsafe { heap.dealloc_many(gone) }
+            Ok(unsafe { heap.release_many(gone) }?)
         })?;
         self.log.frees_done(heap, &mut self.split, true);
         Ok(())
@@ -450,7 +450,7 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
                 match kind {
                     FreeKind::Keep => {}
                     // SAFETY: unlinked by a committed transaction; refused if already free.
-                    FreeKind::Block => drop(unsafe { heap.dealloc(off) }),
+                    FreeKind::Block => drop(unsafe { heap.release(off) }),
                     FreeKind::Tree => {
                         let named = match &mut named {
                             Some(s) => s,
@@ -462,14 +462,14 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
                                 // SAFETY: as for a run's tuples below.
                                 for b in unsafe { column_tuple_blocks(heap, v)? } {
                                     // SAFETY: as above.
-                                    drop(unsafe { heap.dealloc(b) });
+                                    drop(unsafe { heap.release(b) });
                                 }
                             }
                         }
                         for n in BTree::nodes_under(heap, off)? {
                             // SAFETY: as above (the frees allocate nothing, so the old
                             // memtable's nodes are as the flush left them).
-                            drop(unsafe { heap.dealloc(n) });
+                            drop(unsafe { heap.release(n) });
                         }
                     }
                     FreeKind::Run => {
@@ -485,12 +485,12 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
                                 // the run, whose free line names it).
                                 for b in unsafe { column_tuple_blocks(heap, v)? } {
                                     // SAFETY: as above.
-                                    drop(unsafe { heap.dealloc(b) });
+                                    drop(unsafe { heap.release(b) });
                                 }
                             }
                         }
                         // SAFETY: as above.
-                        drop(unsafe { heap.dealloc(off) });
+                        drop(unsafe { heap.release(off) });
                     }
                 }
                 Ok(())
@@ -519,7 +519,7 @@ impl<H: PHeap, const MEMTABLE: usize> Lsm<H, MEMTABLE> {
     }
 }
 
-impl<H: PHeap, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
+impl<H: PersistentAllocator, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABLE> {
     const NAME: &'static str = "lsm";
     const ROOT_BYTES: usize = 64;
     const COMMIT_EVERY: usize = 1;
@@ -714,7 +714,8 @@ mod tests {
     fn lsm_flushes_into_runs_and_merges_them_dropping_tombstones() {
         let heap =
             Arc::new(SimHeap::create_on(alloclab_pmem::SimMedium::new(8 << 20), 64).unwrap());
-        let mut e: Lsm<SimHeap, 4> = Lsm::create(Arc::clone(&heap), PHeap::root(&*heap)).unwrap();
+        let mut e: Lsm<SimHeap, 4> =
+            Lsm::create(Arc::clone(&heap), PersistentAllocator::root(&*heap)).unwrap();
         let mut largest = 0;
         for k in 0..40u64 {
             e.insert(k, &[k as u8; 20]).unwrap();

@@ -19,7 +19,7 @@
 //! A tuple block's word 0 is its value's length in bytes, hidden. InP and LSM keep the
 //! value's columns out of line, each in a block of its own that the tuple links
 //! ([`columns`]); the crash tests' engine without crash consistency keeps the bytes inline
-//! from byte 8. Every block is asked for with [`PHeap::usable_size`] bytes and every byte
+//! from byte 8. Every block is asked for with [`PersistentAllocator::usable_size`] bytes and every byte
 //! of it is written (the tail zeroed), so that no stale word of the block's earlier life
 //! survives in it.
 
@@ -30,9 +30,9 @@ pub mod inp;
 pub mod log;
 pub mod lsm;
 
-use super::{PHeap, Phase, Split};
+use super::{PersistentAllocator, Phase, Split};
 
-/// Frees, in one [`Phase::Mm`] span and one call into the heap ([`PHeap::dealloc_many`]),
+/// Frees, in one [`Phase::Mm`] span and one call into the heap ([`PersistentAllocator::release_many`]),
 /// the blocks that an earlier committed transaction unlinked (InP's and LSM's deferred
 /// frees, through [`log::TxLog::free_at_next_alloc`]), emptying `retired`; no span when
 /// there is nothing to free.
@@ -46,7 +46,7 @@ use super::{PHeap, Phase, Split};
 /// Every block in `retired` was unlinked by a committed transaction, and a fence made
 /// since has made durable that no free line of the log names it any more: the heap may
 /// hand it out again at once.
-pub(crate) unsafe fn free_retired<H: PHeap>(
+pub(crate) unsafe fn free_retired<H: PersistentAllocator>(
     heap: &H,
     split: &mut Split,
     retired: &mut Vec<u64>,
@@ -56,9 +56,9 @@ pub(crate) unsafe fn free_retired<H: PHeap>(
     }
     split.time(Phase::Mm, || {
         // SAFETY: the caller's contract.
-        let freed = unsafe { heap.dealloc_many(retired) };
+        let freed = unsafe { heap.release_many(retired) };
         retired.clear();
-        freed
+        freed.map_err(String::from)
     })
 }
 
@@ -84,7 +84,7 @@ pub(crate) const TUPLE_HEADER: usize = 8;
 ///
 /// `off + 8 * i` is an aligned word inside the heap's mapping.
 #[inline]
-pub(crate) unsafe fn read_word<H: PHeap>(heap: &H, off: u64, i: usize) -> u64 {
+pub(crate) unsafe fn read_word<H: PersistentAllocator>(heap: &H, off: u64, i: usize) -> u64 {
     // SAFETY: the caller's contract.
     unsafe { heap.at(off).cast::<u64>().add(i).read() }
 }
@@ -96,7 +96,7 @@ pub(crate) unsafe fn read_word<H: PHeap>(heap: &H, off: u64, i: usize) -> u64 {
 ///
 /// As [`read_word`], and no other thread accesses the word.
 #[inline]
-pub(crate) unsafe fn write_word<H: PHeap>(heap: &H, off: u64, i: usize, value: u64) {
+pub(crate) unsafe fn write_word<H: PersistentAllocator>(heap: &H, off: u64, i: usize, value: u64) {
     // SAFETY: the caller's contract.
     unsafe { heap.at(off).cast::<u64>().add(i).write_volatile(value) }
 }
@@ -106,12 +106,12 @@ pub(crate) unsafe fn write_word<H: PHeap>(heap: &H, off: u64, i: usize, value: u
 /// # Safety
 ///
 /// `off` is a live tuple block of this engine.
-pub(crate) unsafe fn tuple_len<H: PHeap>(heap: &H, off: u64) -> usize {
+pub(crate) unsafe fn tuple_len<H: PersistentAllocator>(heap: &H, off: u64) -> usize {
     // SAFETY: word 0 of a live tuple.
     unhide(unsafe { read_word(heap, off, 0) }) as usize
 }
 
-/// Writes a whole tuple block at `off` (`block` bytes: [`PHeap::usable_size`] of the header and value, rounded up to a word): the
+/// Writes a whole tuple block at `off` (`block` bytes: [`PersistentAllocator::usable_size`] of the header and value, rounded up to a word): the
 /// length, `parts` concatenated as the value, zeros to the block's end; and flushes it.
 /// Timed as [`Phase::Mod`] (the copy) and [`Phase::Cc`] (the flush).
 ///
@@ -120,7 +120,7 @@ pub(crate) unsafe fn tuple_len<H: PHeap>(heap: &H, off: u64) -> usize {
 /// `off` is a block of at least `block` bytes that only this thread uses, and
 /// `block >= TUPLE_HEADER + sum of parts`.
 #[cfg(test)]
-pub(crate) unsafe fn write_tuple<H: PHeap>(
+pub(crate) unsafe fn write_tuple<H: PersistentAllocator>(
     heap: &H,
     split: &mut Split,
     off: u64,
@@ -152,7 +152,7 @@ pub(crate) unsafe fn write_tuple<H: PHeap>(
 ///
 /// `off` is a live tuple block of this engine.
 #[cfg(test)]
-pub(crate) unsafe fn read_tuple<H: PHeap>(
+pub(crate) unsafe fn read_tuple<H: PersistentAllocator>(
     heap: &H,
     split: &mut Split,
     off: u64,
@@ -264,7 +264,7 @@ pub(crate) mod tests {
     /// and the durable image recovers.
     pub(crate) fn out_of_space_rolls_back<E: Engine<SimHeap>>(delete_frees: bool) {
         let heap = Arc::new(SimHeap::create_on(SimMedium::new(1 << 20), 64).unwrap());
-        let mut engine = E::create(Arc::clone(&heap), PHeap::root(&*heap)).unwrap();
+        let mut engine = E::create(Arc::clone(&heap), PersistentAllocator::root(&*heap)).unwrap();
         let mut model = BTreeMap::new();
         let mut failed = None;
         for k in 0..10_000u64 {
@@ -306,7 +306,8 @@ pub(crate) mod tests {
         drop(engine);
         let image = heap.medium().durable_image();
         let heap2 = Arc::new(SimHeap::open_on(SimMedium::from_image(image)).unwrap());
-        let mut engine = E::recover(Arc::clone(&heap2), PHeap::root(&*heap2)).unwrap();
+        let mut engine =
+            E::recover(Arc::clone(&heap2), PersistentAllocator::root(&*heap2)).unwrap();
         check_all(&mut engine, &model);
     }
 
@@ -314,7 +315,7 @@ pub(crate) mod tests {
     /// blocks exactly accounted, reopen after a clean shutdown, errors that change nothing.
     pub(crate) fn engine_contract<E: Engine<SimHeap>>(ops: usize, keys: u64) {
         let heap = Arc::new(SimHeap::create_on(SimMedium::new(64 << 20), 64).unwrap());
-        let root = PHeap::root(&*heap);
+        let root = PersistentAllocator::root(&*heap);
         let mut engine = E::create(Arc::clone(&heap), root).unwrap();
         let mut model = BTreeMap::new();
         random_ops(&mut engine, &mut model, 11, ops, keys);
@@ -353,7 +354,8 @@ pub(crate) mod tests {
         drop(engine);
         let image = heap.medium().durable_image();
         let heap2 = Arc::new(SimHeap::open_on(SimMedium::from_image(image)).unwrap());
-        let mut engine = E::recover(Arc::clone(&heap2), PHeap::root(&*heap2)).unwrap();
+        let mut engine =
+            E::recover(Arc::clone(&heap2), PersistentAllocator::root(&*heap2)).unwrap();
         check_all(&mut engine, &model);
         let blocks = engine.blocks().unwrap().unwrap();
         assert_eq!(
@@ -367,7 +369,7 @@ pub(crate) mod tests {
 
         // A foreign root is refused.
         let other = Arc::new(SimHeap::create_on(SimMedium::new(1 << 20), 64).unwrap());
-        assert!(E::recover(Arc::clone(&other), PHeap::root(&*other)).is_err());
+        assert!(E::recover(Arc::clone(&other), PersistentAllocator::root(&*other)).is_err());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The `storage` suite: three storage engines in the style of N-Store (in-place update,
 //! log-structured merge, copy-on-write; [`crate::storage::engines`]) on YCSB, over
 //! alloclab-pmem, PMDK's libpmemobj and a DRAM upper bound, all through
-//! [`PHeap`](crate::storage::PHeap) — the workload of Chen et al., "On the Performance
+//! [`PersistentAllocator`](crate::storage::PersistentAllocator) — the workload of Chen et al., "On the Performance
 //! Intricacies of Persistent Memory Aware Storage Engines" (TKDE 2023).
 //!
 //! # Workloads
@@ -33,7 +33,7 @@
 //!    operations they time, so the throughput and the latencies are of the other
 //!    operations (each partition's, over its run phase less the sampled operations' time).
 //! 3. **Recovery** (durable heaps): the engines and the heap are dropped (a clean close),
-//!    the pool is opened again ([`PoolFile::open`]: heap recovery) and every partition is
+//!    the pool is opened again ([`PersistentAllocator::open`]: heap recovery) and every partition is
 //!    recovered ([`Engine::recover`], one after another: engine recovery).
 //! 4. **Check** (untimed): every item that should exist after the run is read back from the
 //!    recovered engines (from the running ones for DRAM), and every deleted one is absent;
@@ -70,10 +70,10 @@ use super::realtime::{latency_histogram, nanos_between, shortest_ns, timer_sampl
 use super::{Params, Scale, ScratchPool, WorkloadInfo};
 use crate::measure;
 use crate::peers::Capability;
+use crate::pmem::{PersistentHeapTask, with_persistent_heap};
 use crate::results::{Sample, sample};
 use crate::storage::{
-    Engine, EngineTask, PersistStats, Phase, PoolFile, Split, StorageHeapTask, with_engine,
-    with_storage_heap,
+    Engine, EngineTask, PersistStats, PersistentAllocator, Phase, Split, with_engine,
 };
 
 /// Items loaded, and operations run, at [`Scale::Small`] (all partitions together).
@@ -221,9 +221,9 @@ pub fn measure_by_name(
         params: Params,
         dir: &'a Path,
     }
-    impl StorageHeapTask for ByHeap<'_> {
+    impl PersistentHeapTask for ByHeap<'_> {
         type Output = Result<Report, String>;
-        fn run<H: PoolFile>(self) -> Result<Report, String> {
+        fn run<H: PersistentAllocator>(self, _name: &'static str) -> Result<Report, String> {
             H::available()?;
             let engine = self.spec.engine;
             with_engine::<H, _>(engine, ByEngine(self))
@@ -231,13 +231,13 @@ pub fn measure_by_name(
         }
     }
     struct ByEngine<'a>(ByHeap<'a>);
-    impl<H: PoolFile> EngineTask<H> for ByEngine<'_> {
+    impl<H: PersistentAllocator> EngineTask<H> for ByEngine<'_> {
         type Output = Result<Report, String>;
         fn run<E: Engine<H>>(self) -> Result<Report, String> {
             measure::<H, E>(self.0.spec, &self.0.params, self.0.dir)
         }
     }
-    with_storage_heap(
+    with_persistent_heap(
         allocator,
         ByHeap {
             spec,
@@ -278,7 +278,7 @@ pub struct Report {
 /// The recovery measurement.
 #[derive(Clone, Copy, Debug)]
 pub struct Recovery {
-    /// [`PoolFile::open`].
+    /// [`PersistentAllocator::open`].
     pub heap: Duration,
     /// Every partition's [`Engine::recover`], one after another.
     pub engine: Duration,
@@ -387,7 +387,10 @@ fn fill_value(buf: &mut Vec<u8>, key: u64, bytes: usize) {
 }
 
 /// Loads a partition: inserts its items and commits as the engine does.
-fn load<H: PoolFile, E: Engine<H>>(engine: &mut E, plan: &PartitionPlan) -> Result<(), String> {
+fn load<H: PersistentAllocator, E: Engine<H>>(
+    engine: &mut E,
+    plan: &PartitionPlan,
+) -> Result<(), String> {
     let mut value = Vec::with_capacity(TUPLE_BYTES);
     for (item, &bytes) in plan.load_bytes.iter().enumerate() {
         let key = plan.key(item as u64);
@@ -438,7 +441,7 @@ fn split_sampled(n: usize) -> bool {
 /// Runs a partition's operations, timing each (and a sample of them for the split): the
 /// latency of those not sampled goes into `latency`; returns the time the sampled ones
 /// took.
-fn run_ops<H: PoolFile, E: Engine<H>>(
+fn run_ops<H: PersistentAllocator, E: Engine<H>>(
     engine: &mut E,
     plan: &PartitionPlan,
     latency: &mut Histogram<u64>,
@@ -495,7 +498,10 @@ fn run_ops<H: PoolFile, E: Engine<H>>(
 
 /// Checks that every item that should exist does, with its length, and every deleted item
 /// does not; the number of items checked present.
-fn check<H: PoolFile, E: Engine<H>>(engine: &mut E, plan: &PartitionPlan) -> Result<u64, String> {
+fn check<H: PersistentAllocator, E: Engine<H>>(
+    engine: &mut E,
+    plan: &PartitionPlan,
+) -> Result<u64, String> {
     let (live, deleted) = plan.final_items();
     let mut out = Vec::new();
     let mut missing = 0u64;
@@ -531,7 +537,7 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// The root slice of partition `t`.
-fn partition_root<H: PoolFile, E: Engine<H>>(heap: &H, t: usize) -> *mut u8 {
+fn partition_root<H: PersistentAllocator, E: Engine<H>>(heap: &H, t: usize) -> *mut u8 {
     heap.root().wrapping_add(t * E::ROOT_BYTES)
 }
 
@@ -540,7 +546,7 @@ fn partition_root<H: PoolFile, E: Engine<H>>(heap: &H, t: usize) -> *mut u8 {
 /// # Errors
 ///
 /// A heap or engine operation fails, or an item is lost or back across recovery.
-pub fn measure<H: PoolFile, E: Engine<H>>(
+pub fn measure<H: PersistentAllocator, E: Engine<H>>(
     spec: Spec,
     params: &Params,
     dir: &Path,
@@ -731,8 +737,8 @@ pub fn loaded_at(scale: Scale) -> u64 {
 mod tests {
     use super::testing::ListEngine;
     use super::*;
+    use crate::pmem::{AlloclabPmemHeap, DramHeap, PmdkHeap};
     use crate::report::{CLOCK_READ_METRIC, TIMER_OVERHEAD_METRIC};
-    use crate::storage::{AlloclabPmemStorage, DramStorage, PmdkStorage};
 
     fn tiny(threads: usize) -> Params {
         Params {
@@ -801,7 +807,7 @@ mod tests {
     fn the_driver_runs_every_mix_on_dram_and_finds_every_committed_item() {
         for mix in Mix::ALL {
             for threads in [1, 2] {
-                let report = measure::<DramStorage, ListEngine<DramStorage>>(
+                let report = measure::<DramHeap, ListEngine<DramHeap>>(
                     spec(mix, KeyChoice::Zipfian),
                     &tiny(threads),
                     &pool_dir(),
@@ -836,7 +842,7 @@ mod tests {
 
     #[test]
     fn alloclab_pmem_counts_flushes_and_recovers_every_item_through_a_reopen() {
-        let report = measure::<AlloclabPmemStorage, ListEngine<AlloclabPmemStorage>>(
+        let report = measure::<AlloclabPmemHeap, ListEngine<AlloclabPmemHeap>>(
             spec(Mix::C, KeyChoice::Uniform),
             &tiny(2),
             &pool_dir(),
@@ -882,14 +888,14 @@ mod tests {
 
     #[test]
     fn pmdk_runs_the_driver_and_recovers_every_item() {
-        if let Err(reason) = PmdkStorage::available() {
+        if let Err(reason) = PmdkHeap::available() {
             eprintln!("SKIPPED pmdk_runs_the_driver_and_recovers_every_item: {reason}");
             return;
         }
         // Without PMEM_IS_PMEM_FORCE PMDK flushes /dev/shm with msync: slow but correct,
         // which is all this checks.
         for mix in [Mix::D, Mix::H] {
-            let report = measure::<PmdkStorage, ListEngine<PmdkStorage>>(
+            let report = measure::<PmdkHeap, ListEngine<PmdkHeap>>(
                 spec(mix, KeyChoice::Zipfian),
                 &tiny(2),
                 &pool_dir(),
@@ -930,7 +936,7 @@ mod tests {
 
     #[test]
     fn the_real_engines_run_on_every_heap_and_recover_every_item() {
-        let heaps: Vec<&str> = match PmdkStorage::available() {
+        let heaps: Vec<&str> = match PmdkHeap::available() {
             Ok(()) => vec!["dram", "alloclab-pmem", "pmdk"],
             Err(reason) => {
                 eprintln!("pmdk left out of the_real_engines_run_on_every_heap: {reason}");

@@ -447,7 +447,7 @@ pub fn markdown(out: &mut String, results: &ResultsFile) {
 
     out.push_str("\n### storage: recovery\n\n");
     out.push_str(
-        "Heap recovery (`PoolFile::open` of the pool the run left) + engine recovery (every \
+        "Heap recovery (`PersistentAllocator::open` of the pool the run left) + engine recovery (every \
          partition's `recover`, one after another), in ms, at the smallest thread count; the \
          DRAM heap has nothing to recover.\n\n",
     );

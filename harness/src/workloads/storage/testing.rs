@@ -9,14 +9,14 @@
 
 use std::sync::Arc;
 
-use crate::storage::{Engine, PHeap, Phase, Split};
+use crate::storage::{Engine, PersistentAllocator, Phase, Split};
 
 const MAGIC: u64 = 0x7465_7374_6c69_7374; // "testlist"
 const BUCKETS: usize = 4096;
 const HEADER: usize = 24;
 
 /// The test engine (see the [module documentation](self)).
-pub struct ListEngine<H: PHeap> {
+pub struct ListEngine<H: PersistentAllocator> {
     heap: Arc<H>,
     buckets: *mut u64,
     split: Split,
@@ -24,13 +24,13 @@ pub struct ListEngine<H: PHeap> {
 
 // SAFETY: the raw pointer is into the heap, which is `Send + Sync`; one thread uses an
 // engine at a time (`&mut self`).
-unsafe impl<H: PHeap> Send for ListEngine<H> {}
+unsafe impl<H: PersistentAllocator> Send for ListEngine<H> {}
 
 fn bucket_of(key: u64) -> usize {
     (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % BUCKETS
 }
 
-impl<H: PHeap> ListEngine<H> {
+impl<H: PersistentAllocator> ListEngine<H> {
     /// (address of the word that names the block, the block's offset) of `key`, if there.
     fn find(&mut self, key: u64) -> (*mut u64, u64) {
         let heap = &self.heap;
@@ -52,7 +52,7 @@ impl<H: PHeap> ListEngine<H> {
     }
 }
 
-impl<H: PHeap> Engine<H> for ListEngine<H> {
+impl<H: PersistentAllocator> Engine<H> for ListEngine<H> {
     const NAME: &'static str = "test";
     const ROOT_BYTES: usize = 64;
     const COMMIT_EVERY: usize = 1;
@@ -61,7 +61,7 @@ impl<H: PHeap> Engine<H> for ListEngine<H> {
         let root = root.cast::<u64>();
         // SAFETY: the partition's root (64 zeroed bytes), this thread's alone.
         let buckets = unsafe {
-            let off = heap.alloc_into(root.add(1), BUCKETS * 8)?;
+            let off = heap.allocate_into(root.add(1), BUCKETS * 8)?;
             let buckets = heap.at(off).cast::<u64>();
             buckets.write_bytes(0, BUCKETS);
             heap.persist(buckets.cast(), BUCKETS * 8);
@@ -116,7 +116,7 @@ impl<H: PHeap> Engine<H> for ListEngine<H> {
         let heap = Arc::clone(&self.heap);
         let off = self
             .split
-            .time(Phase::Mm, || heap.alloc(HEADER + value.len()))?;
+            .time(Phase::Mm, || heap.allocate_unlinked(HEADER + value.len()))?;
         let block = heap.at(off);
         self.split.time(Phase::Mod, || {
             // SAFETY: a fresh block of HEADER + len bytes; `link` is the bucket's head word
@@ -171,7 +171,7 @@ impl<H: PHeap> Engine<H> for ListEngine<H> {
         self.split.persist(&*heap, link.cast(), 8);
         self.split.time(Phase::Mm, || {
             // SAFETY: unlinked durably above; nothing uses it again.
-            unsafe { heap.dealloc(off) }
+            unsafe { heap.release(off) }
         })?;
         Ok(true)
     }

@@ -3,7 +3,7 @@
 //!
 //! PMDK's release build frees a block twice without complaint (corrupting its heap), and
 //! `std::alloc` needs a block's size back to free it; the table gives both adapters the
-//! [`PHeap::dealloc`](super::PHeap::dealloc) contract: a double free, or a free of something
+//! [`PersistentAllocator::release`](alloclab_core::PersistentAllocator::release) contract: a double free, or a free of something
 //! that is not a block, is refused with an error and changes nothing.
 //!
 //! One entry per offset ever handed out: its size while live, [`FREED`] after. 64 shards,

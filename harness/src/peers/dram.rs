@@ -1,13 +1,17 @@
-//! [`DramStorage`]: the upper bound of the `storage` suite — a host heap with flushing
-//! disabled, as the paper's jemalloc-on-DRAM baseline.
+//! [`DramHeap`]: the upper bound of the `pmem` and `storage` suites — a host heap with
+//! flushing disabled, as the storage-engine paper's jemalloc-on-DRAM baseline, behind
+//! [`PersistentAllocator`].
 //!
 //! Blocks come from `std::alloc` (the worker's global allocator, glibc malloc), 64-byte
 //! aligned and whole cache lines (a size is rounded up to 64 bytes, which
-//! [`PHeap::usable_size`] says), as the other heaps' blocks; a block's offset is its address (the heap's base is 0), so
-//! [`PHeap::at`] and [`PHeap::offset_of`] are casts. [`PHeap::flush`] and [`PHeap::fence`]
-//! do nothing, [`PHeap::alloc_into`] and [`PHeap::free_from`] are a plain allocation or
-//! free and a plain store, and nothing survives the process ([`PoolFile::DURABLE`] is
-//! `false`; [`PoolFile::open`] fails). The root is a zeroed, 64-byte-aligned DRAM block.
+//! [`PersistentAllocator::usable_size`] says), as the other heaps' blocks; a block's offset is its address (the heap's base is 0), so
+//! [`at`](PersistentAllocator::at) and [`offset_of`](PersistentAllocator::offset_of) are
+//! casts. [`flush`](PersistentAllocator::flush) and [`fence`](PersistentAllocator::fence)
+//! do nothing, [`allocate_into`](PersistentAllocator::allocate_into) and
+//! [`free_from`](PersistentAllocator::free_from) are a plain allocation or free and a plain
+//! store, and nothing survives the process
+//! ([`DURABLE`](PersistentAllocator::DURABLE) is `false`;
+//! [`open`](PersistentAllocator::open) fails). The root is a zeroed, 64-byte-aligned DRAM block.
 //!
 //! A [`BlockTable`] remembers each block's size (which `std::alloc::dealloc` needs) and
 //! refuses double frees and foreign offsets.
@@ -16,12 +20,16 @@ use std::alloc::Layout;
 use std::path::Path;
 use std::ptr::NonNull;
 
+use alloclab_core::{
+    AllocError, AllocErrorKind, Allocator, PERSISTENT_BLOCK_ALIGN, PersistStats,
+    PersistentAllocator, PersistentError, Stats,
+};
+
 use super::blocks::{BlockTable, Known};
-use super::{PHeap, PersistStats, PoolFile};
 
 /// Alignment of every block: a cache line, as alloclab-pmem's and PMDK's blocks here (the
 /// engines check that links are multiples of 64).
-const ALIGN: usize = 64;
+const ALIGN: usize = PERSISTENT_BLOCK_ALIGN;
 /// Alignment of the root (a cache line, as the contract asks).
 const ROOT_ALIGN: usize = 64;
 
@@ -32,8 +40,8 @@ fn block_layout(size: usize) -> Result<Layout, String> {
     Layout::from_size_align(size, ALIGN).map_err(|_| format!("dram: {size} bytes is too large"))
 }
 
-/// The DRAM baseline (see the module documentation of `storage::dram`).
-pub struct DramStorage {
+/// The DRAM baseline (see the [module documentation](self)).
+pub struct DramHeap {
     root: NonNull<u8>,
     root_layout: Layout,
     blocks: BlockTable,
@@ -42,19 +50,19 @@ pub struct DramStorage {
 // SAFETY: the root is a plain heap block owned by the heap (threads write disjoint parts of
 // it, as the engines' partitions do); the block table is behind mutexes; blocks are plain
 // memory whose sharing is the engines' business, as with any persistent heap.
-unsafe impl Send for DramStorage {}
+unsafe impl Send for DramHeap {}
 // SAFETY: as for `Send`.
-unsafe impl Sync for DramStorage {}
+unsafe impl Sync for DramHeap {}
 
-impl std::fmt::Debug for DramStorage {
+impl std::fmt::Debug for DramHeap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DramStorage")
+        f.debug_struct("DramHeap")
             .field("root_size", &self.root_layout.size())
             .finish_non_exhaustive()
     }
 }
 
-impl DramStorage {
+impl DramHeap {
     /// A heap whose root has `root_size` zeroed bytes.
     ///
     /// # Errors
@@ -74,7 +82,55 @@ impl DramStorage {
     }
 }
 
-impl PHeap for DramStorage {
+impl Allocator for DramHeap {
+    type Handle = u64;
+
+    /// [`PersistentAllocator::allocate_unlinked`] of the layout's size; alignments up to a
+    /// cache line.
+    fn allocate(&self, layout: Layout) -> Result<u64, AllocError> {
+        if layout.align() > ALIGN {
+            return Err(AllocError::new(
+                layout,
+                AllocErrorKind::AlignmentUnsupported,
+            ));
+        }
+        if layout.size() == 0 {
+            return Err(AllocError::new(layout, AllocErrorKind::ZeroSize));
+        }
+        self.allocate_unlinked(layout.size())
+            .map_err(|_| AllocError::new(layout, AllocErrorKind::OutOfMemory))
+    }
+
+    unsafe fn deallocate(&self, handle: u64, _layout: Layout) {
+        // SAFETY: the caller's contract: a live block of this heap, used no more.
+        let released = unsafe { self.release(handle) };
+        debug_assert!(released.is_ok(), "deallocate: {released:?}");
+    }
+
+    fn name(&self) -> &str {
+        "dram"
+    }
+
+    /// Nothing counted.
+    fn stats(&self) -> Stats {
+        Stats::default()
+    }
+}
+
+impl PersistentAllocator for DramHeap {
+    const DURABLE: bool = false;
+
+    fn create(_path: &Path, _pool_bytes: usize, root_size: usize) -> Result<Self, PersistentError> {
+        Ok(Self::new(root_size)?)
+    }
+
+    fn open(path: &Path) -> Result<Self, PersistentError> {
+        Err(PersistentError::new(format!(
+            "dram: nothing persists, so there is no pool to open at {}",
+            path.display()
+        )))
+    }
+
     fn root(&self) -> *mut u8 {
         self.root.as_ptr()
     }
@@ -91,20 +147,22 @@ impl PHeap for DramStorage {
         p as usize as u64
     }
 
-    fn alloc(&self, size: usize) -> Result<u64, String> {
+    fn allocate_unlinked(&self, size: usize) -> Result<u64, PersistentError> {
         let size = self.usable_size(size);
         let layout = block_layout(size)?;
         // SAFETY: a non-zero size (checked by `block_layout`).
         let p = unsafe { std::alloc::alloc(layout) };
         if p.is_null() {
-            return Err(format!("dram: out of memory for {size} bytes"));
+            return Err(PersistentError::new(format!(
+                "dram: out of memory for {size} bytes"
+            )));
         }
         let off = p as usize as u64;
         self.blocks.insert(off, size as u64);
         Ok(off)
     }
 
-    unsafe fn dealloc(&self, off: u64) -> Result<(), String> {
+    unsafe fn release(&self, off: u64) -> Result<(), PersistentError> {
         match self.blocks.take(off).map_err(|e| format!("dram: {e}"))? {
             Known::Live(size) => {
                 let layout = block_layout(size as usize)?;
@@ -113,28 +171,28 @@ impl PHeap for DramStorage {
                 unsafe { std::alloc::dealloc(off as usize as *mut u8, layout) };
                 Ok(())
             }
-            Known::Unknown => Err(format!(
+            Known::Unknown => Err(PersistentError::new(format!(
                 "dram: {off:#x} is not the start of a block of this heap"
-            )),
+            ))),
         }
     }
 
-    unsafe fn alloc_into(&self, dest: *mut u64, size: usize) -> Result<u64, String> {
-        let off = self.alloc(size)?;
+    unsafe fn allocate_into(&self, dest: *mut u64, size: usize) -> Result<u64, PersistentError> {
+        let off = self.allocate_unlinked(size)?;
         // SAFETY: `dest` is an aligned word of the root or a live block, this thread's alone
         // (the caller's contract).
         unsafe { dest.write(off) };
         Ok(off)
     }
 
-    unsafe fn free_from(&self, dest: *mut u64) -> Result<(), String> {
+    unsafe fn free_from(&self, dest: *mut u64) -> Result<(), PersistentError> {
         // SAFETY: as in `alloc_into`.
         let off = unsafe { dest.read() };
         if off == 0 {
-            return Err("dram: free_from a null word".to_owned());
+            return Err(PersistentError::new("dram: free_from a null word"));
         }
         // SAFETY: the caller's contract: the block `dest` names is unused after the call.
-        unsafe { self.dealloc(off) }?;
+        unsafe { self.release(off) }?;
         // SAFETY: as in `alloc_into`.
         unsafe { dest.write(0) };
         Ok(())
@@ -154,23 +212,7 @@ impl PHeap for DramStorage {
     }
 }
 
-impl PoolFile for DramStorage {
-    const NAME: &'static str = "dram";
-    const DURABLE: bool = false;
-
-    fn create(_path: &Path, _pool_bytes: usize, root_size: usize) -> Result<Self, String> {
-        Self::new(root_size)
-    }
-
-    fn open(path: &Path) -> Result<Self, String> {
-        Err(format!(
-            "dram: nothing persists, so there is no pool to open at {}",
-            path.display()
-        ))
-    }
-}
-
-impl Drop for DramStorage {
+impl Drop for DramHeap {
     fn drop(&mut self) {
         for (off, size) in self.blocks.drain_live() {
             if let Ok(layout) = block_layout(size as usize) {
@@ -190,13 +232,13 @@ mod tests {
 
     #[test]
     fn dram_blocks_round_trip_and_a_double_dealloc_is_refused() {
-        let heap = DramStorage::create(Path::new("/nonexistent"), 0, 128).unwrap();
+        let heap = DramHeap::create(Path::new("/nonexistent"), 0, 128).unwrap();
         assert_eq!(heap.root_size(), 128);
         assert_eq!(heap.root() as usize % 64, 0);
         // SAFETY: the root is 128 zeroed bytes.
         let root = unsafe { std::slice::from_raw_parts(heap.root(), 128) };
         assert!(root.iter().all(|&b| b == 0));
-        let off = heap.alloc(1000).unwrap();
+        let off = heap.allocate_unlinked(1000).unwrap();
         assert_eq!(heap.offset_of(heap.at(off)), off);
         assert_eq!(off % 64, 0);
         // SAFETY: a live 1000-byte block.
@@ -204,21 +246,37 @@ mod tests {
         let dest = heap.root().cast::<u64>();
         // SAFETY: the root's first word, this thread's alone.
         unsafe {
-            let into = heap.alloc_into(dest, 300).unwrap();
+            let into = heap.allocate_into(dest, 300).unwrap();
             assert_eq!(dest.read(), into);
             heap.free_from(dest).unwrap();
             assert_eq!(dest.read(), 0);
-            assert!(heap.free_from(dest).unwrap_err().contains("null"));
-            heap.dealloc(off).unwrap();
-            assert!(heap.dealloc(off).unwrap_err().contains("double free"));
-            assert!(heap.dealloc(0x1234).unwrap_err().contains("not the start"));
+            assert!(heap.free_from(dest).unwrap_err().message().contains("null"));
+            heap.release(off).unwrap();
+            assert!(
+                heap.release(off)
+                    .unwrap_err()
+                    .message()
+                    .contains("double free")
+            );
+            assert!(
+                heap.release(0x1234)
+                    .unwrap_err()
+                    .message()
+                    .contains("not the start")
+            );
         }
-        assert!(heap.alloc(0).unwrap_err().contains("0 bytes"));
-        assert_eq!(heap.persist_counts(), None);
-        const { assert!(!DramStorage::DURABLE) };
         assert!(
-            DramStorage::open(Path::new("/x"))
+            heap.allocate_unlinked(0)
                 .unwrap_err()
+                .message()
+                .contains("0 bytes")
+        );
+        assert_eq!(heap.persist_counts(), None);
+        const { assert!(!DramHeap::DURABLE) };
+        assert!(
+            DramHeap::open(Path::new("/x"))
+                .unwrap_err()
+                .message()
                 .contains("nothing persists")
         );
     }

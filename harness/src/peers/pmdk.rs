@@ -1,14 +1,14 @@
-//! PMDK's libpmemobj as a [`PHeap`]: [`PmdkStorage`], over the `pmem` suite's run-time
-//! loaded [`Libpmemobj`].
+//! PMDK's libpmemobj as a [`PersistentAllocator`]: [`PmdkHeap`], over the run-time loaded
+//! [`Libpmemobj`]. The `pmem` suite's slots and the `storage` suite's engines both use it.
 //!
-//! | `PHeap` call | libpmemobj | crash-atomic? |
+//! | `PersistentAllocator` call | libpmemobj | crash-atomic? |
 //! |---|---|---|
-//! | [`alloc`](PHeap::alloc) | `pmemobj_reserve` + `pmemobj_publish` (what `pmemobj_alloc` into a DRAM `PMEMoid` does) | the allocation is; the caller's link is its own (a crash before it leaks the block, as in N-Store) |
-//! | [`alloc_many`](PHeap::alloc_many) | `pmemobj_reserve` of each + one `pmemobj_publish` (per 8) | as `alloc` |
-//! | [`dealloc`](PHeap::dealloc) | `pmemobj_free` of a DRAM `PMEMoid` | yes |
-//! | [`alloc_into`](PHeap::alloc_into) | `pmemobj_reserve` + `pmemobj_set_value(dest, off)` + `pmemobj_publish` of both | yes: one redo log |
-//! | [`free_from`](PHeap::free_from) | `pmemobj_defer_free` + `pmemobj_set_value(dest, 0)` + `pmemobj_publish` of both | yes: one redo log |
-//! | [`flush`](PHeap::flush) / [`fence`](PHeap::fence) | `pmemobj_flush` / `pmemobj_drain` | — |
+//! | [`allocate_unlinked`](PersistentAllocator::allocate_unlinked) | `pmemobj_reserve` + `pmemobj_publish` (what `pmemobj_alloc` into a DRAM `PMEMoid` does) | the allocation is; the caller's link is its own (a crash before it leaks the block, as in N-Store) |
+//! | [`allocate_unlinked_many`](PersistentAllocator::allocate_unlinked_many) | `pmemobj_reserve` of each + one `pmemobj_publish` (per 8) | as `alloc` |
+//! | [`release`](PersistentAllocator::release) | `pmemobj_free` of a DRAM `PMEMoid` | yes |
+//! | [`allocate_into`](PersistentAllocator::allocate_into) | `pmemobj_reserve` + `pmemobj_set_value(dest, off)` + `pmemobj_publish` of both | yes: one redo log |
+//! | [`free_from`](PersistentAllocator::free_from) | `pmemobj_defer_free` + `pmemobj_set_value(dest, 0)` + `pmemobj_publish` of both | yes: one redo log |
+//! | [`flush`](PersistentAllocator::flush) / [`fence`](PersistentAllocator::fence) | `pmemobj_flush` / `pmemobj_drain` | — |
 //! | root | `pmemobj_root` | — |
 //!
 //! **Why reserve/publish for the `*_into` calls.** The engines store 8-byte offsets, but
@@ -27,16 +27,16 @@
 //! 16-byte aligned; alloclab-pmem's blocks, and what the engines expect of a block offset,
 //! are 64-byte aligned. Each block is therefore the first 64-byte boundary at least 8 bytes
 //! into a PMDK object 64 bytes larger than the size asked rounded up to whole cache lines
-//! (the block's [`usable_size`](PHeap::usable_size)), and the object's offset is kept in the 8
+//! (the block's [`usable_size`](PersistentAllocator::usable_size)), and the object's offset is kept in the 8
 //! bytes before the block (written and flushed before the publish, which drains before it
-//! commits), where `dealloc` and `free_from` find it. PMDK pays for this with 64 bytes per
+//! commits), where `release` and `free_from` find it. PMDK pays for this with 64 bytes per
 //! block and one cache-line flush per allocation, no extra fence.
 //!
 //! PMDK flushes through libpmem, with cache-line instructions only when the pool counts as
 //! persistent memory (on `/dev/shm`: `PMEM_IS_PMEM_FORCE=1`, which the `storage` worker
 //! sets before libpmemobj loads). It does not count its flushes:
-//! [`persist_counts`](PHeap::persist_counts) is `None` (the engines' own are still counted
-//! in their [`Split`](super::Split)s).
+//! [`persist_counts`](PersistentAllocator::persist_counts) is `None` (the engines' own are still counted
+//! in their `Split`s).
 //!
 //! PMDK's release build does not detect a double free, so a [`BlockTable`] in DRAM
 //! remembers the blocks handed out and freed in this session and refuses a second free.
@@ -47,29 +47,35 @@ use std::ffi::CStr;
 use std::path::Path;
 use std::ptr::NonNull;
 
-use super::blocks::{BlockTable, Known};
-use super::{PHeap, PersistStats, PoolFile};
-use crate::pmem::{Libpmemobj, PMEMoid, PobjAction, Pool, c_path};
+use std::alloc::Layout;
 
-/// The pool layout name passed to `pmemobj_create` and checked by `pmemobj_open`: a pool of
-/// the `pmem` suite (layout `alloclab-slots`) is refused.
-pub const STORAGE_LAYOUT: &CStr = c"alloclab-storage";
+use alloclab_core::{
+    AllocError, AllocErrorKind, Allocator, PERSISTENT_BLOCK_ALIGN, PersistStats,
+    PersistentAllocator, PersistentError, Stats,
+};
+
+use super::blocks::{BlockTable, Known};
+use super::libpmemobj::{Libpmemobj, PMEMoid, PobjAction, Pool, c_path};
+
+/// The pool layout name passed to `pmemobj_create` and checked by `pmemobj_open`: a PMDK
+/// pool that another program laid out is refused.
+pub const LAYOUT: &CStr = c"alloclab";
 /// The type number of every block.
 const TYPE_NUM: u64 = 2;
 /// PMDK's objects are 16-byte aligned (compact headers).
 const OBJECT_ALIGN: u64 = 16;
 /// The heap's blocks are cache-line aligned, as alloclab-pmem's (the engines check that
 /// links are multiples of 64).
-const BLOCK_ALIGN: u64 = 64;
-/// Reservations [`PHeap::alloc_many`] publishes together.
+const BLOCK_ALIGN: u64 = PERSISTENT_BLOCK_ALIGN as u64;
+/// Reservations [`PersistentAllocator::allocate_unlinked_many`] publishes together.
 const MANY_CHUNK: usize = 8;
 /// The root is cache-line aligned: PMDK's root object is asked for this much more and the
 /// heap's root starts at the first 64-byte boundary inside it.
 const ROOT_ALIGN: usize = 64;
 
-/// A `pmemobj` pool as a [`PHeap`] (see the module documentation of `storage::pmdk`). Closed
+/// A `pmemobj` pool as a [`PersistentAllocator`] (see the [module documentation](self)). Closed
 /// on drop.
-pub struct PmdkStorage {
+pub struct PmdkHeap {
     lib: &'static Libpmemobj,
     pool: NonNull<Pool>,
     pool_bytes: u64,
@@ -82,20 +88,20 @@ pub struct PmdkStorage {
 // SAFETY: libpmemobj's allocation, free, action, flush and drain functions are thread-safe;
 // the pool handle, UUID and root are only read after construction; the block table is
 // behind mutexes.
-unsafe impl Send for PmdkStorage {}
+unsafe impl Send for PmdkHeap {}
 // SAFETY: as for `Send`.
-unsafe impl Sync for PmdkStorage {}
+unsafe impl Sync for PmdkHeap {}
 
-impl std::fmt::Debug for PmdkStorage {
+impl std::fmt::Debug for PmdkHeap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PmdkStorage")
+        f.debug_struct("PmdkHeap")
             .field("pool_bytes", &self.pool_bytes)
             .field("root_size", &self.root_size)
             .finish_non_exhaustive()
     }
 }
 
-impl PmdkStorage {
+impl PmdkHeap {
     /// The heap over an open pool; `new_root` is the root size to create (at `create`) or
     /// `None` to take the existing root (at `open`). Closes the pool on error.
     fn over(
@@ -245,7 +251,73 @@ impl PmdkStorage {
     }
 }
 
-impl PHeap for PmdkStorage {
+impl Allocator for PmdkHeap {
+    type Handle = u64;
+
+    /// [`PersistentAllocator::allocate_unlinked`] of the layout's size; alignments up to a
+    /// cache line.
+    fn allocate(&self, layout: Layout) -> Result<u64, AllocError> {
+        if layout.align() > PERSISTENT_BLOCK_ALIGN {
+            return Err(AllocError::new(
+                layout,
+                AllocErrorKind::AlignmentUnsupported,
+            ));
+        }
+        if layout.size() == 0 {
+            return Err(AllocError::new(layout, AllocErrorKind::ZeroSize));
+        }
+        self.allocate_unlinked(layout.size())
+            .map_err(|_| AllocError::new(layout, AllocErrorKind::Other("pmemobj_reserve failed")))
+    }
+
+    unsafe fn deallocate(&self, handle: u64, _layout: Layout) {
+        // SAFETY: the caller's contract: a live block of this heap, used no more.
+        let released = unsafe { self.release(handle) };
+        debug_assert!(released.is_ok(), "deallocate: {released:?}");
+    }
+
+    fn name(&self) -> &str {
+        "pmdk"
+    }
+
+    /// PMDK counts nothing the harness can read.
+    fn stats(&self) -> Stats {
+        Stats::default()
+    }
+}
+
+impl PersistentAllocator for PmdkHeap {
+    fn available() -> Result<(), PersistentError> {
+        Libpmemobj::load().map(|_| ()).map_err(Into::into)
+    }
+
+    fn create(path: &Path, pool_bytes: usize, root_size: usize) -> Result<Self, PersistentError> {
+        let lib = Libpmemobj::load()?;
+        let c_path = c_path(path)?;
+        // SAFETY: NUL-terminated path and layout; PMDK creates the file (refusing an existing
+        // one) and returns a pool handle or null.
+        let pool = unsafe { (lib.create)(c_path.as_ptr(), LAYOUT.as_ptr(), pool_bytes, 0o600) };
+        let pool = NonNull::new(pool).ok_or_else(|| {
+            format!(
+                "pmdk: pmemobj_create {} ({pool_bytes} bytes): {}",
+                path.display(),
+                lib.errormsg()
+            )
+        })?;
+        Ok(Self::over(lib, pool, path, Some(root_size))?)
+    }
+
+    fn open(path: &Path) -> Result<Self, PersistentError> {
+        let lib = Libpmemobj::load()?;
+        let c_path = c_path(path)?;
+        // SAFETY: NUL-terminated path and layout; PMDK replays its logs and returns a handle
+        // or null.
+        let pool = unsafe { (lib.open)(c_path.as_ptr(), LAYOUT.as_ptr()) };
+        let pool = NonNull::new(pool)
+            .ok_or_else(|| format!("pmdk: pmemobj_open {}: {}", path.display(), lib.errormsg()))?;
+        Ok(Self::over(lib, pool, path, None)?)
+    }
+
     fn root(&self) -> *mut u8 {
         self.root.as_ptr()
     }
@@ -265,7 +337,7 @@ impl PHeap for PmdkStorage {
         (p as usize).wrapping_sub(self.base() as usize) as u64
     }
 
-    fn alloc(&self, size: usize) -> Result<u64, String> {
+    fn allocate_unlinked(&self, size: usize) -> Result<u64, PersistentError> {
         let mut action = [PobjAction::default()];
         let block = self.reserve(&mut action[0], size)?;
         self.publish(&mut action, "alloc")?;
@@ -276,7 +348,11 @@ impl PHeap for PmdkStorage {
     /// One `pmemobj_publish` (one redo log) for each chunk of up to `MANY_CHUNK` (8)
     /// reservations, as an application that allocates several objects at once does with
     /// PMDK's action API.
-    fn alloc_many(&self, sizes: &[usize], out: &mut Vec<u64>) -> Result<(), String> {
+    fn allocate_unlinked_many(
+        &self,
+        sizes: &[usize],
+        out: &mut Vec<u64>,
+    ) -> Result<(), PersistentError> {
         let start = out.len();
         for chunk in sizes.chunks(MANY_CHUNK) {
             let mut actions = [PobjAction::default(); MANY_CHUNK];
@@ -307,9 +383,9 @@ impl PHeap for PmdkStorage {
             if let Err(e) = taken {
                 out.truncate(out.len() - reserved);
                 // SAFETY: the earlier chunks' blocks, allocated just now and linked nowhere.
-                let _ = unsafe { self.dealloc_many(&out[start..]) };
+                let _ = unsafe { self.release_many(&out[start..]) };
                 out.truncate(start);
-                return Err(e);
+                return Err(e.into());
             }
             for (&block, &size) in out[out.len() - reserved..].iter().zip(chunk) {
                 self.blocks.insert(block, size as u64);
@@ -318,7 +394,7 @@ impl PHeap for PmdkStorage {
         Ok(())
     }
 
-    unsafe fn dealloc(&self, off: u64) -> Result<(), String> {
+    unsafe fn release(&self, off: u64) -> Result<(), PersistentError> {
         let (_, object) = self.take_block(off)?;
         let mut oid = self.oid(object);
         // SAFETY: `object` is the live PMDK object behind the block (the caller's contract;
@@ -327,7 +403,7 @@ impl PHeap for PmdkStorage {
         Ok(())
     }
 
-    unsafe fn alloc_into(&self, dest: *mut u64, size: usize) -> Result<u64, String> {
+    unsafe fn allocate_into(&self, dest: *mut u64, size: usize) -> Result<u64, PersistentError> {
         self.check_dest(dest)?;
         let mut actions = [PobjAction::default(); 2];
         let block = self.reserve(&mut actions[0], size)?;
@@ -339,12 +415,12 @@ impl PHeap for PmdkStorage {
         Ok(block)
     }
 
-    unsafe fn free_from(&self, dest: *mut u64) -> Result<(), String> {
+    unsafe fn free_from(&self, dest: *mut u64) -> Result<(), PersistentError> {
         self.check_dest(dest)?;
         // SAFETY: an aligned word of the pool, ours alone (the caller's contract).
         let off = unsafe { dest.read() };
         if off == 0 {
-            return Err("pmdk: free_from a null word".to_owned());
+            return Err(PersistentError::new("pmdk: free_from a null word"));
         }
         let (known, object) = self.take_block(off)?;
         let mut actions = [PobjAction::default(); 2];
@@ -357,7 +433,7 @@ impl PHeap for PmdkStorage {
         }
         if let Err(e) = self.publish(&mut actions, "free_from") {
             self.restore_block(off, known);
-            return Err(e);
+            return Err(e.into());
         }
         Ok(())
     }
@@ -382,43 +458,7 @@ impl PHeap for PmdkStorage {
     }
 }
 
-impl PoolFile for PmdkStorage {
-    const NAME: &'static str = "pmdk";
-
-    fn available() -> Result<(), String> {
-        Libpmemobj::load().map(|_| ())
-    }
-
-    fn create(path: &Path, pool_bytes: usize, root_size: usize) -> Result<Self, String> {
-        let lib = Libpmemobj::load()?;
-        let c_path = c_path(path)?;
-        // SAFETY: NUL-terminated path and layout; PMDK creates the file (refusing an existing
-        // one) and returns a pool handle or null.
-        let pool =
-            unsafe { (lib.create)(c_path.as_ptr(), STORAGE_LAYOUT.as_ptr(), pool_bytes, 0o600) };
-        let pool = NonNull::new(pool).ok_or_else(|| {
-            format!(
-                "pmdk: pmemobj_create {} ({pool_bytes} bytes): {}",
-                path.display(),
-                lib.errormsg()
-            )
-        })?;
-        Self::over(lib, pool, path, Some(root_size))
-    }
-
-    fn open(path: &Path) -> Result<Self, String> {
-        let lib = Libpmemobj::load()?;
-        let c_path = c_path(path)?;
-        // SAFETY: NUL-terminated path and layout; PMDK replays its logs and returns a handle
-        // or null.
-        let pool = unsafe { (lib.open)(c_path.as_ptr(), STORAGE_LAYOUT.as_ptr()) };
-        let pool = NonNull::new(pool)
-            .ok_or_else(|| format!("pmdk: pmemobj_open {}: {}", path.display(), lib.errormsg()))?;
-        Self::over(lib, pool, path, None)
-    }
-}
-
-impl Drop for PmdkStorage {
+impl Drop for PmdkHeap {
     fn drop(&mut self) {
         // SAFETY: the pool was opened or created by this heap and is closed only here;
         // `&mut self` means no call is in flight.
@@ -433,22 +473,18 @@ mod tests {
     /// A pool path in the pool directory (/dev/shm), removed on drop, even when the test
     /// fails.
     fn scratch(name: &str) -> crate::workloads::ScratchPool {
-        crate::workloads::ScratchPool::new(
-            &crate::workloads::pmem::pool_dir(),
-            "pmdk-storage-test",
-            name,
-        )
+        crate::workloads::ScratchPool::new(&crate::workloads::pmem::pool_dir(), "pmdk-test", name)
     }
 
     #[test]
     fn pmdk_blocks_round_trip_double_frees_are_refused_and_the_root_survives_a_reopen() {
-        if let Err(reason) = PmdkStorage::available() {
+        if let Err(reason) = PmdkHeap::available() {
             eprintln!("SKIPPED pmdk storage round trip: {reason}");
             return;
         }
         let scratch = scratch("roundtrip");
         let path = &scratch.0;
-        let heap = PmdkStorage::create(path, 16 << 20, 256).unwrap();
+        let heap = PmdkHeap::create(path, 16 << 20, 256).unwrap();
         assert_eq!(heap.root_size(), 256);
         assert_eq!(heap.root() as usize % 64, 0);
         // SAFETY: the root's 256 bytes, zeroed by PMDK.
@@ -460,22 +496,32 @@ mod tests {
         let (kept, plain) = unsafe {
             next.write(0xDEAD_BEEF);
             heap.persist(next.cast(), 8);
-            let kept = heap.alloc_into(dest, 1000).unwrap();
+            let kept = heap.allocate_into(dest, 1000).unwrap();
             assert_eq!(dest.read(), kept);
             assert_eq!(next.read(), 0xDEAD_BEEF, "only the 8-byte word is written");
             heap.at(kept).write_bytes(0xA5, 1000);
             heap.persist(heap.at(kept), 1000);
-            let plain = heap.alloc(200).unwrap();
+            let plain = heap.allocate_unlinked(200).unwrap();
             assert_eq!(heap.offset_of(heap.at(plain)), plain);
-            heap.dealloc(plain).unwrap();
-            assert!(heap.dealloc(plain).unwrap_err().contains("double free"));
-            assert!(heap.dealloc(3).unwrap_err().contains("not the start"));
+            heap.release(plain).unwrap();
+            assert!(
+                heap.release(plain)
+                    .unwrap_err()
+                    .message()
+                    .contains("double free")
+            );
+            assert!(
+                heap.release(3)
+                    .unwrap_err()
+                    .message()
+                    .contains("not the start")
+            );
             (kept, plain)
         };
         assert_ne!(kept, plain);
         drop(heap);
 
-        let heap = PmdkStorage::open(path).unwrap();
+        let heap = PmdkHeap::open(path).unwrap();
         assert_eq!(heap.root_size(), 256);
         let dest = heap.root().cast::<u64>();
         // SAFETY: as above, on the reopened pool.
@@ -486,30 +532,42 @@ mod tests {
             assert!(bytes.iter().all(|&b| b == 0xA5));
             heap.free_from(dest).unwrap();
             assert_eq!(dest.read(), 0);
-            assert!(heap.free_from(dest).unwrap_err().contains("null"));
+            assert!(heap.free_from(dest).unwrap_err().message().contains("null"));
             dest.write(kept);
-            assert!(heap.free_from(dest).unwrap_err().contains("double free"));
+            assert!(
+                heap.free_from(dest)
+                    .unwrap_err()
+                    .message()
+                    .contains("double free")
+            );
             dest.write(0);
         }
         assert_eq!(heap.persist_counts(), None);
         drop(heap);
         assert!(
-            PmdkStorage::create(path, 16 << 20, 64)
+            PmdkHeap::create(path, 16 << 20, 64)
                 .unwrap_err()
+                .message()
                 .contains("pmemobj_create")
         );
     }
 
     #[test]
-    fn a_pool_of_the_pmem_suite_is_refused() {
-        use crate::pmem::{PmdkHeap, SlotHeap};
-        if let Err(reason) = PmdkStorage::available() {
-            eprintln!("SKIPPED a_pool_of_the_pmem_suite_is_refused: {reason}");
+    fn a_pool_of_another_layout_is_refused() {
+        if let Err(reason) = PmdkHeap::available() {
+            eprintln!("SKIPPED a_pool_of_another_layout_is_refused: {reason}");
             return;
         }
-        let scratch = scratch("slots");
-        drop(PmdkHeap::create(&scratch.0, 16 << 20, 4).unwrap());
-        let err = PmdkStorage::open(&scratch.0).unwrap_err();
-        assert!(err.contains("pmemobj_open"), "{err}");
+        let scratch = scratch("layout");
+        let lib = Libpmemobj::load().unwrap();
+        let path = c_path(&scratch.0).unwrap();
+        // SAFETY: NUL-terminated path and layout; the pool is closed at once.
+        unsafe {
+            let pool = (lib.create)(path.as_ptr(), c"another".as_ptr(), 16 << 20, 0o600);
+            assert!(!pool.is_null(), "{}", lib.errormsg());
+            (lib.close)(pool);
+        }
+        let err = PmdkHeap::open(&scratch.0).unwrap_err();
+        assert!(err.message().contains("pmemobj_open"), "{err}");
     }
 }
