@@ -154,8 +154,11 @@ fn suite_writes_report_results_and_a_chart_per_workload() {
         !readme.contains("old") && readme.contains("#### Suite `cpu`"),
         "{readme}"
     );
-    // Neither wfspan nor the randomized allocator ran: no must-reach lines for them.
-    assert!(!readme.contains("Must reach"), "{readme}");
+    // Neither wfspan nor the randomized allocator ran: no target lines for them.
+    assert!(
+        !readme.contains("Targets: wfspan") && !readme.contains("Targets: randomized"),
+        "{readme}"
+    );
 
     // A file that is not a results file, or of another version, is refused by name.
     let bad = dir.join("bad.json");
@@ -259,7 +262,10 @@ fn training_suite_runs_once_on_both_caching_models_with_checks_and_a_memory_char
     }
     assert!(report.join("training-memory-bert-large.svg").is_file());
     let md = std::fs::read_to_string(report.join("report.md")).unwrap();
-    assert!(md.contains("must reach (issue 9)"), "{md}");
+    assert!(
+        md.contains("Targets: the training-memory planner model"),
+        "{md}"
+    );
     assert!(md.contains("Cost model"), "{md}");
     let _ = std::fs::remove_dir_all(&dir);
 }

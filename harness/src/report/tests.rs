@@ -86,7 +86,7 @@ fn sample() -> ResultsFile {
 }
 
 #[test]
-fn training_must_reach_lines_are_computed_from_the_records() {
+fn training_targets_are_computed_from_the_records() {
     use crate::workloads::training::{CACHING, CACHING_EXPANDABLE, SUITE};
     let mut results = sample();
     results.header.parameters.suites.push(SUITE.into());
@@ -118,11 +118,15 @@ fn training_must_reach_lines_are_computed_from_the_records() {
     }
     add("training-growing-batch", CACHING, "fragmentation", 5.8);
     let md = render_markdown(&results, &LAYOUT);
-    let checks: Vec<&str> = md
-        .lines()
-        .skip_while(|l| !l.contains("must reach (issue 9)"))
-        .filter(|l| l.starts_with("- "))
-        .collect();
+    let targets = |text: &str, heading: &str| -> Vec<String> {
+        text.lines()
+            .skip_while(|l| !l.starts_with(&format!("{heading} Targets: the training")))
+            .take_while(|l| !l.starts_with(&format!("{heading} Suite")))
+            .filter(|l| l.starts_with("- "))
+            .map(str::to_owned)
+            .collect()
+    };
+    let checks = targets(&md, "##");
     assert_eq!(checks.len(), 5, "{md}");
     assert!(checks[0].starts_with("- ✓") && checks[0].contains("bert-large"));
     assert!(checks[1].starts_with("- ✗") && checks[1].contains("resnet50"));
@@ -130,16 +134,12 @@ fn training_must_reach_lines_are_computed_from_the_records() {
     assert!(checks[3].starts_with("- ✓") && checks[3].contains("5.80×"));
     // Nothing recorded for the expandable model: said, not guessed.
     assert!(checks[4].contains("not measured"), "{}", checks[4]);
-    assert!(md.contains("Cost model: tensor fp16"));
+    assert!(md.contains("Cost model: tensor fp16"), "{md}");
+    assert!(md.contains("Targets: the training-memory planner model, claimed by the DELTA paper"));
     assert!(!md.contains(&format!("{CACHING_EXPANDABLE} |")));
     // The README carries the same checks and the values, not a mean of ratios.
     let readme = render_readme_section(&results, &LAYOUT);
-    let readme_checks: Vec<&str> = readme
-        .lines()
-        .skip_while(|l| !l.contains("#### Suite `training`: must reach (issue 9)"))
-        .filter(|l| l.starts_with("- "))
-        .collect();
-    assert_eq!(readme_checks, checks, "{readme}");
+    assert_eq!(targets(&readme, "####"), checks, "{readme}");
     assert!(
         !readme.contains("Suite `training`: geometric mean"),
         "{readme}"

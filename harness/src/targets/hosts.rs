@@ -1,65 +1,9 @@
-//! The must-reach checks of the host-heap issues, computed from a run's records: what the
-//! wfspan issue (3) and the randomized allocator's issue (4) ask of the `cpu`, `realtime`
-//! and `security` suites, each as a ✓ / ✗ / · line that names the figure it was decided by.
-//!
-//! The terminal summary, `report.md` and the README's results show them, so that a run says
-//! by itself whether a change kept the targets (the storage and training suites have their
-//! own: [`storage::report::must_reach`](crate::workloads::storage::report::must_reach),
-//! [`training::must_reach`](crate::workloads::training::must_reach)).
-//!
-//! A check is decided only where this run measured everything it covers; otherwise it is
-//! `·` and says what is missing (a suite not run, an allocator not asked for, the realtime
-//! suite not run at 4× the cores). Every figure is a median over the run's runs, and every
-//! ratio compares medians of the same run.
+//! The targets of alloclab's host heaps, wfspan and randomized, over the `cpu`, `realtime`
+//! and `security` suites.
 
-use std::fmt::Write as _;
-
+use super::{Check, Claimant, Goal, Verdict};
 use crate::report::{View, fmt_value};
 use crate::results::{Record, ResultsFile};
-
-/// How a check came out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// Met on every figure it covers.
-    Pass,
-    /// Missed (or figures missing).
-    Fail,
-    /// Not decided by this run.
-    NotHere,
-}
-
-impl Verdict {
-    /// `✓`, `✗` or `·`.
-    pub fn mark(self) -> &'static str {
-        match self {
-            Verdict::Pass => "✓",
-            Verdict::Fail => "✗",
-            Verdict::NotHere => "·",
-        }
-    }
-
-    fn of(ok: bool) -> Self {
-        if ok { Verdict::Pass } else { Verdict::Fail }
-    }
-}
-
-/// One must-reach check: its verdict and a line saying what was compared.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Check {
-    /// The verdict.
-    pub verdict: Verdict,
-    /// What the check asks, then the figure that decided it.
-    pub line: String,
-}
-
-/// The checks of one issue.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Goal {
-    /// `wfspan (issue 3)`.
-    pub title: &'static str,
-    /// Its checks, in the issue's order.
-    pub checks: Vec<Check>,
-}
 
 const CPU: &str = "cpu";
 const REALTIME: &str = "realtime";
@@ -571,7 +515,7 @@ fn misuse_check(view: &Lookup<'_>) -> Check {
     }
 }
 
-/// The issues' checks over this run; empty if the run measured none of the suites they
+/// The host heaps' targets over this run; empty if the run measured none of the suites they
 /// cover with the allocators they are about.
 pub fn host_heap_goals(results: &ResultsFile) -> Vec<Goal> {
     let view = Lookup::new(results);
@@ -583,7 +527,8 @@ pub fn host_heap_goals(results: &ResultsFile) -> Vec<Goal> {
     let mut goals = Vec::new();
     if covers(WFSPAN) {
         goals.push(Goal {
-            title: "wfspan (issue 3)",
+            title: "wfspan",
+            by: Claimant::Alloclab,
             checks: vec![
                 time_mean_check(&view, WFSPAN, MIMALLOC, WFSPAN_TIME_VS_MIMALLOC),
                 every_workload_check(
@@ -613,7 +558,8 @@ pub fn host_heap_goals(results: &ResultsFile) -> Vec<Goal> {
     }
     if covers(RANDOMIZED) {
         goals.push(Goal {
-            title: "randomized (issue 4)",
+            title: "randomized",
+            by: Claimant::Alloclab,
             checks: vec![
                 entropy_check(&view),
                 reuse_check(&view),
@@ -645,29 +591,6 @@ pub fn host_heap_goals(results: &ResultsFile) -> Vec<Goal> {
         }
     }
     goals
-}
-
-/// The checks as Markdown: a heading of level `heading` (`##`, `####`) per issue, then a
-/// list of ✓ / ✗ / · lines. Nothing if there are none.
-pub fn markdown(out: &mut String, results: &ResultsFile, heading: &str) {
-    for goal in host_heap_goals(results) {
-        let _ = writeln!(out, "\n{heading} Must reach: {}\n", goal.title);
-        for check in &goal.checks {
-            let _ = writeln!(out, "- {} {}", check.verdict.mark(), check.line);
-        }
-    }
-}
-
-/// The checks as plain text for the terminal. Nothing if there are none.
-pub fn terminal_text(results: &ResultsFile) -> String {
-    let mut out = String::new();
-    for goal in host_heap_goals(results) {
-        let _ = writeln!(out, "\nmust reach: {}", goal.title);
-        for check in &goal.checks {
-            let _ = writeln!(out, "{} {}", check.verdict.mark(), check.line);
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -971,7 +894,7 @@ mod tests {
         )];
         assert!(host_heap_goals(&results(recs.clone())).is_empty());
         let mut out = String::new();
-        markdown(&mut out, &results(recs), "##");
+        crate::targets::markdown(&mut out, &results(recs), "##");
         assert!(out.is_empty());
     }
 }

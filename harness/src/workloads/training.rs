@@ -23,8 +23,6 @@
 //! the same crate on the host heaps, timed: a suite of its own, so that its ratios are to a
 //! host heap while the `training` suite's are to `pytorch-caching`.
 
-use std::fmt::Write as _;
-
 use alloclab_training::caching::CachingConfig;
 use alloclab_training::cost::CostModel;
 use alloclab_training::planner::{self, Goal, Plan};
@@ -33,7 +31,7 @@ use alloclab_training::{Model, ModelConfig, Precision, RunTrace, Trace};
 
 use crate::peers::Capability;
 use crate::report::SWEEP_SEPARATOR;
-use crate::results::{Record, ResultsFile, Sample, sample};
+use crate::results::{Sample, sample};
 use crate::workloads::{Params, Scale, WorkloadInfo};
 
 /// The suite's name.
@@ -543,97 +541,6 @@ impl ReplayWorkload {
             min_sample: elapsed,
             times_single_operations: false,
         }
-    }
-}
-
-/// The median of `metric` of `workload` on `allocator` in `results`, if recorded.
-fn median(results: &ResultsFile, workload: &str, allocator: &str, metric: &str) -> Option<f64> {
-    results
-        .records
-        .iter()
-        .find(|r: &&Record| {
-            r.suite == SUITE
-                && r.workload == workload
-                && r.allocator == allocator
-                && r.metric == metric
-        })
-        .map(|r| r.median)
-}
-
-fn mark(ok: Option<bool>) -> &'static str {
-    match ok {
-        Some(true) => "✓",
-        Some(false) => "✗",
-        None => "— (not measured)",
-    }
-}
-
-/// The issue's must-reach lines with ✓ / ✗ computed from `results`, as Markdown.
-pub fn must_reach(out: &mut String, results: &ResultsFile) {
-    must_reach_under(out, results, "###", "");
-}
-
-/// [`must_reach`] under a heading of the given level (`###` in the report, `####` in the
-/// README's results section), with the chart's path prefixed by `chart_dir` (`""` next to
-/// the report, `"report/"` from the README).
-pub fn must_reach_under(out: &mut String, results: &ResultsFile, heading: &str, chart_dir: &str) {
-    let _ = writeln!(out, "\n{heading} Suite `{SUITE}`: must reach (issue 9)\n");
-    let delta = "training-delta";
-    // The planner figures do not depend on the allocator: take the first that ran.
-    let allocator = [CACHING, CACHING_EXPANDABLE]
-        .into_iter()
-        .find(|a| median(results, delta, a, "bert-large_saved").is_some())
-        .unwrap_or(CACHING);
-    for model in ["bert-large", "resnet50"] {
-        let saved = median(results, delta, allocator, &format!("{model}_saved"));
-        let slowdown = median(results, delta, allocator, &format!("{model}_slowdown"));
-        let ok = saved
-            .zip(slowdown)
-            .map(|(s, d)| s >= 40.0 && d <= TIME_LIMIT);
-        let _ = writeln!(
-            out,
-            "- {} DELTA-style planner saves ≥ 40% of peak memory on {model} within {TIME_LIMIT}× \
-             of the keep-all iteration time: saved {}, slowdown {}",
-            mark(ok),
-            saved.map_or("—".into(), |s| format!("{s:.1}%")),
-            slowdown.map_or("—".into(), |d| format!("{d:.3}×")),
-        );
-    }
-    let growth = median(results, delta, allocator, "gpt2-large_batch_growth");
-    let keep = median(results, delta, allocator, "gpt2-large_batch_keep_all");
-    let planned = median(results, delta, allocator, "gpt2-large_batch_planned");
-    let _ = writeln!(
-        out,
-        "- {} GPT-2 Large's largest batch grows ≥ 5×: {} → {} ({})",
-        mark(growth.map(|g| g >= 5.0)),
-        keep.map_or("—".into(), |k| format!("{k:.0}")),
-        planned.map_or("—".into(), |p| format!("{p:.0}")),
-        growth.map_or("—".into(), |g| format!("{g:.2}×")),
-    );
-    let growing = "training-growing-batch";
-    let off = median(results, growing, CACHING, "fragmentation");
-    let on = median(results, growing, CACHING_EXPANDABLE, "fragmentation");
-    let _ = writeln!(
-        out,
-        "- {} the caching model reproduces the growing-batch fragmentation (batch N → N+1 every \
-         iteration; peak reserved / peak allocated > 1.5 without expandable segments): {}",
-        mark(off.map(|r| r > 1.5)),
-        off.map_or("—".into(), |r| format!("{r:.2}×")),
-    );
-    let _ = writeln!(
-        out,
-        "- {} expandable segments fix it (< 1.1): {}",
-        mark(on.map(|r| r < 1.1)),
-        on.map_or("—".into(), |r| format!("{r:.2}×")),
-    );
-    let _ = writeln!(out, "\nCost model: {}.", cost_model().describe());
-    if median(results, delta, allocator, "bert-large_planned@100").is_some() {
-        let _ = writeln!(
-            out,
-            "\nDevice memory over one BERT-Large iteration (the most GiB live in each 2% of \
-             the plan's own iteration), keep-all vs planned:\n\n![training memory]({chart_dir}{})",
-            crate::report::TRAINING_MEMORY_CHART
-        );
     }
 }
 
