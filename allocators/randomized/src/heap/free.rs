@@ -1,0 +1,141 @@
+//! Free: merging with both neighbours, giving pages back to the OS, and the drain of the
+//! remote-free stack.
+
+use super::header::*;
+use super::*;
+use crate::os;
+
+impl Arena {
+    /// Frees a block that [`validate_in_chunk`] accepted under this lock hold.
+    ///
+    /// # Safety
+    ///
+    /// As said; the block is in a chunk of this arena.
+    #[inline(always)]
+    pub(crate) unsafe fn free(&mut self, live: Live) {
+        self.live_bytes -= live.size as u64;
+        self.deallocations += 1;
+        // SAFETY: `live` is a block of this arena.
+        unsafe { self.release(live.header, live.size, live.prev) };
+    }
+
+    /// Returns the block at `h` (`size` bytes, previous size `prev`, no longer counted as
+    /// live) to the free memory, merged with free neighbours.
+    ///
+    /// # Safety
+    ///
+    /// `h` is a block of this arena that nobody uses any more.
+    #[inline(always)]
+    pub(super) unsafe fn release(&mut self, h: usize, size: usize, prev: usize) {
+        let (mut start, mut total, mut start_prev) = (h, size, prev);
+        // Whether every free neighbour merged here had its pages given back already.
+        let mut neighbours_released = true;
+        // SAFETY: (whole block) neighbours are found through checked headers of this arena.
+        unsafe {
+            if prev != 0 {
+                // The previous size is not covered by the tag: it must at least keep the
+                // left neighbour in this chunk (the neighbour's own tag and size checks
+                // do the rest).
+                if prev > h & (CHUNK - 1) {
+                    os::fatal("corrupted block header (heap overflow?)", h + HEADER);
+                }
+                let left = h - prev;
+                let (lw0, lprev) = self.get_or_die(left);
+                if lw0 & (BUSY | WILD) == 0 {
+                    if lw0 & !FLAGS != prev {
+                        os::fatal("corrupted block header (sizes disagree)", h + HEADER);
+                    }
+                    neighbours_released &= lw0 & RELEASED != 0;
+                    self.unlink(left, prev);
+                    self.poison(h);
+                    (start, total, start_prev) = (left, total + prev, lprev);
+                }
+            }
+            let right = h + size;
+            let (rw0, _) = self.get_or_die(right);
+            let rsize = rw0 & !FLAGS;
+            let wild = rw0 & WILD != 0;
+            // The right neighbour's header, if it merges, is left as it is: a free (or
+            // wilderness) header with a valid tag, which a free through it reports as a
+            // double (or invalid) free, and which nothing else reads (walks go by sizes
+            // from block boundaries). Only a busy header must never outlive its block
+            // (see `poison`).
+            if wild {
+                // The wilderness past its front was never touched (or was given back).
+                total += rsize;
+            } else if rw0 & BUSY == 0 {
+                neighbours_released &= rw0 & RELEASED != 0;
+                self.unlink(right, rsize);
+                total += rsize;
+            }
+            // Large free regions give their whole pages back, once the arena holds more
+            // free memory than live (and at least TRIM_MIN), or when a block of at least
+            // RELEASE_BLOCK leaves one: all of them the first time, then only around each
+            // block freed into it (when that is worth a system call). A heap that frees and
+            // reallocates the same small blocks over and over keeps their memory.
+            let mut released = false;
+            // One comparison on the common path: both rules need `2 * RELEASE_BLOCK`.
+            if total >= 2 * RELEASE_BLOCK
+                && (size >= RELEASE_BLOCK
+                    || (total >= RELEASE_MIN
+                        && self.pool() + if wild { 0 } else { total as u64 }
+                            > TRIM_MIN.max(self.live_bytes)))
+            {
+                let page = os::page_size();
+                let (lo, hi) = if neighbours_released {
+                    let lo = (start + MIN_BLOCK).max(h.saturating_sub(page));
+                    (lo, (start + total).min(h + size + page))
+                } else {
+                    (start + MIN_BLOCK, start + total)
+                };
+                if hi >= lo + RELEASE_SPAN || !neighbours_released {
+                    self.released_bytes += os::release_pages(lo, hi) as u64;
+                }
+                released = true;
+            }
+            if wild {
+                // Its end is the chunk's sentinel, not written yet (see
+                // `open_wilderness`).
+                self.put(start, total | WILD, start_prev);
+                self.wild = start;
+            } else {
+                self.put(
+                    start,
+                    total | if released { RELEASED } else { 0 },
+                    start_prev,
+                );
+                self.push(start, total);
+                self.set_prev(start + total, total);
+            }
+        }
+    }
+
+    /// Frees the blocks of a list taken from the arena's remote-free stack (linked through
+    /// their first payload word, 0-terminated), each queued by [`claim_remote`].
+    ///
+    /// # Safety
+    ///
+    /// The list came from this arena's stack; its blocks are this arena's.
+    pub(crate) unsafe fn drain(&mut self, mut payload: usize) {
+        while payload != 0 {
+            // SAFETY: a queued block of this arena; its header was checked when it was
+            // queued, and only this lock's holder touches it now.
+            unsafe {
+                let next = rd(payload);
+                let h = payload - HEADER;
+                let (w0, prev) = self.get_or_die(h);
+                if w0 & (BUSY | HUGE) != BUSY | HUGE {
+                    os::fatal("corrupted remote-free queue", payload);
+                }
+                wr(h, w0 & !HUGE);
+                self.free(Live {
+                    header: h,
+                    size: w0 & !FLAGS,
+                    prev,
+                    huge: false,
+                });
+                payload = next;
+            }
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! Block headers: their flags, the keyed tag that guards them, and the checks a pointer
+//! passes before the heap trusts it.
+
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+use super::{GRANULE, HEADER};
+
+/// Header flag: the block is handed out.
+pub(crate) const BUSY: usize = 1;
+/// Header flag: the block is the wilderness of the arena's newest chunk.
+pub(crate) const WILD: usize = 2;
+/// Header flag: the block has a mapping of its own. In a chunk, where no block is huge,
+/// BUSY | HUGE marks a block queued for a remote free.
+pub(crate) const HUGE: usize = 4;
+/// Header flag: the block is the heap's own (the sentinel that ends a chunk).
+pub(crate) const INTERNAL: usize = 8;
+/// All flag bits.
+pub(crate) const FLAGS: usize = 15;
+/// On a free block (where no other meaning applies), the HUGE bit says its whole pages
+/// were given back to the OS, so that merging more into it does not give them back again.
+pub(super) const RELEASED: usize = HUGE;
+
+/// Free-block link offsets from the block's start.
+pub(super) const NEXT: usize = 16;
+pub(super) const PREV: usize = 24;
+
+/// The word at `addr`, as an atomic.
+///
+/// Every heap word is accessed atomically with relaxed ordering (a plain `mov` on the
+/// machines this targets): a header's first word is also claimed by compare-and-swap by
+/// a thread that frees into a busy arena (see [`claim_remote`]), and the arena lock orders
+/// everything else.
+///
+/// # Safety
+///
+/// `addr` is an aligned word inside a live mapping of this heap.
+#[inline(always)]
+pub(super) unsafe fn word<'a>(addr: usize) -> &'a AtomicUsize {
+    // SAFETY: forwarded from the caller; the heap never accesses its words non-atomically.
+    unsafe { AtomicUsize::from_ptr(addr as *mut usize) }
+}
+
+/// Reads the word at `addr`.
+///
+/// # Safety
+///
+/// As [`word`].
+#[inline(always)]
+pub(crate) unsafe fn rd(addr: usize) -> usize {
+    // SAFETY: forwarded from the caller.
+    unsafe { word(addr) }.load(Ordering::Relaxed)
+}
+
+/// Writes the word at `addr`.
+///
+/// # Safety
+///
+/// As [`rd`], and the caller owns the word (its arena's lock, or a block nobody else has).
+#[inline(always)]
+pub(crate) unsafe fn wr(addr: usize, value: usize) {
+    // SAFETY: forwarded from the caller.
+    unsafe { word(addr) }.store(value, Ordering::Relaxed)
+}
+
+/// The keyed tag of a header at `h` with first word `w0` (size and flags). The HUGE bit is
+/// left out: in a chunk it marks a block queued for a remote free (see [`claim_remote`]),
+/// set without rewriting the tag.
+///
+/// The previous-size field is not covered: it changes whenever the left neighbour is cut
+/// or merged, and leaving it out lets [`Arena::set_prev`](super::Arena::set_prev) rewrite it with one store instead
+/// of checking and recomputing a tag. What it could mislead is checked where it is used:
+/// the left neighbour it names must lie in the same chunk and carry a valid tag, be free,
+/// and have exactly that size, which only the real left neighbour has (blocks tile the
+/// chunk); and a linear overflow cannot reach it without overwriting the first word and
+/// the tag before it.
+#[inline(always)]
+pub(crate) fn tag(key: u64, h: usize, w0: usize) -> u32 {
+    let x = (h as u64 ^ key ^ ((w0 & !HUGE) as u64).rotate_left(29))
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (x >> 32) as u32
+}
+
+/// Writes the header of the block at `h`.
+///
+/// # Safety
+///
+/// `h` is a block boundary of a mapping of this heap that the caller may write.
+#[inline(always)]
+pub(crate) unsafe fn put(key: u64, h: usize, w0: usize, prev: usize) {
+    let t = tag(key, h, w0);
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        wr(h, w0);
+        wr(h + 8, ((prev / GRANULE) << 32) | t as usize);
+    }
+}
+
+/// Reads and checks the header at `h`: `(first word, previous size)`, or `None` if the
+/// tag does not match.
+///
+/// # Safety
+///
+/// `h..h + 16` is mapped memory of this heap.
+#[inline(always)]
+pub(crate) unsafe fn get(key: u64, h: usize) -> Option<(usize, usize)> {
+    // SAFETY: forwarded from the caller.
+    let (w0, w1) = unsafe { (rd(h), rd(h + 8)) };
+    let prev = (w1 >> 32) * GRANULE;
+    (tag(key, h, w0) == w1 as u32).then_some((w0, prev))
+}
+
+/// A pointer the heap refuses to free, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Invalid {
+    /// Not 16-byte aligned.
+    Misaligned,
+    /// Not inside any mapping of this heap.
+    Foreign,
+    /// Inside the heap, but its header fails the keyed check: an interior pointer, a
+    /// pointer the heap never returned, or a header that was overwritten.
+    BadHeader,
+    /// A block that is already free.
+    DoubleFree,
+}
+
+impl Invalid {
+    /// The message the process dies with.
+    pub(crate) fn message(self) -> &'static str {
+        match self {
+            Self::Misaligned => "free(): invalid pointer (not 16-byte aligned)",
+            Self::Foreign => "free(): invalid pointer (not from this heap)",
+            Self::BadHeader => {
+                "free(): invalid pointer or corrupted block header (interior pointer, pointer never returned by this heap, or heap overflow)"
+            }
+            Self::DoubleFree => "free(): double free detected",
+        }
+    }
+}
+
+/// A live block, as validation found it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Live {
+    /// Its header.
+    pub(crate) header: usize,
+    /// Its size, header included (for huge blocks: the mapping's length).
+    pub(crate) size: usize,
+    /// Its previous-size field (for huge blocks: the payload's offset in the mapping).
+    pub(crate) prev: usize,
+    /// Whether it has a mapping of its own.
+    pub(crate) huge: bool,
+}
+
+impl Live {
+    /// Bytes the owner may use.
+    pub(crate) fn usable(&self) -> usize {
+        if self.huge {
+            self.size - self.prev
+        } else {
+            self.size - HEADER
+        }
+    }
+}
+
+/// Checks the header of the block whose payload is `payload`, in a chunk of blocks: what
+/// `free` must know before it trusts anything about the block.
+///
+/// # Safety
+///
+/// `payload - 16 .. payload` lies in a live chunk of this heap (the chunk table said so),
+/// and the lock of the chunk's arena is held.
+pub(crate) unsafe fn validate_in_chunk(key: u64, payload: usize) -> Result<Live, Invalid> {
+    let h = payload - HEADER;
+    // SAFETY: forwarded from the caller.
+    let (w0, prev) = unsafe { get(key, h) }.ok_or(Invalid::BadHeader)?;
+    if w0 & (WILD | INTERNAL) != 0 {
+        return Err(Invalid::BadHeader);
+    }
+    // Free already, or queued for a remote free.
+    if w0 & BUSY == 0 || w0 & HUGE != 0 {
+        return Err(Invalid::DoubleFree);
+    }
+    Ok(Live {
+        header: h,
+        size: w0 & !FLAGS,
+        prev,
+        huge: false,
+    })
+}
+
+/// Checks the block at `payload` without its arena's lock and marks it queued for a remote
+/// free (BUSY | HUGE), so that a second free of it is caught, in the same way, before the
+/// first is done. Returns the block's size.
+///
+/// Sound without the lock: a live block's first word changes only by its owner's resize,
+/// its free, or this claim (a compare-and-swap); its second word may be rewritten by the
+/// arena's holder (a neighbour's size changed), but always as one word with a matching
+/// tag, so the check sees an old or a new header, never a torn one.
+///
+/// # Safety
+///
+/// `payload - 16 .. payload` lies in a live chunk of this heap (the chunk table said so).
+pub(crate) unsafe fn claim_remote(key: u64, payload: usize) -> Result<usize, Invalid> {
+    let h = payload - HEADER;
+    // SAFETY: forwarded from the caller.
+    let (w0, _) = unsafe { get(key, h) }.ok_or(Invalid::BadHeader)?;
+    if w0 & (WILD | INTERNAL) != 0 {
+        return Err(Invalid::BadHeader);
+    }
+    if w0 & BUSY == 0 || w0 & HUGE != 0 {
+        return Err(Invalid::DoubleFree);
+    }
+    // SAFETY: as above.
+    unsafe { word(h) }
+        .compare_exchange(w0, w0 | HUGE, Ordering::Relaxed, Ordering::Relaxed)
+        .map(|_| w0 & !FLAGS)
+        .map_err(|_| Invalid::DoubleFree)
+}

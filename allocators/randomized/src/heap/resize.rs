@@ -1,0 +1,86 @@
+//! Resizing a live block in place, into its own tail or a free right neighbour.
+
+use super::header::*;
+use super::*;
+
+impl Arena {
+    /// Resizes the live block `live` in place to hold `payload` bytes, if its own tail or a
+    /// free right neighbour allows. `false` (nothing changed) otherwise.
+    ///
+    /// # Safety
+    ///
+    /// `live` came from [`validate_in_chunk`] under this lock hold.
+    pub(crate) unsafe fn resize_in_place(&mut self, live: Live, payload: usize) -> bool {
+        // SAFETY: forwarded.
+        let resized = unsafe { self.resize_block(live, payload) };
+        if resized {
+            // `Stats` counts a reallocation as a free and an allocation, moved or not.
+            self.allocations += 1;
+            self.deallocations += 1;
+        }
+        resized
+    }
+
+    /// [`resize_in_place`](Self::resize_in_place) without the counters.
+    ///
+    /// # Safety
+    ///
+    /// As `resize_in_place`.
+    pub(super) unsafe fn resize_block(&mut self, live: Live, payload: usize) -> bool {
+        let need = (payload.next_multiple_of(GRANULE) + HEADER).max(MIN_BLOCK);
+        let (h, size) = (live.header, live.size);
+        // SAFETY: (whole block) `h` is a live block; its right neighbour is reached through
+        // its checked header.
+        unsafe {
+            if need <= size {
+                if size - need >= MIN_BLOCK {
+                    self.put(h, need | BUSY, live.prev);
+                    let rest = h + need;
+                    self.put(rest, (size - need) | BUSY, need);
+                    self.live_bytes -= (size - need) as u64;
+                    self.release(rest, size - need, need);
+                }
+                return true;
+            }
+            let right = h + size;
+            let (rw0, _) = self.get_or_die(right);
+            if rw0 & BUSY != 0 {
+                return false;
+            }
+            let rsize = rw0 & !FLAGS;
+            let wild = rw0 & WILD != 0;
+            let total = size + rsize;
+            // The wilderness keeps room for its own header.
+            if total < need || (wild && total < need + MIN_BLOCK) {
+                return false;
+            }
+            if !wild {
+                self.unlink(right, rsize);
+            }
+            self.poison(right);
+            let grown = if total - need >= MIN_BLOCK {
+                need
+            } else {
+                total
+            };
+            self.put(h, grown | BUSY, live.prev);
+            self.live_bytes += (grown - size) as u64;
+            if grown < total {
+                let rest = h + grown;
+                if wild {
+                    // `h + total` is the chunk's sentinel, not written yet (see
+                    // `open_wilderness`).
+                    self.put(rest, (total - grown) | WILD, grown);
+                    self.wild = rest;
+                } else {
+                    self.put(rest, total - grown, grown);
+                    self.push(rest, total - grown);
+                    self.set_prev(h + total, total - grown);
+                }
+            } else {
+                self.set_prev(h + total, grown);
+            }
+        }
+        true
+    }
+}
