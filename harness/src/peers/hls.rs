@@ -10,15 +10,16 @@ use alloclab_hls::{DefragConfig, OnChipConfig};
 /// Heaps of the `hls` suite's memory (ten accelerators share each).
 pub const HLS_HEAPS: usize = 7;
 
-/// The configuration of the on-chip model registered as `name`; `None` for other names.
-pub fn on_chip_config(name: &str) -> Option<OnChipConfig> {
-    let baseline = OnChipConfig {
+/// The paper's baseline: Memluv's bitmap first fit over [`HLS_HEAPS`] heaps, no
+/// defragmentation (`hls-bitmap`).
+pub fn bitmap() -> OnChipConfig {
+    OnChipConfig {
         heaps: HLS_HEAPS,
         ..OnChipConfig::default()
-    };
-    match name {
-        "hls-bitmap" => Some(baseline),
-        "hls-defrag" => Some(baseline.with_defrag(DefragConfig::default())),
-        _ => None,
     }
+}
+
+/// The baseline with alloclab's defragmenter (`hls-defrag`).
+pub fn defrag() -> OnChipConfig {
+    bitmap().with_defrag(DefragConfig::default())
 }

@@ -17,8 +17,15 @@ use core::alloc::GlobalAlloc;
 use core::fmt;
 
 use alloclab_core::{GlobalAllocHeap, HostAllocator, SystemHeap};
+use alloclab_hls::OnChipConfig;
+use alloclab_training::caching::CachingConfig;
 
-pub use hls::{HLS_HEAPS, on_chip_config};
+use alloclab_gpu::device::DeviceDesign;
+use alloclab_gpu::sim::Design;
+
+use crate::workloads::gpu::GpuAllocator;
+
+pub use hls::HLS_HEAPS;
 pub use tlsf::TlsfHeap;
 
 /// What an allocator offers, and so which workloads it can run.
@@ -100,12 +107,18 @@ pub struct AllocatorInfo {
 }
 
 /// The code behind a registry entry, which each capability's dispatch runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub enum Implementation {
     /// An in-process host heap ([`with_host_heap`]).
     Host(HostHeap),
-    /// An allocator its suite finds by name (on-chip models, persistent heaps, GPU designs,
-    /// caching-allocator models, the peers' shared libraries).
+    /// An on-chip memory model: its configuration.
+    OnChip(fn() -> OnChipConfig),
+    /// A GPU design or allocator.
+    Gpu(GpuAllocator),
+    /// A model of PyTorch's caching allocator: its configuration.
+    Caching(fn() -> CachingConfig),
+    /// An allocator its suite finds by name (persistent heaps, the peers' shared
+    /// libraries).
     ByName,
 }
 
@@ -230,14 +243,14 @@ pub const ALLOCATORS: &[AllocatorInfo] = &[
         description: "on-chip baseline: Memluv's bitmap first fit, no defragmentation (alloclab-hls model)",
         origin: Origin::Peer,
         capabilities: &[Capability::OnChipModel],
-        imp: Implementation::ByName,
+        imp: Implementation::OnChip(hls::bitmap),
     },
     AllocatorInfo {
         name: "hls-defrag",
         description: "alloclab's on-chip model with the defragmenter: compaction on fragmentation failures, budgeted",
         origin: Origin::Alloclab,
         capabilities: &[Capability::OnChipModel],
-        imp: Implementation::ByName,
+        imp: Implementation::OnChip(hls::defrag),
     },
     AllocatorInfo {
         name: "pmdk",
@@ -262,48 +275,56 @@ pub const ALLOCATORS: &[AllocatorInfo] = &[
     },
     gpu(
         "gpu-queue",
+        GpuAllocator::Pages(Some(Design::Queue), DeviceDesign::Queue),
         "GPU baseline: the paper's queue of free pages, CAS on the head (CPU model; CUDA kernel when a device is present)",
         Origin::Peer,
         &[Capability::GpuPagePool, Capability::GpuThreads],
     ),
     gpu(
         "gpu-queue-ticket",
+        GpuAllocator::Pages(None, DeviceDesign::QueueTicket),
         "GPU baseline: a queue of free pages with one atomicAdd ticket per dequeue (CUDA only)",
         Origin::Peer,
         &[Capability::GpuPagePool, Capability::GpuThreads],
     ),
     gpu(
         "gpu-rw",
+        GpuAllocator::Pages(Some(Design::Rw), DeviceDesign::Rw),
         "alloclab-gpu RW: one word per page, random pages",
         Origin::Alloclab,
         &[Capability::GpuPagePool, Capability::GpuThreads],
     ),
     gpu(
         "gpu-rw-bm",
+        GpuAllocator::Pages(Some(Design::RwBm), DeviceDesign::RwBm),
         "alloclab-gpu RW-BM: one bit per page, random 32-page words",
         Origin::Alloclab,
         &[Capability::GpuPagePool, Capability::GpuThreads],
     ),
     gpu(
         "gpu-crw",
+        GpuAllocator::Pages(Some(Design::Crw), DeviceDesign::Crw),
         "alloclab-gpu CRW: the page after the thread's last one first, then random",
         Origin::Alloclab,
         &[Capability::GpuPagePool, Capability::GpuThreads],
     ),
     gpu(
         "gpu-corw",
+        GpuAllocator::Pages(Some(Design::CoRw), DeviceDesign::CoRw),
         "alloclab-gpu CoRW: a warp probes 32 words (1024 pages) per step and shares the free pages",
         Origin::Alloclab,
         &[Capability::GpuPagePool, Capability::GpuThreads],
     ),
     gpu(
         "gpu-warp-malloc",
+        GpuAllocator::WarpMalloc,
         "alloclab-gpu warp-aggregated malloc over the RW-BM bitmap (CPU: the concurrent page pool)",
         Origin::Alloclab,
         &[Capability::GpuMalloc, Capability::GpuThreads],
     ),
     gpu(
         "cuda-malloc",
+        GpuAllocator::CudaMalloc,
         "GPU baseline: CUDA's in-kernel malloc/free (CUDA only; heap raised to 4 GiB)",
         Origin::Peer,
         &[Capability::GpuMalloc, Capability::GpuThreads],
@@ -313,19 +334,20 @@ pub const ALLOCATORS: &[AllocatorInfo] = &[
         description: "model of PyTorch's CUDA caching allocator (alloclab-training): 512 B rounding, 2 / 20 MiB segments, best fit with splitting",
         origin: Origin::Peer,
         capabilities: &[Capability::CachingModel],
-        imp: Implementation::ByName,
+        imp: Implementation::Caching(crate::workloads::training::plain_caching),
     },
     AllocatorInfo {
         name: "pytorch-caching-expandable",
         description: "the same model with expandable_segments:True: one growing virtual segment per pool, mapped in 2 / 20 MiB pages",
         origin: Origin::Peer,
         capabilities: &[Capability::CachingModel],
-        imp: Implementation::ByName,
+        imp: Implementation::Caching(crate::workloads::training::expandable_caching),
     },
 ];
 
 const fn gpu(
     name: &'static str,
+    allocator: GpuAllocator,
     description: &'static str,
     origin: Origin,
     capabilities: &'static [Capability],
@@ -335,7 +357,7 @@ const fn gpu(
         description,
         origin,
         capabilities,
-        imp: Implementation::ByName,
+        imp: Implementation::Gpu(allocator),
     }
 }
 
@@ -356,6 +378,30 @@ const fn peer(name: &'static str, heap: HostHeap, description: &'static str) -> 
         origin: Origin::Peer,
         capabilities: &[Capability::HostHeap],
         imp: Implementation::Host(heap),
+    }
+}
+
+/// The configuration of the on-chip model registered as `name`; `None` for other names.
+pub fn on_chip_config(name: &str) -> Option<OnChipConfig> {
+    match find(name)?.imp {
+        Implementation::OnChip(config) => Some(config()),
+        _ => None,
+    }
+}
+
+/// The GPU design or allocator registered as `name`; `None` for other names.
+pub fn gpu_allocator(name: &str) -> Option<GpuAllocator> {
+    match find(name)?.imp {
+        Implementation::Gpu(allocator) => Some(allocator),
+        _ => None,
+    }
+}
+
+/// The caching-allocator configuration registered as `name`; `None` for other names.
+pub fn caching_config(name: &str) -> Option<CachingConfig> {
+    match find(name)?.imp {
+        Implementation::Caching(config) => Some(config()),
+        _ => None,
     }
 }
 
@@ -408,7 +454,7 @@ pub trait HostHeapTask {
 pub fn with_host_heap<T: HostHeapTask>(name: &str, task: T) -> Option<T::Output> {
     match find(name)?.imp {
         Implementation::Host(heap) => Some(heap.run(task)),
-        Implementation::ByName => None,
+        _ => None,
     }
 }
 
@@ -425,7 +471,7 @@ pub trait MallocHeapTask {
 pub fn with_malloc_heap<T: MallocHeapTask>(name: &str, task: T) -> Option<T::Output> {
     match find(name)?.imp {
         Implementation::Host(heap) => heap.run_malloc(task),
-        Implementation::ByName => None,
+        _ => None,
     }
 }
 
@@ -476,6 +522,23 @@ mod tests {
         assert_eq!(unavailable("system"), None);
         assert_eq!(unavailable("dram"), None);
         assert_eq!(unavailable("alloclab-pmem"), None);
+    }
+
+    #[test]
+    fn every_implementation_matches_the_capabilities_its_entry_claims() {
+        for info in ALLOCATORS {
+            let (capability, expected) = match info.imp {
+                Implementation::Host(_) => (Capability::HostHeap, true),
+                Implementation::OnChip(_) => (Capability::OnChipModel, true),
+                Implementation::Caching(_) => (Capability::CachingModel, true),
+                Implementation::Gpu(GpuAllocator::Pages(..)) => (Capability::GpuPagePool, true),
+                Implementation::Gpu(_) => (Capability::GpuMalloc, true),
+                Implementation::ByName => (Capability::HostHeap, false),
+            };
+            assert_eq!(info.fits(capability), expected, "{}", info.name);
+        }
+        let names: std::collections::BTreeSet<&str> = ALLOCATORS.iter().map(|a| a.name).collect();
+        assert_eq!(names.len(), ALLOCATORS.len(), "a name is registered twice");
     }
 
     #[test]

@@ -35,7 +35,7 @@ use alloclab_gpu::rng::SplitMix64;
 use alloclab_gpu::sim::{self, Design, SimConfig, SweepConfig};
 use alloclab_gpu::{DEFAULT_PAGE_SIZE, PagePool};
 
-use crate::peers::Capability;
+use crate::peers::{Capability, gpu_allocator};
 use crate::report::SWEEP_SEPARATOR;
 use crate::results::Sample;
 use crate::workloads::{Params, Scale, WorkloadInfo};
@@ -114,34 +114,15 @@ pub fn is_gpu_workload(name: &str) -> bool {
     WORKLOADS.iter().any(|w| w.name == name)
 }
 
-/// What an allocator name of this suite stands for.
+/// What an allocator of this suite is (its registry entry's implementation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum GpuAllocator {
+pub enum GpuAllocator {
     /// A page design: its CPU model (if it has one) and its device kernel.
     Pages(Option<Design>, DeviceDesign),
     /// The warp-aggregated malloc (CPU: the concurrent page pool).
     WarpMalloc,
     /// CUDA's in-kernel malloc (device only).
     CudaMalloc,
-}
-
-fn gpu_allocator(name: &str) -> Option<GpuAllocator> {
-    Some(match name {
-        "gpu-queue" => GpuAllocator::Pages(Some(Design::Queue), DeviceDesign::Queue),
-        "gpu-queue-ticket" => GpuAllocator::Pages(None, DeviceDesign::QueueTicket),
-        "gpu-rw" => GpuAllocator::Pages(Some(Design::Rw), DeviceDesign::Rw),
-        "gpu-rw-bm" => GpuAllocator::Pages(Some(Design::RwBm), DeviceDesign::RwBm),
-        "gpu-crw" => GpuAllocator::Pages(Some(Design::Crw), DeviceDesign::Crw),
-        "gpu-corw" => GpuAllocator::Pages(Some(Design::CoRw), DeviceDesign::CoRw),
-        "gpu-warp-malloc" => GpuAllocator::WarpMalloc,
-        "cuda-malloc" => GpuAllocator::CudaMalloc,
-        _ => return None,
-    })
-}
-
-/// Whether `name` is an allocator this suite can run (for the registry test).
-pub fn is_gpu_allocator(name: &str) -> bool {
-    gpu_allocator(name).is_some()
 }
 
 fn sample(metric: &str, x: impl core::fmt::Display, unit: &str, value: f64) -> Sample {

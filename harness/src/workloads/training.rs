@@ -29,7 +29,7 @@ use alloclab_training::planner::{self, Goal, Plan};
 use alloclab_training::replay::{CachingReplay, replay_caching};
 use alloclab_training::{Model, ModelConfig, Precision, RunTrace, Trace};
 
-use crate::peers::Capability;
+use crate::peers::{Capability, caching_config};
 use crate::report::SWEEP_SEPARATOR;
 use crate::results::{Sample, sample};
 use crate::workloads::{Params, Scale, WorkloadInfo};
@@ -86,17 +86,17 @@ pub fn is_training_workload(name: &str) -> bool {
     WORKLOADS.iter().any(|w| w.name == name)
 }
 
-/// The caching-allocator configuration registered as `allocator`, if it is one.
-pub fn caching_config(allocator: &str) -> Option<CachingConfig> {
-    let expandable_segments = match allocator {
-        CACHING => false,
-        CACHING_EXPANDABLE => true,
-        _ => return None,
-    };
-    Some(CachingConfig {
-        expandable_segments,
+/// PyTorch's caching allocator as configured by default ([`CACHING`]).
+pub fn plain_caching() -> CachingConfig {
+    CachingConfig::default()
+}
+
+/// The same with `expandable_segments:True` ([`CACHING_EXPANDABLE`]).
+pub fn expandable_caching() -> CachingConfig {
+    CachingConfig {
+        expandable_segments: true,
         ..CachingConfig::default()
-    })
+    }
 }
 
 /// The cost model every planner figure is simulated on.
