@@ -12,8 +12,9 @@
 
 pub use alloclab_core::{
     AllocError, AllocErrorKind, Allocator, BlockHandle, Checked, ForkHooks, GlobalAdapter,
-    GlobalAllocHeap, HostAllocator, MallocHeap, Policy, Stats, SystemHeap, Violation, checked,
-    move_block, resized_layout, sync,
+    GlobalAllocHeap, HostAllocator, MallocHeap, PERSISTENT_BLOCK_ALIGN, PersistStats,
+    PersistentAllocator, PersistentError, PersistentHandle, Policy, Stats, SystemHeap, Violation,
+    checked, move_block, resized_layout, sync,
 };
 
 /// The README's examples, compiled and run as doc tests so that they cannot rot.
