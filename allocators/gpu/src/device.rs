@@ -1,4 +1,4 @@
-//! The device side: the CUDA kernels of `gpu-kernels/`, compiled at run time with NVRTC for
+//! The device side: the CUDA kernels of `kernels/`, compiled at run time with NVRTC for
 //! the device's architecture and launched through cudarc, with every kernel's result checked
 //! on the host ([`crate::check`]).
 //!
@@ -19,10 +19,10 @@
 use crate::check::CheckError;
 use crate::sim::{SimError, WARP_LANES};
 
-/// A CUDA C file of `gpu-kernels/` and the kernels it defines.
+/// A CUDA C file of `kernels/` and the kernels it defines.
 #[derive(Clone, Copy, Debug)]
 pub struct KernelSource {
-    /// The file name under `gpu-kernels/`.
+    /// The file name under `kernels/`.
     pub file: &'static str,
     /// Its text (embedded at build time; compiled at run time).
     pub source: &'static str,
@@ -34,7 +34,7 @@ pub struct KernelSource {
 pub const KERNEL_SOURCES: &[KernelSource] = &[
     KernelSource {
         file: "page_alloc.cu",
-        source: include_str!("../../../gpu-kernels/page_alloc.cu"),
+        source: include_str!("../kernels/page_alloc.cu"),
         kernels: &[
             "rw_alloc",
             "crw_alloc",
@@ -49,7 +49,7 @@ pub const KERNEL_SOURCES: &[KernelSource] = &[
     },
     KernelSource {
         file: "queue.cu",
-        source: include_str!("../../../gpu-kernels/queue.cu"),
+        source: include_str!("../kernels/queue.cu"),
         kernels: &[
             "queue_init",
             "queue_alloc_cas",
@@ -59,7 +59,7 @@ pub const KERNEL_SOURCES: &[KernelSource] = &[
     },
     KernelSource {
         file: "cuda_malloc.cu",
-        source: include_str!("../../../gpu-kernels/cuda_malloc.cu"),
+        source: include_str!("../kernels/cuda_malloc.cu"),
         kernels: &["cuda_malloc_alloc", "cuda_malloc_free"],
     },
 ];
@@ -252,7 +252,7 @@ pub enum DeviceError {
     Unavailable(String),
     /// NVRTC refused a kernel source.
     Compile {
-        /// The file under `gpu-kernels/`.
+        /// The file under `kernels/`.
         file: &'static str,
         /// NVRTC's log (may span lines; [`Display`](core::fmt::Display) keeps the first).
         log: String,
@@ -287,7 +287,7 @@ impl core::fmt::Display for DeviceError {
                     .find(|l| l.contains("error"))
                     .or_else(|| log.lines().next())
                     .unwrap_or("");
-                write!(f, "NVRTC could not compile gpu-kernels/{file}: {first}")
+                write!(f, "NVRTC could not compile kernels/{file}: {first}")
             }
             DeviceError::Driver { during, message } => {
                 write!(f, "CUDA driver error while {during}: {message}")

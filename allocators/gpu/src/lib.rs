@@ -13,7 +13,7 @@
 //! * [`PagePool`] — a real concurrent RW-BM page pool on CPU threads (atomics from
 //!   [`alloclab_core::sync`], so the loom models check the shipped code), implementing
 //!   [`alloclab_core::Allocator`] with [`PageHandle`]s.
-//! * [`device`] — the CUDA kernels of `gpu-kernels/`, compiled at run time with NVRTC and
+//! * [`device`] — the CUDA kernels of `kernels/`, compiled at run time with NVRTC and
 //!   launched through cudarc (feature `cuda`; nothing CUDA is needed to build, and a missing
 //!   driver is an error value, not a panic), and [`check`], the host checks of the pool after
 //!   every kernel.

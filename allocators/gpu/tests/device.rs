@@ -1,4 +1,4 @@
-//! The CUDA side: every kernel of `gpu-kernels/` compiles with NVRTC (needs libnvrtc, not a
+//! The CUDA side: every kernel of `kernels/` compiles with NVRTC (needs libnvrtc, not a
 //! GPU), and, where a device is present, every design runs and leaves a pool that passes the
 //! host checks. Parts whose library or device is missing print that they skipped and why.
 //!

@@ -136,7 +136,7 @@ fn compile(src: &KernelSource, arch: &str) -> Result<Ptx, DeviceError> {
     })
 }
 
-/// Compiles every source of `gpu-kernels/` to PTX for the virtual architecture `arch`
+/// Compiles every source of `kernels/` to PTX for the virtual architecture `arch`
 /// (`compute_90`); needs libnvrtc, not a device. Returns (file, PTX text) pairs.
 ///
 /// # Errors
