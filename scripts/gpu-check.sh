@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # The GPU checks of alloclab-gpu, for a machine with an NVIDIA GPU (written for an H200,
-# sm_90, driver 580 / CUDA 13.0). Builds, runs the device tests, the must-reach measurement
+# sm_90, driver 580 / CUDA 13.0). Builds, runs the device tests, the headline measurement
 # and the `gpu` suite, in under 8 minutes, and writes every figure as JSON:
 #
 #   scripts/gpu-check.sh OUT_DIR        (or OUT=OUT_DIR scripts/gpu-check.sh)
 #
 #   OUT_DIR/nvidia-smi.txt     the device, driver and memory
 #   OUT_DIR/device-tests.log   cargo test --test device (every kernel checked on the device)
-#   OUT_DIR/must-reach.json    2^20 threads, 512 B pages: CoRW vs CUDA malloc and the queue
+#   OUT_DIR/headline.json      2^20 threads, 512 B pages: CoRW vs CUDA malloc and the queue
 #   OUT_DIR/gpu-suite.json     the gpu suite's results.json (CPU model + cuda_* figures)
 #   OUT_DIR/suite/             its report.md and charts
 #
-# Exit status: 0 all ran and the must-reach targets were met; 1 the targets were missed
+# Exit status: 0 all ran and the headline targets were met; 1 the targets were missed
 # (the figures are still written); 2 usage; 3 not a GPU machine or a tool is missing;
 # 4 a build, test or run failed or ran out of time.
 set -euo pipefail
@@ -81,16 +81,16 @@ if grep -q 'skipped:' "$out/device-tests.log"; then
 fi
 grep -oE '(device|compiled with NVRTC) .*' "$out/device-tests.log" || true
 
-step "must-reach: 2^20 threads, 512 B pages"
+step "headline: 2^20 threads, 512 B pages"
 set +e
-timeout 200 target/release/examples/device_check "$out/must-reach.json"
-must_reach=$?
+timeout 200 target/release/examples/device_check "$out/headline.json"
+headline=$?
 set -e
-case $must_reach in
+case $headline in
   0 | 1) ;;
   # Keep going: the suite's figures are still worth having; the exit status says it failed.
-  124) echo "gpu-check: the must-reach measurement ran over 200 s" >&2; must_reach=4 ;;
-  *) echo "gpu-check: the must-reach measurement failed (status $must_reach)" >&2; must_reach=4 ;;
+  124) echo "gpu-check: the headline measurement ran over 200 s" >&2; headline=4 ;;
+  *) echo "gpu-check: the headline measurement failed (status $headline)" >&2; headline=4 ;;
 esac
 
 step "the gpu suite (CPU model + CUDA, one run per measurement)"
@@ -100,5 +100,5 @@ cp "$out/suite/results.json" "$out/gpu-suite.json"
 grep -m1 '^CUDA' "$out/suite/report.md" || true
 
 step "done in $((SECONDS - started)) s; figures in $out"
-cat "$out/must-reach.json" 2>/dev/null || true
-exit "$must_reach"
+cat "$out/headline.json" 2>/dev/null || true
+exit "$headline"

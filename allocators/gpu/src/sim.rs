@@ -647,7 +647,7 @@ mod tests {
         );
     }
 
-    /// The must-reach: TAS of queue, RW and RW-BM within 5 % of the closed forms at every
+    /// alloclab's target: TAS of queue, RW and RW-BM within 5 % of the closed forms at every
     /// point of the paper's sweep (T = 2^20, N = 5000, A/T = 10, 5, 2, 1, 0.5 %), mean of
     /// seeds 1..=4.
     ///

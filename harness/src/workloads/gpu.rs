@@ -10,7 +10,7 @@
 //! |---|---|---|---|
 //! | `gpu-free-fraction` | A/T in % (10 → 0.5) | `tas`, `was` (round-synchronous simulator, mean of the seeds) beside `tas_form`, `was_form` (the paper's closed forms) and `tas_error` (%, measured − form); headline `tas_at_0.5%`, `tas_error_max` (largest \|error\|) | `cuda_tas`, `cuda_was`, `cuda_alloc_ms`, `cuda_free_ms`; headline `cuda_tas_at_0.5%`, `cuda_alloc_ms_at_0.5%` |
 //! | `gpu-sizes` | request size in B (4 → 8192) | `cpu_ns_per_request_10k`, `_100k` (the concurrent `PagePool` on the host's cores, one run per request, claim all then free all); headline `cpu_ns_per_request` (geometric mean) | `cuda_alloc_ms_10k`, `cuda_free_ms_10k`, `_100k` likewise; headline `cuda_total_ms` (sum) |
-//! | `gpu-threads` | requesting threads (2^0 → 2^20) | `tas`, `was` (simulator, empty pool of max(4N, 4096) pages); headline `tas_at_max_threads` | `cuda_alloc_ms`, `cuda_free_ms`, `cuda_total_ms`; headline `cuda_total_ms_at_max_threads` (2^20: the must-reach figure) |
+//! | `gpu-threads` | requesting threads (2^0 → 2^20) | `tas`, `was` (simulator, empty pool of max(4N, 4096) pages); headline `tas_at_max_threads` | `cuda_alloc_ms`, `cuda_free_ms`, `cuda_total_ms`; headline `cuda_total_ms_at_max_threads` (2^20: the papers' headline figure) |
 //!
 //! A device requester that gives up (after 2^22 probes) means a broken pool: the
 //! measurement fails. CUDA's malloc returning NULL is its own behaviour: counted in
@@ -48,7 +48,7 @@ pub const FREE_PERCENTS: [f64; 5] = [10.0, 5.0, 2.0, 1.0, 0.5];
 pub const SIZES: [u32; 12] = [4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192];
 /// The largest thread count the device runs the CAS queue at.
 pub const CAS_QUEUE_MAX_THREADS: usize = 1 << 16;
-/// The largest thread count of `gpu-threads` (2^20, the must-reach point).
+/// The largest thread count of `gpu-threads` (2^20, the papers' headline point).
 pub const MAX_THREADS_LOG2: u32 = 20;
 
 /// The workloads of the `gpu` suite.

@@ -1,5 +1,5 @@
-//! The `training` suite: DNN training memory, modelled in process by `alloclab-training`
-//! (issue 9) — per-iteration tensor traces replayed on a model of PyTorch's CUDA caching
+//! The `training` suite: DNN training memory, modelled in process by `alloclab-training`:
+//! per-iteration tensor traces replayed on a model of PyTorch's CUDA caching
 //! allocator, with and without expandable segments, and a DELTA-style swap/recompute
 //! planner on a cost model.
 //!
@@ -17,7 +17,7 @@
 //! | `training-delta` | the DELTA-style planner (lowest peak within 1.2× of keep-all time) on ResNet-50 b=64 fp32 and BERT-Large b=16 mixed; GPT-2 Large's largest batch | `keep_all_peak`, `planned_peak` (GiB), `saved` (%), `slowdown` (×), `swapped` (GiB), `recomputed_ops`, `planned_reserved` (GiB, the planned iteration on this allocator); `gpt2-large_batch_keep_all`, `gpt2-large_batch_planned`, `gpt2-large_batch_growth` (exact bytes), `gpt2-large_batch_planned_on_model` (the schedule must also replay on this allocator); sweep `bert-large_keep_all@%`, `bert-large_planned@%`: GiB live over one iteration |
 //!
 //! The cost model is [`CostModel::a100_40gb`]; its parameters ([`cost_model_note`]) are a
-//! suite note of the report, beside the must-reach checks ([`must_reach`]).
+//! suite note of the report; the suite's targets are in [`crate::targets::training`].
 //!
 //! The suite `training-replay` ([`REPLAY_WORKLOADS`], [`ReplayWorkload`]) replays traces of
 //! the same crate on the host heaps, timed: a suite of its own, so that its ratios are to a

@@ -376,7 +376,7 @@ fn sweep(cost: &CostModel) {
 }
 
 fn sensitivity(cost: &CostModel) {
-    println!("## Sensitivity of the must-reach configurations (lowest peak within 1.2x)\n");
+    println!("## Sensitivity of the target configurations (lowest peak within 1.2x)\n");
     println!("| config | variant | saved | slowdown | swapped GiB | recomputed ops |");
     println!("|---|---|---|---|---|---|");
     let slow_link = CostModel {

@@ -267,7 +267,8 @@ fn bad_cost_parameters_are_refused() {
     assert!(cost.validate().is_err());
 }
 
-/// The first must-reach, on the A100-40GB-like cost model.
+/// The DELTA paper's memory claim (≥ 40% of the peak saved within 1.2× the time), on the
+/// A100-40GB-like cost model.
 #[test]
 fn bert_large_and_resnet50_save_40_percent_of_peak_within_1_2x_time() {
     let cost = CostModel::a100_40gb();
@@ -286,7 +287,8 @@ fn bert_large_and_resnet50_save_40_percent_of_peak_within_1_2x_time() {
     }
 }
 
-/// The batch-size must-reach: 5x the keep-all batch of GPT-2 Large fits 40 GiB.
+/// The DELTA paper's batch claim, as alloclab states it: 5x the keep-all batch of GPT-2 Large
+/// fits 40 GiB.
 #[test]
 fn gpt2_large_fits_five_times_the_keep_all_batch() {
     let cost = CostModel::a100_40gb();
