@@ -136,6 +136,31 @@ mod tests {
     }
     unsafe extern "C" fn child() {}
 
+    /// Waits for the child `pid` for at most `limit`, and returns its wait status; a child
+    /// still running then (a handler that deadlocked, say) is killed and the test fails,
+    /// instead of hanging the test run.
+    fn wait_bounded(pid: libc::pid_t, limit: std::time::Duration) -> i32 {
+        let start = std::time::Instant::now();
+        loop {
+            let mut status = 0;
+            // SAFETY: `pid` is our child; `status` is writable.
+            let rc = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            assert!(rc >= 0, "waitpid failed: {}", std::io::Error::last_os_error());
+            if rc == pid {
+                return status;
+            }
+            if start.elapsed() > limit {
+                // SAFETY: `pid` is our child, still running; reaping it after the kill.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, &mut status, 0);
+                }
+                panic!("the forked child did not exit within {limit:?}: a fork handler hangs");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
     #[test]
     fn hooks_are_registered_once_and_run_around_fork() {
         static AT_FORK: AtFork = AtFork::new();
@@ -151,10 +176,11 @@ mod tests {
             // SAFETY: ends the child at once, without running the parent's exit handlers.
             unsafe { libc::_exit(0) };
         }
-        let mut status = 0;
-        // SAFETY: `pid` is our child; `status` is writable.
-        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        let status = wait_bounded(pid, std::time::Duration::from_secs(10));
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the child did not exit cleanly (wait status {status:#x})"
+        );
         // Registered once: each handler ran exactly once for this one fork.
         assert_eq!(PREPARED.load(Ordering::SeqCst), 1);
         assert_eq!(IN_PARENT.load(Ordering::SeqCst), 1);
