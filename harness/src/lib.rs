@@ -36,6 +36,9 @@ pub mod targets;
 pub use targets as checks;
 pub mod workloads;
 
+#[cfg(test)]
+mod testing;
+
 use std::path::Path;
 
 /// Checks that `dir` can be created and written, before any minutes are spent measuring.

@@ -6,9 +6,16 @@
 //! (`target/loom`) so the two builds do not invalidate each other. The number of
 //! preemptions loom explores is bounded by `LOOM_MAX_PREEMPTIONS` (default 3), which keeps
 //! the models to minutes on a 2-core machine.
+//!
+//! A test that cannot run here (no GPU, no NVRTC, no PMDK, a program not installed, running
+//! as root where it needs an unprivileged user) passes without checking anything, so it says
+//! so: it writes `SKIPPED: <test>: <reason>` to the process's stderr, past the test harness's
+//! capture. `cargo xtask test` passes the tests' stderr through, and ends with how many
+//! tests skipped and why, so that a skip is never mistaken for a pass.
 
 use std::env;
-use std::process::{Command, ExitCode};
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::process::{Command, ExitCode, Stdio};
 
 /// Crates that contain loom models.
 const LOOM_CRATES: &[&str] = &[
@@ -53,8 +60,46 @@ fn step(name: &str, command: &mut Command) -> bool {
     }
 }
 
+/// The marker a test that could not run writes at the start of a line on stderr.
+const SKIP_MARKER: &str = "SKIPPED: ";
+
+/// Runs `command` like [`step`], passing its stderr through line by line, and returns
+/// whether it succeeded with the lines that start with [`SKIP_MARKER`].
+fn step_counting_skips(name: &str, command: &mut Command) -> (bool, Vec<String>) {
+    eprintln!("\n==> {name}");
+    let mut child = match command.stderr(Stdio::piped()).spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("xtask: cannot run {name}: {e}");
+            return (false, Vec::new());
+        }
+    };
+    let mut skips = Vec::new();
+    if let Some(stderr) = child.stderr.take() {
+        let mut out = std::io::stderr().lock();
+        for line in BufReader::new(stderr).split(b'\n').map_while(Result::ok) {
+            let line = String::from_utf8_lossy(&line).into_owned();
+            let _ = writeln!(out, "{line}");
+            if let Some(skip) = line.strip_prefix(SKIP_MARKER) {
+                skips.push(skip.to_owned());
+            }
+        }
+    }
+    match child.wait() {
+        Ok(status) if status.success() => (true, skips),
+        Ok(status) => {
+            eprintln!("xtask: {name} failed ({status})");
+            (false, skips)
+        }
+        Err(e) => {
+            eprintln!("xtask: cannot wait for {name}: {e}");
+            (false, skips)
+        }
+    }
+}
+
 fn test(flags: &[String]) -> ExitCode {
-    let mut ok = step(
+    let (mut ok, skips) = step_counting_skips(
         "cargo test --workspace",
         cargo().args(["test", "--workspace"]),
     );
@@ -73,6 +118,18 @@ fn test(flags: &[String]) -> ExitCode {
                     .env("LOOM_MAX_PREEMPTIONS", &preemptions)
                     .env("CARGO_TARGET_DIR", format!("{target_dir}/loom")),
             );
+        }
+    }
+    if skips.is_empty() {
+        eprintln!("\nxtask: no test skipped");
+    } else {
+        eprintln!(
+            "\nxtask: {} test{} skipped (they checked nothing here):",
+            skips.len(),
+            if skips.len() == 1 { "" } else { "s" }
+        );
+        for skip in &skips {
+            eprintln!("  {skip}");
         }
     }
     if ok {

@@ -38,12 +38,19 @@ fn load_nvrtc() -> Result<(i32, i32), DeviceError> {
     device::nvrtc_version()
 }
 
+/// Says on the process's stderr (past the test harness's capture, which hides what passing
+/// tests print) that `test` could not run here, in the form `cargo xtask test` counts.
+fn skipped(test: &str, reason: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {test}: {reason}");
+}
+
 #[test]
 fn every_kernel_compiles_to_ptx_with_nvrtc() {
     let version = match load_nvrtc() {
         Ok(v) => v,
         Err(e) => {
-            println!("skipped: {e}");
+            skipped("every_kernel_compiles_to_ptx_with_nvrtc", &e.to_string());
             return;
         }
     };
@@ -69,7 +76,10 @@ fn every_kernel_compiles_to_ptx_with_nvrtc() {
 #[test]
 fn a_compile_error_is_reported_with_the_file_and_nvrtc_s_message() {
     if let Err(e) = load_nvrtc() {
-        println!("skipped: {e}");
+        skipped(
+            "a_compile_error_is_reported_with_the_file_and_nvrtc_s_message",
+            &e.to_string(),
+        );
         return;
     }
     // A wrong architecture name is refused by NVRTC itself: the error names the file.
@@ -92,7 +102,9 @@ fn gpu() -> Option<Gpu> {
                 std::env::var_os("ALLOCLAB_REQUIRE_GPU").is_none(),
                 "ALLOCLAB_REQUIRE_GPU is set but there is no usable device: {reason}"
             );
-            println!("skipped: no CUDA device: {reason}");
+            // libtest names each test's thread after the test.
+            let test = std::thread::current().name().unwrap_or("a device test").to_owned();
+            skipped(&test, &format!("no CUDA device: {reason}"));
             None
         }
         Err(e) => panic!("a device is present but unusable: {e}"),

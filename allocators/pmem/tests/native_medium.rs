@@ -217,7 +217,12 @@ fn open_of_a_directory_is_an_error() {
 fn a_read_only_file_is_refused_for_want_of_permission() {
     // SAFETY: `geteuid` has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
-        eprintln!("skipped: running as root, which bypasses file permissions");
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED: a_read_only_file_is_refused_for_want_of_permission: running as root, which \
+             bypasses file permissions"
+        );
         return;
     }
     let path = TempPath::new("read-only");

@@ -145,7 +145,11 @@ mod tests {
             let mut status = 0;
             // SAFETY: `pid` is our child; `status` is writable.
             let rc = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-            assert!(rc >= 0, "waitpid failed: {}", std::io::Error::last_os_error());
+            assert!(
+                rc >= 0,
+                "waitpid failed: {}",
+                std::io::Error::last_os_error()
+            );
             if rc == pid {
                 return status;
             }

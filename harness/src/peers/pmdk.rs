@@ -479,7 +479,7 @@ mod tests {
     #[test]
     fn pmdk_blocks_round_trip_double_frees_are_refused_and_the_root_survives_a_reopen() {
         if let Err(reason) = PmdkHeap::available() {
-            eprintln!("SKIPPED pmdk storage round trip: {reason}");
+            crate::testing::skipped("pmdk blocks round trip", &reason.to_string());
             return;
         }
         let scratch = scratch("roundtrip");
@@ -555,7 +555,7 @@ mod tests {
     #[test]
     fn a_pool_of_another_layout_is_refused() {
         if let Err(reason) = PmdkHeap::available() {
-            eprintln!("SKIPPED a_pool_of_another_layout_is_refused: {reason}");
+            crate::testing::skipped("a_pool_of_another_layout_is_refused", &reason.to_string());
             return;
         }
         let scratch = scratch("layout");

@@ -282,7 +282,7 @@ mod tests {
     /// refused.
     fn slots_survive_a_reopen<H: PersistentAllocator>(name: &'static str) {
         if let Err(reason) = H::available() {
-            eprintln!("SKIPPED {name} slots: {reason}");
+            crate::testing::skipped(&format!("{name} slots"), &reason.to_string());
             return;
         }
         let pool = scratch(name);
