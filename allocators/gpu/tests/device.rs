@@ -103,7 +103,10 @@ fn gpu() -> Option<Gpu> {
                 "ALLOCLAB_REQUIRE_GPU is set but there is no usable device: {reason}"
             );
             // libtest names each test's thread after the test.
-            let test = std::thread::current().name().unwrap_or("a device test").to_owned();
+            let test = std::thread::current()
+                .name()
+                .unwrap_or("a device test")
+                .to_owned();
             skipped(&test, &format!("no CUDA device: {reason}"));
             None
         }

@@ -2,9 +2,10 @@
 //! claimed, by whom (a paper, or alloclab itself), the figure — each checked against a run's
 //! records and shown as a ✓ / ✗ / · line that names the figure it was decided by.
 //!
-//! One file per subject: [`hosts`] (wfspan and randomized over the `cpu`, `realtime` and
-//! `security` suites), [`training`] (the DNN training memory models). The `storage` suite's
-//! targets are written by its own report section.
+//! One file per subject: `wfspan` and `randomized` (over the `cpu`, `realtime` and
+//! `security` suites), [`training`] (the DNN training memory models), their thresholds in
+//! one table ([`thresholds`]). The `storage` suite's targets are written by its own report
+//! section.
 //!
 //! A target is decided only where the run measured everything it covers; otherwise it is `·`
 //! and says what is missing (a suite not run, an allocator not asked for). Every figure is a
@@ -14,10 +15,17 @@ use std::fmt::{self, Write as _};
 
 use crate::results::ResultsFile;
 
-pub mod hosts;
+mod lookup;
+mod randomized;
+pub mod thresholds;
 pub mod training;
+mod wfspan;
 
-pub use hosts::*;
+#[cfg(test)]
+mod tests;
+
+use lookup::{CPU, Lookup, RANDOMIZED, REALTIME, SECURITY, WFSPAN};
+pub use thresholds::*;
 
 /// How a target came out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,6 +93,36 @@ pub struct Goal {
     pub checks: Vec<Check>,
 }
 
+/// The host heaps' targets over this run; empty if the run measured none of the suites they
+/// cover with the allocators they are about.
+pub fn host_heap_goals(results: &ResultsFile) -> Vec<Goal> {
+    let view = Lookup::new(results);
+    let covers = |allocator: &str| {
+        [CPU, REALTIME, SECURITY]
+            .iter()
+            .any(|s| view.ran(s, allocator))
+    };
+    let mut goals = Vec::new();
+    if covers(WFSPAN) {
+        goals.extend(wfspan::goals(&view, results.header.machine.cores.max(1)));
+    }
+    if covers(RANDOMIZED) {
+        goals.extend(randomized::goals(&view));
+    }
+    // Tiny is a smoke-test scale: too few trials and too little work to decide a target.
+    let scale = &results.header.parameters.scale;
+    if scale == "tiny" {
+        for check in goals.iter_mut().flat_map(|g| g.checks.iter_mut()) {
+            if check.verdict != Verdict::NotHere {
+                check.verdict = Verdict::NotHere;
+                check
+                    .line
+                    .push_str(" (not decided at scale tiny, a smoke test)");
+            }
+        }
+    }
+    goals
+}
 /// Every goal this run's records bear on.
 pub fn goals(results: &ResultsFile) -> Vec<Goal> {
     let mut goals = host_heap_goals(results);

@@ -1,0 +1,273 @@
+//! What the host heaps' targets share: the run's records looked up by key, and the checks
+//! several targets make (a geometric mean of time ratios, a ratio on every workload).
+
+use super::{Check, Verdict};
+use crate::report::View;
+use crate::results::{Record, ResultsFile};
+
+/// The suites and allocators the host heaps' targets name.
+pub(super) const CPU: &str = "cpu";
+pub(super) const REALTIME: &str = "realtime";
+pub(super) const SECURITY: &str = "security";
+pub(super) const WFSPAN: &str = "wfspan";
+pub(super) const RANDOMIZED: &str = "randomized";
+pub(super) const MIMALLOC: &str = "mimalloc";
+pub(super) const SYSTEM: &str = "system";
+
+/// The records of one run, looked up by (suite, workload, allocator, threads, metric).
+pub(super) struct Lookup<'a> {
+    pub(super) records: &'a [Record],
+    pub(super) view: View<'a>,
+}
+
+impl<'a> Lookup<'a> {
+    pub(super) fn new(results: &'a ResultsFile) -> Self {
+        Self {
+            records: &results.records,
+            view: View::new(results),
+        }
+    }
+
+    /// The median of (suite, workload, allocator, threads, metric), if finite.
+    pub(super) fn median(
+        &self,
+        suite: &str,
+        workload: &str,
+        allocator: &str,
+        t: usize,
+        metric: &str,
+    ) -> Option<f64> {
+        self.view
+            .get(suite, workload, allocator, t, metric)
+            .map(|r| r.median)
+            .filter(|v| v.is_finite())
+    }
+
+    /// Whether `allocator` has any record in `suite`.
+    pub(super) fn ran(&self, suite: &str, allocator: &str) -> bool {
+        self.records
+            .iter()
+            .any(|r| r.suite == suite && r.allocator == allocator)
+    }
+
+    pub(super) fn suite_ran(&self, suite: &str) -> bool {
+        self.records.iter().any(|r| r.suite == suite)
+    }
+
+    /// The workloads of `suite`, by name.
+    pub(super) fn workloads(&self, suite: &str) -> Vec<&'a str> {
+        self.view.workloads(suite)
+    }
+
+    /// The thread counts `allocator` ran `suite` at, ascending.
+    pub(super) fn threads(&self, suite: &str, allocator: &str) -> Vec<usize> {
+        let mut out: Vec<usize> = self
+            .records
+            .iter()
+            .filter(|r| r.suite == suite && r.allocator == allocator)
+            .map(|r| r.threads)
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// The metrics `allocator` reported for `workload` of `suite`, in record order.
+    pub(super) fn metrics(&self, suite: &str, workload: &str, allocator: &str) -> Vec<&'a str> {
+        let mut out: Vec<&str> = Vec::new();
+        for r in self
+            .records
+            .iter()
+            .filter(|r| r.suite == suite && r.workload == workload && r.allocator == allocator)
+        {
+            if !out.contains(&r.metric.as_str()) {
+                out.push(&r.metric);
+            }
+        }
+        out
+    }
+}
+
+/// A `·` check for `what`, saying why this run does not decide it.
+pub(super) fn not_here(what: &str, why: &str) -> Check {
+    Check {
+        verdict: Verdict::NotHere,
+        line: format!("{what}: not decided by this run ({why})"),
+    }
+}
+
+/// The ratio `ours / theirs` of `metric` on every workload of `suite` both ran, per thread
+/// count both ran at: `(workload, threads, ratio)`.
+pub(super) fn ratios(
+    view: &Lookup<'_>,
+    suite: &str,
+    metric: &str,
+    ours: &str,
+    theirs: &str,
+) -> Vec<(String, usize, f64)> {
+    let mut out = Vec::new();
+    for workload in view.workloads(suite) {
+        for t in view.threads(suite, ours) {
+            let a = view.median(suite, workload, ours, t, metric);
+            let b = view.median(suite, workload, theirs, t, metric);
+            if let Some((a, b)) = a.zip(b).filter(|(_, b)| *b > 0.0) {
+                out.push((workload.to_owned(), t, a / b));
+            }
+        }
+    }
+    out
+}
+
+/// Why a comparison of `ours` with `theirs` on `suite` cannot be made here, if it cannot.
+pub(super) fn missing(
+    view: &Lookup<'_>,
+    suite: &str,
+    ours: &str,
+    theirs: &[&str],
+) -> Option<String> {
+    if !view.suite_ran(suite) {
+        return Some(format!("suite `{suite}` not run"));
+    }
+    let absent: Vec<&str> = std::iter::once(ours)
+        .chain(theirs.iter().copied())
+        .filter(|a| !view.ran(suite, a))
+        .collect();
+    (!absent.is_empty()).then(|| format!("not run on `{suite}`: {}", absent.join(", ")))
+}
+
+/// `≤ limit` on the geometric mean over workloads of `ours / theirs` time, worst thread count.
+pub(super) fn time_mean_check(view: &Lookup<'_>, ours: &str, theirs: &str, limit: f64) -> Check {
+    let what = format!(
+        "`{CPU}`: geometric mean over the workloads of {ours}'s time over {theirs}'s <= {limit}"
+    );
+    if let Some(why) = missing(view, CPU, ours, &[theirs]) {
+        return not_here(&what, &why);
+    }
+    let all = ratios(view, CPU, "time", ours, theirs);
+    let mut worst: Option<(f64, usize, usize)> = None;
+    for t in view.threads(CPU, ours) {
+        let logs: Vec<f64> = all
+            .iter()
+            .filter(|(_, at, _)| *at == t)
+            .map(|(_, _, r)| r.ln())
+            .collect();
+        if logs.is_empty() {
+            continue;
+        }
+        let mean = (logs.iter().sum::<f64>() / logs.len() as f64).exp();
+        if worst.is_none_or(|(w, _, _)| mean > w) {
+            worst = Some((mean, t, logs.len()));
+        }
+    }
+    match worst {
+        None => not_here(
+            &what,
+            &format!("no workload with times of both {ours} and {theirs}"),
+        ),
+        Some((mean, t, n)) => Check {
+            verdict: Verdict::of(mean <= limit),
+            line: format!("{what}: {mean:.2} ({n} workloads, {t} threads)"),
+        },
+    }
+}
+
+/// `≤ limit` on `ours / theirs` of `metric` on every `cpu` workload: the worst one decides.
+pub(super) fn every_workload_check(
+    view: &Lookup<'_>,
+    metric: &str,
+    what: String,
+    ours: &str,
+    theirs: &str,
+    limit: f64,
+) -> Check {
+    if let Some(why) = missing(view, CPU, ours, &[theirs]) {
+        return not_here(&what, &why);
+    }
+    let all = ratios(view, CPU, metric, ours, theirs);
+    let Some((workload, t, worst)) = all.iter().max_by(|a, b| a.2.total_cmp(&b.2)) else {
+        return not_here(&what, &format!("no workload with {metric} of both"));
+    };
+    let over: Vec<String> = all
+        .iter()
+        .filter(|(_, _, r)| *r > limit)
+        .map(|(w, t, r)| format!("{w} {r:.2}{}", at_threads(view, ours, *t)))
+        .collect();
+    let detail = if over.is_empty() {
+        format!(
+            "highest {worst:.2} ({workload}{})",
+            at_threads(view, ours, *t)
+        )
+    } else {
+        format!("above on {}", over.join(", "))
+    };
+    Check {
+        verdict: Verdict::of(over.is_empty()),
+        line: format!("{what}: {detail}"),
+    }
+}
+
+/// `, N threads` where `ours` ran the `cpu` suite at more than one thread count.
+pub(super) fn at_threads(view: &Lookup<'_>, ours: &str, t: usize) -> String {
+    if view.threads(CPU, ours).len() > 1 {
+        format!(", {t} threads")
+    } else {
+        String::new()
+    }
+}
+
+/// Which policy the realtime threads ran under at `threads`, from the `sched_fifo` share.
+pub(super) fn policy(view: &Lookup<'_>, workload: &str, threads: usize) -> &'static str {
+    let shares: Vec<f64> = view
+        .records
+        .iter()
+        .filter(|r| {
+            r.suite == REALTIME
+                && r.workload == workload
+                && r.threads == threads
+                && r.metric == "sched_fifo"
+        })
+        .map(|r| r.median)
+        .collect();
+    if shares.is_empty() || shares.iter().all(|s| *s == 0.0) {
+        "default time-sharing policy"
+    } else if shares.iter().all(|s| *s >= 1.0) {
+        "SCHED_FIFO"
+    } else {
+        "mixed policies"
+    }
+}
+
+/// Nanoseconds as ns, µs or ms.
+pub(super) fn fmt_ns(ns: f64) -> String {
+    if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.1} µs", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+/// The size in a security metric's name (`entropy_steady_64` → 64).
+pub(super) fn size_of_metric(metric: &str, prefix: &str) -> Option<usize> {
+    metric.strip_prefix(prefix)?.parse().ok()
+}
+
+/// The randomized allocator's medians of the `security` metrics named `prefix` + a size,
+/// as (size, median), over every workload and thread count.
+pub(super) fn sized_figures(view: &Lookup<'_>, prefix: &str) -> Vec<(usize, f64)> {
+    let mut figures = Vec::new();
+    for workload in view.workloads(SECURITY) {
+        for metric in view.metrics(SECURITY, workload, RANDOMIZED) {
+            let Some(size) = size_of_metric(metric, prefix) else {
+                continue;
+            };
+            for t in view.threads(SECURITY, RANDOMIZED) {
+                if let Some(v) = view.median(SECURITY, workload, RANDOMIZED, t, metric) {
+                    figures.push((size, v));
+                }
+            }
+        }
+    }
+    figures
+}

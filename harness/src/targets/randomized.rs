@@ -1,0 +1,156 @@
+//! randomized's targets: placement entropy, immediate reuse, misuse caught, and its `cpu`
+//! time and footprint against glibc.
+
+use super::lookup::*;
+use super::thresholds::*;
+use super::{Check, Claimant, Goal, Verdict};
+use crate::report::fmt_value;
+
+/// The entropy target over the steady-state heap's sizes up to 1 KiB.
+pub(super) fn entropy_check(view: &Lookup<'_>) -> Check {
+    let what = format!(
+        "`{SECURITY}`: {RANDOMIZED}'s steady-state placement entropy >= {ENTROPY_MIN_BITS} bits for sizes up to {ENTROPY_MAX_SIZE} B"
+    );
+    if let Some(why) = missing(view, SECURITY, RANDOMIZED, &[]) {
+        return not_here(&what, &why);
+    }
+    let prefix = "entropy_steady_";
+    let mut figures = sized_figures(view, prefix);
+    figures.retain(|(size, _)| *size <= ENTROPY_MAX_SIZE);
+    let Some(&(size, lowest)) = figures.iter().min_by(|a, b| a.1.total_cmp(&b.1)) else {
+        return not_here(&what, "no steady-state entropy figures");
+    };
+    // With too few trials the estimate cannot reach the target whatever the placement.
+    let ceiling = view
+        .records
+        .iter()
+        .filter(|r| {
+            r.suite == SECURITY && r.allocator == RANDOMIZED && r.metric == "entropy_ceiling"
+        })
+        .map(|r| r.median)
+        .fold(f64::INFINITY, f64::min);
+    if ceiling < ENTROPY_MIN_BITS {
+        return not_here(
+            &what,
+            &format!("its trials measure at most {ceiling:.2} bits; lowest {lowest:.2} bits"),
+        );
+    }
+    Check {
+        verdict: Verdict::of(lowest >= ENTROPY_MIN_BITS),
+        line: format!(
+            "{what}: lowest {lowest:.2} bits ({size} B; {} sizes)",
+            figures.len()
+        ),
+    }
+}
+
+/// The immediate-reuse target over every size the reuse workload measures.
+pub(super) fn reuse_check(view: &Lookup<'_>) -> Check {
+    let what = format!(
+        "`{SECURITY}`: probability that {RANDOMIZED} returns a just-freed block to the next allocation of its size <= 1/256"
+    );
+    if let Some(why) = missing(view, SECURITY, RANDOMIZED, &[]) {
+        return not_here(&what, &why);
+    }
+    let same = sized_figures(view, "reuse_same_");
+    let overlap = sized_figures(view, "reuse_overlap_");
+    let Some(&(size, highest)) = same.iter().max_by(|a, b| a.1.total_cmp(&b.1)) else {
+        return not_here(&what, "no reuse figures");
+    };
+    let overlap = overlap
+        .iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(s, v)| {
+            format!(
+                "; a new block overlapping the freed one: at most {} ({s} B)",
+                fmt_value(*v)
+            )
+        })
+        .unwrap_or_default();
+    Check {
+        verdict: Verdict::of(highest <= REUSE_MAX),
+        line: format!(
+            "{what}: highest {} ({size} B; {} sizes){overlap}",
+            fmt_value(highest),
+            same.len()
+        ),
+    }
+}
+
+/// The misuse target: every double-free and invalid-free case caught.
+pub(super) fn misuse_check(view: &Lookup<'_>) -> Check {
+    let what =
+        format!("`{SECURITY}`: {RANDOMIZED} catches every double-free and invalid-free case");
+    if let Some(why) = missing(view, SECURITY, RANDOMIZED, &[]) {
+        return not_here(&what, &why);
+    }
+    let mut caught = 0;
+    let mut not_caught = Vec::new();
+    for workload in view.workloads(SECURITY) {
+        for metric in view.metrics(SECURITY, workload, RANDOMIZED) {
+            if !CAUGHT_PREFIXES.iter().any(|p| metric.starts_with(p)) {
+                continue;
+            }
+            // Score 1 is caught; the worst run decides.
+            let worst = view
+                .threads(SECURITY, RANDOMIZED)
+                .into_iter()
+                .filter_map(|t| view.view.get(SECURITY, workload, RANDOMIZED, t, metric))
+                .map(|r| r.min)
+                .fold(f64::INFINITY, f64::min);
+            if worst >= 1.0 {
+                caught += 1;
+            } else {
+                not_caught.push(metric);
+            }
+        }
+    }
+    let total = caught + not_caught.len();
+    if total == 0 {
+        return not_here(&what, "no misuse figures");
+    }
+    let detail = if not_caught.is_empty() {
+        format!("{caught} of {total} caught in every run")
+    } else {
+        format!(
+            "{caught} of {total} caught in every run; not: {}",
+            not_caught.join(", ")
+        )
+    };
+    Check {
+        verdict: Verdict::of(not_caught.is_empty()),
+        line: format!("{what}: {detail}"),
+    }
+}
+
+/// randomized's targets over this run: what its paper claims (randomization defeats misuse)
+/// and alloclab's own, on placement, time and footprint.
+pub(super) fn goals(view: &Lookup<'_>) -> [Goal; 2] {
+    let paper = Goal {
+        title: "randomized",
+        by: Claimant::Paper(
+            "the randomized allocator's paper: random placement protects against misuse",
+        ),
+        checks: vec![misuse_check(view)],
+    };
+    let ours = Goal {
+        title: "randomized",
+        by: Claimant::Alloclab,
+        checks: vec![
+            entropy_check(view),
+            reuse_check(view),
+            time_mean_check(view, RANDOMIZED, SYSTEM, RANDOMIZED_TIME_VS_SYSTEM),
+            every_workload_check(
+                view,
+                "peak_footprint",
+                format!(
+                    "`{CPU}`: peak footprint <= {RANDOMIZED_FOOTPRINT_VS_SYSTEM}x glibc's (`{SYSTEM}`) on every workload"
+                ),
+                RANDOMIZED,
+                SYSTEM,
+                RANDOMIZED_FOOTPRINT_VS_SYSTEM,
+            ),
+        ],
+    };
+    [paper, ours]
+}

@@ -1,0 +1,318 @@
+//! Tests of the host heaps' targets.
+
+use super::lookup::*;
+use super::*;
+use crate::results::{Record, ResultsFile};
+
+fn record(
+    suite: &str,
+    workload: &str,
+    allocator: &str,
+    threads: usize,
+    metric: &str,
+    median: f64,
+) -> Record {
+    Record {
+        suite: suite.into(),
+        workload: workload.into(),
+        allocator: allocator.into(),
+        threads,
+        metric: metric.into(),
+        unit: String::new(),
+        median,
+        min: median,
+        max: median,
+        runs: 3,
+        lower_is_better: true,
+    }
+}
+
+fn results(records: Vec<Record>) -> ResultsFile {
+    ResultsFile::of_records(records)
+}
+
+/// `cpu` records: (workload, allocator, time, footprint) at 2 threads.
+fn cpu(rows: &[(&str, &str, f64, f64)]) -> Vec<Record> {
+    rows.iter()
+        .flat_map(|&(w, a, time, peak)| {
+            [
+                record(CPU, w, a, 2, "time", time),
+                record(CPU, w, a, 2, "peak_footprint", peak),
+            ]
+        })
+        .collect()
+}
+
+/// The targets about `title`, alloclab's first, then the paper's.
+fn goal(goals: &[Goal], title: &str) -> Goal {
+    let of = |by: fn(&Claimant) -> bool| {
+        goals
+            .iter()
+            .filter(|g| g.title == title && by(&g.by))
+            .flat_map(|g| g.checks.iter().cloned())
+            .collect::<Vec<_>>()
+    };
+    let mut checks = of(|c| *c == Claimant::Alloclab);
+    checks.extend(of(|c| *c != Claimant::Alloclab));
+    assert!(!checks.is_empty(), "no goal about {title}");
+    Goal {
+        title: "merged",
+        by: Claimant::Alloclab,
+        checks,
+    }
+}
+
+#[test]
+fn cpu_checks_are_decided_by_the_mean_and_by_the_worst_workload() {
+    let recs = cpu(&[
+        ("a", WFSPAN, 90.0, 3.0),
+        ("a", MIMALLOC, 100.0, 2.0),
+        ("a", SYSTEM, 100.0, 1.0),
+        ("b", WFSPAN, 120.0, 1.0),
+        ("b", MIMALLOC, 100.0, 1.0),
+        ("b", SYSTEM, 100.0, 1.0),
+    ]);
+    let goals = host_heap_goals(&results(recs));
+    let checks = goal(&goals, WFSPAN).checks;
+    // Geometric mean of 0.9 and 1.2 is 1.04: over 1.0.
+    assert_eq!(checks[0].verdict, Verdict::Fail, "{}", checks[0].line);
+    assert!(checks[0].line.contains("1.04"), "{}", checks[0].line);
+    // b is 1.2x glibc's time: over 1.1.
+    assert_eq!(checks[1].verdict, Verdict::Fail, "{}", checks[1].line);
+    assert!(checks[1].line.contains("b 1.20"), "{}", checks[1].line);
+    // a's footprint is 1.5x mimalloc's: at the limit, met.
+    assert_eq!(checks[2].verdict, Verdict::Pass, "{}", checks[2].line);
+    // No realtime suite: not decided, and said why.
+    assert_eq!(checks[3].verdict, Verdict::NotHere);
+    assert!(
+        checks[3].line.contains("suite `realtime` not run"),
+        "{}",
+        checks[3].line
+    );
+    // The randomized allocator did not run: no goal for it.
+    assert!(goals.iter().all(|g| !g.title.starts_with(RANDOMIZED)));
+}
+
+#[test]
+fn a_missing_peer_leaves_a_check_undecided_instead_of_passing_it() {
+    let recs = cpu(&[("a", WFSPAN, 90.0, 1.0), ("a", SYSTEM, 100.0, 1.0)]);
+    let goals = host_heap_goals(&results(recs));
+    let mean = &goal(&goals, WFSPAN).checks[0];
+    assert_eq!(mean.verdict, Verdict::NotHere);
+    assert!(mean.line.contains("mimalloc"), "{}", mean.line);
+}
+
+fn realtime(threads: usize, rows: &[(&str, [f64; 4])]) -> Vec<Record> {
+    let mut out = Vec::new();
+    for (a, values) in rows {
+        for (metric, v) in REALTIME_METRICS.iter().zip(values) {
+            out.push(record(REALTIME, "latency", a, threads, metric, *v));
+        }
+        if *a == WFSPAN {
+            out.push(record(
+                REALTIME,
+                "latency",
+                a,
+                threads,
+                "alloc_max_steps",
+                40.0,
+            ));
+            out.push(record(
+                REALTIME,
+                "latency",
+                a,
+                threads,
+                "free_max_steps",
+                3.0,
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn realtime_check_names_the_allocator_that_was_lower_and_the_policy() {
+    let mut rows = vec![(WFSPAN, [10.0, 100.0, 10.0, 100.0])];
+    for peer in REALTIME_PEERS {
+        rows.push((peer, [20.0, 200.0, 20.0, 200.0]));
+    }
+    let goals = host_heap_goals(&results(realtime(8, &rows)));
+    let check = &goal(&goals, WFSPAN).checks[3];
+    assert_eq!(check.verdict, Verdict::Pass, "{}", check.line);
+    assert!(
+        check.line.contains("default time-sharing"),
+        "{}",
+        check.line
+    );
+
+    rows[3].1[1] = 90.0; // jemalloc's alloc max below wfspan's
+    let goals = host_heap_goals(&results(realtime(8, &rows)));
+    let check = &goal(&goals, WFSPAN).checks[3];
+    assert_eq!(check.verdict, Verdict::Fail);
+    assert!(
+        check
+            .line
+            .contains(&format!("alloc_max 100 ns vs {} 90 ns", rows[3].0)),
+        "{}",
+        check.line
+    );
+
+    // At 2x the cores only: the 4x check is not decided.
+    let goals = host_heap_goals(&results(realtime(4, &rows)));
+    assert_eq!(goal(&goals, WFSPAN).checks[3].verdict, Verdict::NotHere);
+    // Without rlsf: not decided either.
+    rows.retain(|(a, _)| *a != "rlsf");
+    let goals = host_heap_goals(&results(realtime(8, &rows)));
+    let check = &goal(&goals, WFSPAN).checks[3];
+    assert_eq!(check.verdict, Verdict::NotHere);
+    assert!(check.line.contains("rlsf"), "{}", check.line);
+}
+
+#[test]
+fn step_check_compares_the_most_steps_with_the_documented_bound() {
+    let rows = [(WFSPAN, [1.0; 4])];
+    let mut recs = realtime(2, &rows);
+    let bound = alloclab_wfspan::step_bound(alloclab_wfspan::Config::DEFAULT.span_bytes, 3);
+    let goals = host_heap_goals(&results(recs.clone()));
+    let check = &goal(&goals, WFSPAN).checks[4];
+    assert!(
+        bound.alloc >= 40,
+        "the recorded 40 steps are within the bound"
+    );
+    assert_eq!(check.verdict, Verdict::Pass, "{}", check.line);
+    // One run over the bound fails the check even if the median is within it.
+    let steps = recs
+        .iter_mut()
+        .find(|r| r.metric == "alloc_max_steps")
+        .unwrap();
+    steps.max = bound.alloc as f64 + 1.0;
+    let goals = host_heap_goals(&results(recs));
+    assert_eq!(goal(&goals, WFSPAN).checks[4].verdict, Verdict::Fail);
+}
+
+#[test]
+fn security_checks_cover_every_size_and_every_misuse_case() {
+    let mut recs = vec![
+        record(
+            SECURITY,
+            "entropy",
+            RANDOMIZED,
+            1,
+            "entropy_steady_64",
+            14.0,
+        ),
+        record(
+            SECURITY,
+            "entropy",
+            RANDOMIZED,
+            1,
+            "entropy_steady_1024",
+            7.5,
+        ),
+        // Above 1 KiB: not covered.
+        record(
+            SECURITY,
+            "entropy",
+            RANDOMIZED,
+            1,
+            "entropy_steady_4096",
+            2.0,
+        ),
+        record(SECURITY, "reuse", RANDOMIZED, 1, "reuse_same_64", 0.0),
+        record(
+            SECURITY,
+            "reuse",
+            RANDOMIZED,
+            1,
+            "reuse_same_1024",
+            1.0 / 256.0,
+        ),
+        record(
+            SECURITY,
+            "misuse",
+            RANDOMIZED,
+            1,
+            "double_free_immediate",
+            1.0,
+        ),
+        record(SECURITY, "misuse", RANDOMIZED, 1, "invalid_free_stack", 1.0),
+        // Not a double or invalid free: not covered.
+        record(
+            SECURITY,
+            "misuse",
+            RANDOMIZED,
+            1,
+            "overwrite_neighbour",
+            0.0,
+        ),
+    ];
+    let goals = host_heap_goals(&results(recs.clone()));
+    let checks = goal(&goals, RANDOMIZED).checks;
+    assert_eq!(checks[0].verdict, Verdict::Fail);
+    assert!(
+        checks[0].line.contains("7.50 bits (1024 B"),
+        "{}",
+        checks[0].line
+    );
+    assert_eq!(checks[1].verdict, Verdict::Pass, "{}", checks[1].line);
+    assert_eq!(checks[4].verdict, Verdict::Pass, "{}", checks[4].line);
+    assert!(checks[4].line.contains("2 of 2"), "{}", checks[4].line);
+
+    // A case that crashed in one run (score 0.5) is not caught.
+    recs[6].min = 0.5;
+    let goals = host_heap_goals(&results(recs));
+    let misuse = &goal(&goals, RANDOMIZED).checks[4];
+    assert_eq!(misuse.verdict, Verdict::Fail);
+    assert!(
+        misuse.line.contains("not: invalid_free_stack"),
+        "{}",
+        misuse.line
+    );
+}
+
+#[test]
+fn too_few_trials_or_a_smoke_test_scale_decide_nothing() {
+    let recs = vec![
+        record(SECURITY, "entropy", RANDOMIZED, 1, "entropy_steady_64", 4.0),
+        record(SECURITY, "entropy", RANDOMIZED, 1, "entropy_ceiling", 4.0),
+        record(SECURITY, "reuse", RANDOMIZED, 1, "reuse_same_64", 0.5),
+    ];
+    let goals = host_heap_goals(&results(recs.clone()));
+    let checks = goal(&goals, RANDOMIZED).checks;
+    assert_eq!(checks[0].verdict, Verdict::NotHere, "{}", checks[0].line);
+    assert!(
+        checks[0].line.contains("at most 4.00 bits"),
+        "{}",
+        checks[0].line
+    );
+    assert_eq!(checks[1].verdict, Verdict::Fail, "{}", checks[1].line);
+
+    let mut tiny = results(recs);
+    tiny.header.parameters.scale = "tiny".into();
+    let goals = host_heap_goals(&tiny);
+    let reuse = &goal(&goals, RANDOMIZED).checks[1];
+    assert_eq!(reuse.verdict, Verdict::NotHere);
+    assert!(
+        reuse
+            .line
+            .ends_with("(not decided at scale tiny, a smoke test)"),
+        "{}",
+        reuse.line
+    );
+}
+
+#[test]
+fn a_run_without_host_heap_suites_has_no_goals() {
+    let recs = vec![record(
+        "storage",
+        "inp-d",
+        "alloclab-pmem",
+        1,
+        "ops_per_s",
+        1.0,
+    )];
+    assert!(host_heap_goals(&results(recs.clone())).is_empty());
+    let mut out = String::new();
+    crate::targets::markdown(&mut out, &results(recs), "##");
+    assert!(out.is_empty());
+}

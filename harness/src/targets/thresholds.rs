@@ -1,0 +1,44 @@
+//! Every threshold a host heap's target is checked against, in one table, each with who
+//! claims it. The storage and training targets keep theirs beside their checks
+//! ([`crate::workloads::storage::report`], [`super::training`]).
+//!
+//! | threshold | value | claimed by |
+//! |---|---|---|
+//! | [`WFSPAN_TIME_VS_MIMALLOC`] | 1.0 | alloclab (the wfspan paper: wait-freedom need not cost throughput against a lock-free allocator) |
+//! | [`WFSPAN_TIME_VS_SYSTEM`] | 1.1 | alloclab |
+//! | [`WFSPAN_FOOTPRINT_VS_MIMALLOC`] | 1.5 | alloclab |
+//! | [`REALTIME_OVERSUBSCRIPTION`], [`REALTIME_PEERS`], [`REALTIME_METRICS`] | 4 threads per core | alloclab (the wfspan paper: no thread waits for another) |
+//! | [`ENTROPY_MIN_BITS`] up to [`ENTROPY_MAX_SIZE`] | 8 bits, 1 KiB | the hardened allocators' figure (Guarder, FreeGuard, SlimGuard: 8–10 bits) |
+//! | [`REUSE_MAX`] | 1/256 | alloclab (DieHarder's model of reuse delay) |
+//! | [`CAUGHT_PREFIXES`] | every double and invalid free | the randomized allocator's paper: randomization defeats misuse |
+//! | [`RANDOMIZED_TIME_VS_SYSTEM`] | 1.5 | alloclab (the paper: fast and secure; DieHard reports 1.4× glibc on allocation-heavy programs) |
+//! | [`RANDOMIZED_FOOTPRINT_VS_SYSTEM`] | 1.5 | alloclab (the paper: the state is one word and costs no memory) |
+//!
+//! wfspan's step bound is its own ([`alloclab_wfspan`]'s documented bound per alloc and free),
+//! not a threshold of this table.
+
+/// wfspan's time over mimalloc's, geometric mean over the `cpu` workloads, at most.
+pub const WFSPAN_TIME_VS_MIMALLOC: f64 = 1.0;
+/// wfspan's time over glibc's malloc's on every `cpu` workload, at most.
+pub const WFSPAN_TIME_VS_SYSTEM: f64 = 1.1;
+/// wfspan's peak footprint over mimalloc's on every `cpu` workload, at most.
+pub const WFSPAN_FOOTPRINT_VS_MIMALLOC: f64 = 1.5;
+/// The allocators whose realtime tails wfspan's are compared with.
+pub const REALTIME_PEERS: &[&str] = &["system", "mimalloc", "jemalloc", "rlsf", "wf_alloc"];
+/// The realtime figures compared: the tails of alloc and free.
+pub const REALTIME_METRICS: &[&str] = &["alloc_p99.999", "alloc_max", "free_p99.999", "free_max"];
+/// The oversubscription of the realtime comparison (threads per core).
+pub const REALTIME_OVERSUBSCRIPTION: usize = 4;
+/// The least steady-state placement entropy, bits, for sizes up to [`ENTROPY_MAX_SIZE`].
+pub const ENTROPY_MIN_BITS: f64 = 8.0;
+/// The largest size the entropy target covers, bytes.
+pub const ENTROPY_MAX_SIZE: usize = 1024;
+/// The highest probability that the next allocation of a size returns the block freed just
+/// before.
+pub const REUSE_MAX: f64 = 1.0 / 256.0;
+/// The misuse cases that must all be caught: the double and invalid frees.
+pub const CAUGHT_PREFIXES: &[&str] = &["double_free_", "invalid_free_"];
+/// randomized's time over glibc's, geometric mean over the `cpu` workloads, at most.
+pub const RANDOMIZED_TIME_VS_SYSTEM: f64 = 1.5;
+/// randomized's peak footprint over glibc's on every `cpu` workload, at most.
+pub const RANDOMIZED_FOOTPRINT_VS_SYSTEM: f64 = 1.5;
