@@ -20,10 +20,9 @@
 //!   are named by relocatable [`Handle`]s, so the defragmenter can move them; the heap holds
 //!   real bytes, so a move can be checked byte for byte.
 //! * [`SharedOnChip`] / [`AcceleratorPort`]: the model as an [`alloclab_core::Allocator`].
-//! * [`Kernel`], [`TraceConfig`], [`Trace`]: allocation traces of the paper's kernels
-//!   (Phoenix, CHStone, MiBench), deterministic per seed.
-//! * [`simulate`]: the discrete-event simulation of a trace on a memory (FIFO arbitration at
-//!   each heap's FSM); [`Experiment`]: the heap-size sweeps of the `hls` suite.
+//!
+//! The paper's kernels as allocation traces, their discrete-event simulation on this model
+//! and the heap-size sweeps are workloads, in the crate `alloclab-hls-kernels`.
 //!
 //! ```
 //! use alloclab_hls::{DefragConfig, OnChipConfig, OnChipMemory};
@@ -47,13 +46,8 @@ mod config;
 mod defrag;
 mod handle;
 mod heap;
-mod kernels;
 mod memory;
-mod rng;
 mod shared;
-mod sim;
-mod sweep;
-mod trace;
 
 pub use config::{
     BitmapGranularity, CompactWindow, ConfigError, CycleCosts, DefragConfig, MAX_HEAP_BYTES,
@@ -61,12 +55,8 @@ pub use config::{
 };
 pub use defrag::DefragReport;
 pub use handle::Handle;
-pub use kernels::{Invocation, Kernel};
 pub use memory::{
     AllocFailure, AllocateError, Allocation, Counters, FailureClass, Free, Location, OnChipMemory,
     StaleHandle,
 };
 pub use shared::{AcceleratorPort, FRAGMENTATION_MESSAGE, SharedOnChip};
-pub use sim::{SimReport, simulate};
-pub use sweep::{Experiment, ExperimentError, ExperimentResult, simulate_at};
-pub use trace::{AcceleratorTrace, OnFailure, Trace, TraceConfig};

@@ -3,7 +3,7 @@
 //! defragmenter.
 //!
 //! The trace generator and the discrete-event simulator live in the `alloclab-hls` crate
-//! ([`alloclab_hls::Trace`], [`alloclab_hls::simulate`], [`alloclab_hls::Experiment`]); this
+//! ([`alloclab_hls_kernels::Trace`], [`alloclab_hls_kernels::simulate`], [`alloclab_hls_kernels::Experiment`]); this
 //! module picks the parameters and turns the results into samples. Nothing here is timed:
 //! every figure is a count or a number of simulated cycles, a deterministic function of the
 //! seed, so repeated runs agree exactly and the thread count is irrelevant (the suite always
@@ -21,13 +21,13 @@
 //! | `failures_total`, `failures_capacity`, `failures_fragmentation` | failures | at the reference heap, by class |
 //! | `failures_rate` | % | failures per request at the reference heap |
 //! | `heap_reference` | B | the reference heap (the same for every allocator) |
-//! | `heap_zero_failures` | B | the smallest heap with no failure (see [`alloclab_hls::Experiment`]) |
+//! | `heap_zero_failures` | B | the smallest heap with no failure (see [`alloclab_hls_kernels::Experiment`]) |
 //! | `cycles_alloc`, `cycles_free` | cycles | mean per request, defragmentation excluded |
 //! | `cycles_defrag_mean`, `cycles_defrag_max` | cycles | per defragmentation call (defragmenting allocators only) |
 //! | `kernels_per_mcycle` | kernels/Mcycle | invocations that got all their buffers, per million cycles |
 //! | `failures_total@B`, `failures_capacity@B`, `failures_fragmentation@B` | failures | the sweep: at a heap of `B` bytes |
 
-use alloclab_hls::{Experiment, TraceConfig};
+use alloclab_hls_kernels::{Experiment, TraceConfig};
 
 use crate::peers::{Capability, HLS_HEAPS, on_chip_config};
 use crate::report::SWEEP_SEPARATOR;

@@ -1,9 +1,8 @@
 //! The simulation and the sweeps: deterministic per seed, the same requests for every
 //! configuration, data intact, the defragmenter free of fragmentation failures.
 
-use alloclab_hls::{
-    DefragConfig, Experiment, OnChipConfig, Trace, TraceConfig, simulate, simulate_at,
-};
+use alloclab_hls::{DefragConfig, OnChipConfig};
+use alloclab_hls_kernels::{Experiment, Trace, TraceConfig, simulate, simulate_at};
 
 fn baseline() -> OnChipConfig {
     OnChipConfig {

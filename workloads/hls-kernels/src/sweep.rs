@@ -13,7 +13,7 @@
 //!
 //! Sizes are per heap, in bytes, on a grid of `step_bytes`.
 
-use crate::config::{ConfigError, MAX_HEAP_BYTES, OnChipConfig};
+use alloclab_hls::{ConfigError, MAX_HEAP_BYTES, OnChipConfig};
 use crate::sim::{SimReport, simulate};
 use crate::trace::{Trace, TraceConfig};
 

@@ -7,7 +7,7 @@
 //! (seeded from the trace seed and `i`), so adding accelerators does not reshuffle the others.
 
 use crate::kernels::{Invocation, Kernel};
-use crate::rng::SplitMix64;
+use alloclab_core::rng::SplitMix64;
 
 /// What an accelerator does when one of its allocation requests fails.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -1,5 +1,5 @@
 //! Prints the `hls` suite's comparison for the mixed trace, without the harness:
-//! `cargo run --release -p alloclab-hls --example sweep [invocations] [seed]`.
+//! `cargo run --release -p alloclab-hls-kernels --example sweep [invocations] [seed]`.
 //!
 //! Environment knobs (all optional): `HEAPS` (7), `IDLE` (2000), `EARLY=1` (early release),
 //! `SKIP=1` (skip the computation on a failure) change the trace or the memory for both
@@ -9,7 +9,8 @@
 //! last two exist to measure how much the failure figures depend on the defragmenter's
 //! latency (see the crate's README); the suite keeps the defaults.
 
-use alloclab_hls::{CompactWindow, DefragConfig, Experiment, OnChipConfig, TraceConfig};
+use alloclab_hls::{CompactWindow, DefragConfig, OnChipConfig};
+use alloclab_hls_kernels::{Experiment, TraceConfig};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -24,7 +25,7 @@ fn main() {
     trace.max_idle_cycles = env("IDLE", 2000);
     trace.early_release = env("EARLY", 0) == 1;
     if env("SKIP", 0) == 1 {
-        trace.on_failure = alloclab_hls::OnFailure::Skip;
+        trace.on_failure = alloclab_hls_kernels::OnFailure::Skip;
     }
     let window = match std::env::var("WINDOW").as_deref() {
         Err(_) | Ok("from-base") => CompactWindow::FromBase,

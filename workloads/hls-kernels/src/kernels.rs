@@ -1,7 +1,7 @@
 //! The accelerator kernels of the paper's evaluation, as allocation profiles.
 //!
 //! Each invocation of a kernel allocates its buffers at start, in order (inputs, then
-//! outputs and scratch), computes, and frees them at the end (the model of `notes/hls.md`).
+//! outputs and scratch), computes, and frees them at the end (the model of the paper).
 //! Each buffer also has a release point, in eighths of the compute time (`@k/8`; no mark: at
 //! the end), where a kernel that frees an input once consumed, or scratch after its phase,
 //! would free it; traces use them only with
@@ -23,7 +23,7 @@
 //! | dijkstra | MiBench | adjacency *random* n × n × 4, n 8–24 @6/8; dist, prev n × 4; queue n × 8 @6/8 | n² × 8 |
 //! | sha | MiBench | message *random* 64–1024 @6/8; schedule 80 × 4 @7/8; digest 20 | 64-byte blocks × 80 × 4 |
 
-use crate::rng::SplitMix64;
+use alloclab_core::rng::SplitMix64;
 
 /// A kernel of the evaluation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -21,9 +21,9 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::config::{ConfigError, OnChipConfig};
-use crate::handle::Handle;
-use crate::memory::{AllocateError, Counters, FailureClass, OnChipMemory};
+use alloclab_hls::{ConfigError, OnChipConfig};
+use alloclab_hls::Handle;
+use alloclab_hls::{AllocateError, Counters, FailureClass, OnChipMemory};
 use crate::trace::{OnFailure, Trace};
 
 /// What a simulation measured.
