@@ -23,6 +23,7 @@ const LOOM_CRATES: &[&str] = &[
     "alloclab-wfspan",
     "alloclab-randomized",
     "alloclab-gpu",
+    "alloclab-preload",
 ];
 
 /// Default bound on loom's preemptions per execution.

@@ -15,8 +15,12 @@
 //!
 //! A wait-free or lock-free heap needs no hooks; see the crate documentation for what it
 //! must still guarantee.
+//!
+//! The registration's atomics come from the workspace's sync shim, so that its loom model
+//! (two threads registering at once, one of them re-entering from inside the registration,
+//! as `pthread_atfork` may through `malloc`) checks the code that ships.
 
-use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use alloclab_core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 pub use alloclab_core::ForkHooks;
 
@@ -41,7 +45,17 @@ pub struct AtFork {
 
 impl AtFork {
     /// Not yet registered.
+    #[cfg(not(loom))]
     pub const fn new() -> Self {
+        Self {
+            state: AtomicU8::new(UNREGISTERED),
+            registering_thread: AtomicUsize::new(0),
+        }
+    }
+
+    /// Not yet registered (loom's atomics cannot be built in a `const`).
+    #[cfg(loom)]
+    pub fn new() -> Self {
         Self {
             state: AtomicU8::new(UNREGISTERED),
             registering_thread: AtomicUsize::new(0),
@@ -59,7 +73,12 @@ impl AtFork {
         child: unsafe extern "C" fn(),
     ) {
         if self.state.load(Ordering::Acquire) != REGISTERED {
-            self.register_slow(prepare, parent, child);
+            self.register_slow(|| {
+                // SAFETY: the three are `extern "C"` functions without arguments that live
+                // as long as the library (its `__dso_handle` unregisters them if it is
+                // unloaded). `pthread_atfork` has no other precondition.
+                unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) == 0 }
+            });
         }
     }
 
@@ -68,13 +87,11 @@ impl AtFork {
         self.state.load(Ordering::Acquire) == REGISTERED
     }
 
+    /// Runs `register` (which says whether it succeeded) unless another call did or is doing
+    /// so: a call from the registering thread itself (from inside `register`) returns at
+    /// once, a call from another thread waits until the registration is over.
     #[cold]
-    fn register_slow(
-        &self,
-        prepare: unsafe extern "C" fn(),
-        parent: unsafe extern "C" fn(),
-        child: unsafe extern "C" fn(),
-    ) {
+    fn register_slow(&self, register: impl FnOnce() -> bool) {
         let me = current_thread();
         match self.state.compare_exchange(
             UNREGISTERED,
@@ -84,12 +101,9 @@ impl AtFork {
         ) {
             Ok(_) => {
                 self.registering_thread.store(me, Ordering::Relaxed);
-                // SAFETY: the three are `extern "C"` functions without arguments that live
-                // as long as the library (its `__dso_handle` unregisters them if it is
-                // unloaded). `pthread_atfork` has no other precondition.
-                let rc = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+                let ok = register();
                 self.registering_thread.store(0, Ordering::Relaxed);
-                let next = if rc == 0 { REGISTERED } else { UNREGISTERED };
+                let next = if ok { REGISTERED } else { UNREGISTERED };
                 self.state.store(next, Ordering::Release);
             }
             Err(_) => {
@@ -98,21 +112,36 @@ impl AtFork {
                 while self.state.load(Ordering::Acquire) == REGISTERING
                     && self.registering_thread.load(Ordering::Relaxed) != me
                 {
-                    core::hint::spin_loop();
+                    alloclab_core::sync::spin_loop();
+                    #[cfg(not(loom))]
                     // SAFETY: `sched_yield` has no preconditions.
-                    unsafe { libc::sched_yield() };
+                    unsafe {
+                        libc::sched_yield()
+                    };
                 }
             }
         }
     }
 }
 
+#[cfg(not(loom))]
 impl Default for AtFork {
     fn default() -> Self {
         Self::new()
     }
 }
 
+#[cfg(loom)]
+fn current_thread() -> usize {
+    // loom runs its threads on one OS thread: tell them apart by loom's own id.
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    loom::thread::current().id().hash(&mut hasher);
+    // Never 0, which means "nobody is registering".
+    (hasher.finish() as usize) | 1
+}
+
+#[cfg(not(loom))]
 fn current_thread() -> usize {
     // SAFETY: `pthread_self` has no preconditions and never fails.
     let id = unsafe { libc::pthread_self() };
@@ -120,7 +149,40 @@ fn current_thread() -> usize {
     id as usize
 }
 
-#[cfg(test)]
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use alloclab_core::sync::{Arc, thread};
+
+    /// Two threads register at once, and the one that registers re-enters from inside the
+    /// registration: the registration runs exactly once, the nested call returns without
+    /// waiting for itself, and both threads see the hooks registered when they return.
+    #[test]
+    fn loom_registration_runs_once_and_a_nested_call_goes_on() {
+        loom::model(|| {
+            let at_fork = Arc::new(AtFork::new());
+            let runs = Arc::new(AtomicUsize::new(0));
+            let worker = |at_fork: Arc<AtFork>, runs: Arc<AtomicUsize>| {
+                move || {
+                    let nested = at_fork.clone();
+                    at_fork.register_slow(|| {
+                        runs.fetch_add(1, Ordering::Relaxed);
+                        // As pthread_atfork may, through malloc.
+                        nested.register_slow(|| unreachable!("registered twice"));
+                        true
+                    });
+                    assert!(at_fork.is_registered());
+                }
+            };
+            let other = thread::spawn(worker(at_fork.clone(), runs.clone()));
+            worker(at_fork.clone(), runs.clone())();
+            other.join().unwrap();
+            assert_eq!(runs.load(Ordering::Relaxed), 1);
+        });
+    }
+}
+
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicU32;

@@ -21,10 +21,10 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use alloclab_hls::{ConfigError, OnChipConfig};
+use crate::trace::{OnFailure, Trace};
 use alloclab_hls::Handle;
 use alloclab_hls::{AllocateError, Counters, FailureClass, OnChipMemory};
-use crate::trace::{OnFailure, Trace};
+use alloclab_hls::{ConfigError, OnChipConfig};
 
 /// What a simulation measured.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

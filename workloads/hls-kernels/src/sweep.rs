@@ -13,9 +13,9 @@
 //!
 //! Sizes are per heap, in bytes, on a grid of `step_bytes`.
 
-use alloclab_hls::{ConfigError, MAX_HEAP_BYTES, OnChipConfig};
 use crate::sim::{SimReport, simulate};
 use crate::trace::{Trace, TraceConfig};
+use alloclab_hls::{ConfigError, MAX_HEAP_BYTES, OnChipConfig};
 
 /// One comparison: a trace, the baseline, the configuration measured, and the grid.
 #[derive(Clone, Debug, PartialEq)]
