@@ -4,7 +4,7 @@
 //!
 //! The terminal summary, `report.md` and the README's results show them, so that a run says
 //! by itself whether a change kept the targets (the storage and training suites have their
-//! own: [`storage::report::must_reach`](crate::workloads::storage::report::must_reach),
+//! own: [`storage::report::targets`](crate::workloads::storage::report::targets),
 //! [`training::must_reach`](crate::workloads::training::must_reach)).
 //!
 //! A check is decided only where this run measured everything it covers; otherwise it is

@@ -16,6 +16,7 @@ const LOOM_CRATES: &[&str] = &[
     "alloclab-wfspan",
     "alloclab-randomized",
     "alloclab-gpu",
+    "alloclab-pmem",
 ];
 
 /// Default bound on loom's preemptions per execution.

@@ -83,8 +83,8 @@ pub const POOL_BASE_BYTES: usize = 32 << 20;
 /// Pool bytes per item loaded or operation run (1,000-byte tuples, with room for the
 /// engines' logs, old versions and copies).
 pub const POOL_BYTES_PER_ITEM: usize = 3 << 10;
-/// Runs per measurement when `--runs` is not given: one, as the issue states its targets,
-/// and what keeps 198 measurements of about a second each within the default suite.
+/// Runs per measurement when `--runs` is not given: one (the suite's targets are stated for
+/// one run), and what keeps 198 measurements of about a second each within the default suite.
 pub const DEFAULT_RUNS: u32 = 1;
 /// The mixes that also run with uniform keys.
 pub const UNIFORM_MIXES: &[Mix] = &[Mix::A, Mix::F];
