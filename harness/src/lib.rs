@@ -32,8 +32,6 @@ pub mod results;
 pub mod runner;
 pub mod storage;
 pub mod targets;
-/// The former name of [`targets`].
-pub use targets as checks;
 pub mod workloads;
 
 #[cfg(test)]

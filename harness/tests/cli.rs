@@ -756,8 +756,8 @@ fn storage_suite_reports_the_checks_and_skips_a_missing_pmdk_with_the_reason() {
     );
     let md = std::fs::read_to_string(report.join("report.md")).unwrap();
     for needle in [
-        "### storage: must reach",
-        "(ii) throughput alloclab-pmem >= 1.5x PMDK",
+        "### storage: targets",
+        "throughput >= 1.5x PMDK's",
         "skipped, PMDK was not measured",
         "### storage: mix d (R10/I90), zipfian keys",
         "### storage: mix a (R100), uniform keys",

@@ -23,6 +23,7 @@ const LOOM_CRATES: &[&str] = &[
     "alloclab-wfspan",
     "alloclab-randomized",
     "alloclab-gpu",
+    "alloclab-pmem",
     "alloclab-preload",
 ];
 

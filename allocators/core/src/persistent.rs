@@ -123,8 +123,8 @@ impl From<String> for PersistentError {
     }
 }
 
-/// A heap that lives in a pool and survives its process (see the [module
-/// documentation](self)): the [`Allocator`] calls, plus the root, the crash-atomic
+/// A heap that lives in a pool and survives its process (see the module
+/// documentation): the [`Allocator`] calls, plus the root, the crash-atomic
 /// [`allocate_into`](Self::allocate_into) / [`free_from`](Self::free_from), the caller's
 /// own flush and fence, and creating and reopening (recovering) a pool by path.
 ///
@@ -180,8 +180,8 @@ pub trait PersistentAllocator: Allocator<Handle: PersistentHandle> + Sized + 'st
     fn offset_of(&self, p: *const u8) -> u64;
 
     /// Allocates `size` bytes, not linked from anywhere: the block is the caller's to fill
-    /// and to link, durably, from a persistent structure (see the [module
-    /// documentation](self) for what a crash before the link does).
+    /// and to link, durably, from a persistent structure (see the module
+    /// documentation for what a crash before the link does).
     ///
     /// # Errors
     ///

@@ -18,6 +18,7 @@
 pub mod heap;
 pub mod persist;
 pub mod pool;
+mod sync;
 
 pub use heap::{HeapError, HeapStats, PathMedium, PersistentHeap, RecoveryReport, Reservation};
 

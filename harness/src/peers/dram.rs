@@ -13,7 +13,7 @@
 //! ([`DURABLE`](PersistentAllocator::DURABLE) is `false`;
 //! [`open`](PersistentAllocator::open) fails). The root is a zeroed, 64-byte-aligned DRAM block.
 //!
-//! A [`BlockTable`] remembers each block's size (which `std::alloc::dealloc` needs) and
+//! A `BlockTable` remembers each block's size (which `std::alloc::dealloc` needs) and
 //! refuses double frees and foreign offsets.
 
 use std::alloc::Layout;
@@ -40,7 +40,7 @@ fn block_layout(size: usize) -> Result<Layout, String> {
     Layout::from_size_align(size, ALIGN).map_err(|_| format!("dram: {size} bytes is too large"))
 }
 
-/// The DRAM baseline (see the [module documentation](self)).
+/// The DRAM baseline (see the module documentation).
 pub struct DramHeap {
     root: NonNull<u8>,
     root_layout: Layout,

@@ -71,8 +71,8 @@ enum Direct {
     PoolPlusOffset(PoolByOidFn),
 }
 
-/// The functions of libpmemobj used here (by the `pmem` suite's slot heap and the `storage`
-/// suite's [`PmdkStorage`](crate::storage::PmdkStorage)), resolved from `libpmemobj.so.1`.
+/// The functions of libpmemobj used here (by [`PmdkHeap`](super::pmdk::PmdkHeap)),
+/// resolved from `libpmemobj.so.1`.
 /// Each field is the C function of the same name with a `pmemobj_` prefix; calling one is
 /// `unsafe` with that function's contract.
 #[derive(Debug)]

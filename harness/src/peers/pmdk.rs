@@ -38,7 +38,7 @@
 //! [`persist_counts`](PersistentAllocator::persist_counts) is `None` (the engines' own are still counted
 //! in their `Split`s).
 //!
-//! PMDK's release build does not detect a double free, so a [`BlockTable`] in DRAM
+//! PMDK's release build does not detect a double free, so a `BlockTable` in DRAM
 //! remembers the blocks handed out and freed in this session and refuses a second free.
 //! Blocks from before a reopen are not in it: their first free is checked only for being
 //! inside the pool and aligned as PMDK's objects are (and is then remembered).
@@ -73,7 +73,7 @@ const MANY_CHUNK: usize = 8;
 /// heap's root starts at the first 64-byte boundary inside it.
 const ROOT_ALIGN: usize = 64;
 
-/// A `pmemobj` pool as a [`PersistentAllocator`] (see the [module documentation](self)). Closed
+/// A `pmemobj` pool as a [`PersistentAllocator`] (see the module documentation). Closed
 /// on drop.
 pub struct PmdkHeap {
     lib: &'static Libpmemobj,

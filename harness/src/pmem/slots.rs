@@ -23,8 +23,8 @@ const MAGIC: u64 = u64::from_le_bytes(*b"alcslots");
 /// Bytes of the root before the slots.
 const ROOT_HEADER: usize = 16;
 
-/// A persistent heap whose root holds `slots` persistent pointers (see the [module
-/// documentation](self)).
+/// A persistent heap whose root holds `slots` persistent pointers (see the module
+/// documentation).
 pub struct Slots<H> {
     heap: H,
     name: &'static str,
@@ -181,8 +181,8 @@ fn refused(name: &str, path: &Path) -> String {
     )
 }
 
-/// One flag per slot: whether a call is using it now (see the [module
-/// documentation](self)).
+/// One flag per slot: whether a call is using it now (see the module
+/// documentation).
 #[derive(Debug)]
 pub struct SlotClaims {
     busy: Box<[AtomicBool]>,

@@ -210,7 +210,7 @@ fn step<E: Engine<PersistentHeap<SimMedium>>>(
     Ok(())
 }
 
-/// Runs the crash test (see the [module documentation](self)) for engine `E`.
+/// Runs the crash test (see the module documentation) for engine `E`.
 ///
 /// # Errors
 ///

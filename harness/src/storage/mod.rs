@@ -297,7 +297,7 @@ fn now() -> u64 {
 }
 
 /// A key–value storage engine on a persistent heap: one partition of the database, used
-/// by one thread (see the [module documentation](self)).
+/// by one thread (see the module documentation).
 ///
 /// Keys are any `u64`; values are byte strings (a YCSB tuple of five 200-byte columns is
 /// one 1,000-byte value; the variable-size mix uses 1–256 bytes). An operation is

@@ -142,7 +142,7 @@ pub const DEPTH: usize = 4;
 pub const ROUNDS: u64 = 1 << 13;
 /// Untimed rounds per thread before the timed ones at
 /// [`Scale::Small`](crate::workloads::Scale::Small) (scaled like [`ROUNDS`]): 2^16 steps,
-/// past the heaps' start-up growth (see the [module documentation](self)).
+/// past the heaps' start-up growth (see the module documentation).
 pub const WARM_UP_ROUNDS: u64 = ROUNDS / 8;
 /// Largest latency a histogram tells apart (60 s); longer ones are recorded as this.
 pub const HIGHEST_NS: u64 = 60_000_000_000;
@@ -150,7 +150,7 @@ pub const HIGHEST_NS: u64 = 60_000_000_000;
 const SIGNIFICANT_DIGITS: u8 = 3;
 
 /// The scheduling policy the suite's worker processes run their threads under; see the
-/// [module documentation](self).
+/// module documentation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Sched {
@@ -265,7 +265,7 @@ pub const WORKLOADS: &[WorkloadInfo] = &[WorkloadInfo {
 /// The workloads of the `realtime` suite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RealtimeWorkload {
-    /// Per-operation latency of allocation and free; see the [module documentation](self).
+    /// Per-operation latency of allocation and free; see the module documentation.
     Latency,
 }
 
@@ -391,7 +391,7 @@ impl Latencies {
         Duration::from_nanos(shortest_ns(&[&self.alloc, &self.free]))
     }
 
-    /// The metrics of the [module documentation](self); `stats` are the allocator's
+    /// The metrics of the module documentation; `stats` are the allocator's
     /// counters after the run, and give the `_max_steps` metrics where they are tracked.
     pub fn samples(&self, stats: &Stats) -> Vec<Sample> {
         let mut samples = Vec::new();
@@ -458,7 +458,7 @@ struct Thread {
 }
 
 /// Runs the latency workload once and returns its histograms; see the
-/// [module documentation](self).
+/// module documentation.
 ///
 /// # Panics
 ///

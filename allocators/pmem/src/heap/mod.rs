@@ -111,15 +111,14 @@ mod slabs;
 mod thread_cache;
 mod traits;
 
+use crate::sync::raw::{AtomicU8, AtomicU32, AtomicU64};
+use crate::sync::{Mutex, MutexGuard, Ordering};
 use std::alloc::Layout;
 use std::path::Path;
-use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-// The thread caches' registry holds the loom shim's `Arc` (see `thread_cache`), so this
-// module names the same one: the crate then builds under `--cfg loom` too.
-use alloclab_core::sync::Arc;
+// The thread caches' registry holds the loom shim's `Arc` (see `thread_cache`).
+use crate::sync::Arc;
 
 use classes::*;
 pub use classes::{CACHE_LIMIT, MAX_SMALL, REFILL_BATCH, SIZE_CLASSES, SLAB_BYTES, usable_size};

@@ -1,7 +1,7 @@
 //! Recovery: rebuilds the volatile slab kinds, live map and free lists of a heap from
 //! its slab tags and a conservative mark pass from the root (see the parent module).
 
-use std::sync::atomic::{AtomicU8, AtomicU32};
+use crate::sync::raw::{AtomicU8, AtomicU32};
 use std::time::Instant;
 
 use super::{

@@ -179,7 +179,7 @@ impl<M: Medium> PersistentHeap<M> {
             if let Some(len) = run_len {
                 AtomicU32::from_ptr(line.add(4).cast()).store(len.to_le(), Ordering::Relaxed);
             }
-            std::sync::atomic::AtomicU8::from_ptr(line).store(tag, Ordering::Release);
+            AtomicU8::from_ptr(line).store(tag, Ordering::Release);
         }
         self.medium().flush(off, 8);
     }

@@ -28,11 +28,18 @@
 //! the caches of live threads cannot be taken by others: at most `CACHE_LIMIT` blocks per
 //! class per live thread are out of other threads' reach when the heap reports out of
 //! space.
+//!
+//! # Loom
+//!
+//! The slot's cell, counters and abandoned flag come from the loom shim (`crate::sync`);
+//! the loom model below drives a [`CacheSlot`] and its [`Owner`] directly (an owner thread
+//! filling its stacks and exiting, the heap taking them under its registry mutex, a reader
+//! of the counters). [`with_slot`]'s thread-local list is not in the model: loom's threads
+//! share the OS thread's `thread_local!`s.
 
-use std::cell::{RefCell, UnsafeCell};
+use std::cell::RefCell;
 
-use alloclab_core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use alloclab_core::sync::{Arc, bump_single_writer};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering, UnsafeCell, bump_single_writer};
 
 use super::NCLASSES;
 
@@ -93,8 +100,8 @@ impl CacheSlot {
     #[allow(clippy::mut_from_ref)]
     #[inline]
     pub(super) unsafe fn stacks(&self) -> &mut [Vec<u64>; NCLASSES] {
-        // SAFETY: the caller's contract.
-        unsafe { &mut *self.free.get() }
+        // SAFETY: the caller's contract (the access is recorded, under loom, when it starts).
+        self.free.with_mut(|stacks| unsafe { &mut *stacks })
     }
 
     /// The stacks of an abandoned slot, emptied; `None` while its owner lives.
@@ -108,7 +115,10 @@ impl CacheSlot {
         }
         // SAFETY: the owner is gone (the `Acquire` above pairs with `Owner::drop`), and the
         // registry mutex excludes other takers.
-        Some(std::mem::take(unsafe { &mut *self.free.get() }))
+        Some(
+            self.free
+                .with_mut(|stacks| std::mem::take(unsafe { &mut *stacks })),
+        )
     }
 }
 
@@ -156,4 +166,86 @@ pub(super) fn with_slot<R>(
             f(&owned[i].slot)
         })
         .ok()
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use crate::sync::Mutex;
+    use alloclab_core::sync::{model, thread};
+
+    /// The hand-off of an exiting thread's blocks: the heap (under its registry mutex) sees
+    /// either nothing (the owner still lives) or every block the owner pushed, never a
+    /// stack in the middle of a push; the counters a reader sees are whole and never
+    /// above what the owner counted.
+    #[test]
+    fn loom_an_abandoned_slot_hands_over_every_block_and_only_after_its_owner_exits() {
+        model(|| {
+            let registry = Arc::new(Mutex::new(()));
+            let slot = Arc::new(CacheSlot::new());
+            let owner = Owner {
+                heap_id: 1,
+                slot: Arc::clone(&slot),
+            };
+            let thread = thread::spawn(move || {
+                // SAFETY: this thread owns the slot until `owner` drops.
+                let stacks = unsafe { owner.slot.stacks() };
+                stacks[0].push(64);
+                stacks[3].push(4096);
+                owner.slot.count_allocations(2);
+                owner.slot.count_frees(1);
+                drop(owner);
+            });
+            let (allocations, frees) = slot.counts();
+            assert!(allocations <= 2 && frees <= 1);
+            let taken = {
+                let _registry = registry.lock().unwrap();
+                // SAFETY: the registry mutex is held.
+                unsafe { slot.take_abandoned() }
+            };
+            if let Some(stacks) = &taken {
+                assert_eq!(
+                    (stacks[0].as_slice(), stacks[3].as_slice()),
+                    (&[64][..], &[4096][..])
+                );
+                assert_eq!(slot.counts(), (2, 1));
+            }
+            thread.join().unwrap();
+            let _registry = registry.lock().unwrap();
+            // SAFETY: the registry mutex is held.
+            let later = unsafe { slot.take_abandoned() };
+            match taken {
+                // Taken once: the second take finds the stacks empty.
+                Some(_) => assert!(later.unwrap().iter().all(Vec::is_empty)),
+                None => assert_eq!(later.unwrap()[0], [64]),
+            }
+        });
+    }
+
+    /// Two takers of one abandoned slot (two heaps' threads reclaiming at once is ruled out
+    /// by the registry mutex): exactly one gets the blocks.
+    #[test]
+    fn loom_two_takers_under_the_registry_mutex_get_the_blocks_once() {
+        model(|| {
+            let registry = Arc::new(Mutex::new(()));
+            let slot = Arc::new(CacheSlot::new());
+            let owner = Owner {
+                heap_id: 1,
+                slot: Arc::clone(&slot),
+            };
+            // SAFETY: this thread owns the slot until `owner` drops.
+            let stacks = unsafe { owner.slot.stacks() };
+            stacks[1].push(128);
+            drop(owner);
+            let take = |registry: Arc<Mutex<()>>, slot: Arc<CacheSlot>| {
+                let _registry = registry.lock().unwrap();
+                // SAFETY: the registry mutex is held.
+                unsafe { slot.take_abandoned() }.map_or(0, |s| s[1].len())
+            };
+            let (r, s) = (Arc::clone(&registry), Arc::clone(&slot));
+            let other = thread::spawn(move || take(r, s));
+            let mine = take(registry, slot);
+            assert_eq!(mine + other.join().unwrap(), 1);
+        });
+    }
 }

@@ -36,11 +36,10 @@
 //! every count of a thread it synchronised with (joined, say), and recent counts of threads
 //! still running possibly a little late. Counts of threads that exited stay in their slots.
 
+use crate::sync::raw::{AtomicUsize, StaticMutex};
 use std::cell::Cell;
-use std::sync::atomic::AtomicUsize;
 
-use alloclab_core::sync::atomic::{AtomicU64, Ordering};
-use alloclab_core::sync::{Mutex, bump_single_writer};
+use crate::sync::{AtomicU64, Mutex, Ordering, bump_single_writer};
 
 use super::{PersistStats, lines_touched};
 
@@ -89,7 +88,7 @@ static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
 
 /// Numbers of exited threads, for the next threads to take (a plain std mutex in a
 /// `static`, taken once when a thread takes a number and once when it exits).
-static FREE_NUMBERS: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+static FREE_NUMBERS: StaticMutex<Vec<usize>> = StaticMutex::new(Vec::new());
 
 /// No number yet.
 const UNNUMBERED: usize = usize::MAX;
@@ -140,7 +139,7 @@ fn take_number() -> Option<usize> {
         let mut free = FREE_NUMBERS.lock().unwrap_or_else(|e| e.into_inner());
         match free.iter().enumerate().min_by_key(|&(_, &n)| n) {
             Some((i, _)) => free.swap_remove(i),
-            None => NEXT_THREAD.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            None => NEXT_THREAD.fetch_add(1, Ordering::Relaxed),
         }
     };
     THREAD.with(|n| n.set(number));
@@ -198,7 +197,7 @@ impl AtomicPersistStats {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> alloclab_core::sync::MutexGuard<'_, T> {
+fn lock<T>(m: &Mutex<T>) -> crate::sync::MutexGuard<'_, T> {
     // Every critical section leaves the counts consistent before anything can panic.
     m.lock().unwrap_or_else(|e| e.into_inner())
 }

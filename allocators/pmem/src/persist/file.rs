@@ -14,7 +14,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use alloclab_core::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use crate::sync::{AtomicI32, AtomicU64, Ordering};
 
 use super::MediumError;
 

@@ -13,12 +13,12 @@
 //! by `PMEM_NO_FLUSH=1`), `pmem_msync` otherwise; a fence is `pmem_drain` when it is
 //! persistent memory and nothing otherwise (`pmem_msync` is synchronous).
 
+use crate::sync::raw::OnceLock;
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::ptr::NonNull;
-use std::sync::OnceLock;
 
 use super::file::{PoolFile, SyncFailures};
 use super::{AtomicPersistStats, Medium, MediumError, MediumKind, PersistStats, check_range};

@@ -396,14 +396,14 @@ fn store_fence() {
         core::arch::x86_64::_mm_sfence();
     }
     #[cfg(not(target_arch = "x86_64"))]
-    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    crate::sync::raw::fence(crate::sync::Ordering::SeqCst);
 }
 
 /// CPUID and the flush instructions.
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    use crate::sync::raw::OnceLock;
     use std::arch::asm;
-    use std::sync::OnceLock;
 
     use super::NativeFlush;
 

@@ -37,9 +37,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::ptr::NonNull;
 
-use std::sync::Arc;
-
-use alloclab_core::sync::{Mutex, MutexGuard};
+use crate::sync::raw::SharedArc as Arc;
+use crate::sync::{Mutex, MutexGuard};
 
 use super::{CACHE_LINE, Medium, MediumKind, PersistStats, check_range};
 

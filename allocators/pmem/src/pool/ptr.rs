@@ -7,9 +7,10 @@
 //! one, never a mix. This is the property the allocator's `allocate_into(dest)` builds on
 //! (publishing a block is one such store, then a persist of its line).
 
+use crate::sync::Ordering;
+use crate::sync::raw::AtomicU64;
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::Medium;
 

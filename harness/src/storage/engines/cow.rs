@@ -492,11 +492,11 @@ pub struct Walk {
     /// Levels (0 for an empty tree, 1 for a lone leaf).
     pub height: usize,
     /// The partition's spare node blocks: allocated, linked nowhere (see "Spare nodes" in
-    /// the [module documentation](self)).
+    /// the module documentation).
     pub spares: Vec<u64>,
 }
 
-/// The copy-on-write engine (see the [module documentation](self)).
+/// The copy-on-write engine (see the module documentation).
 pub struct Cow<H: PersistentAllocator> {
     heap: Arc<H>,
     /// The partition root: [`MAGIC`], the master record, zeros.

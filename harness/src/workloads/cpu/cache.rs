@@ -60,7 +60,7 @@ fn churn<A: HostAllocator>(alloc: &A, objects: u64, tag: u8) -> u64 {
     2 * objects
 }
 
-/// Runs cache-scratch once; see the [module documentation](self).
+/// Runs cache-scratch once; see the module documentation.
 pub(super) fn run_scratch<A: HostAllocator>(alloc: &A, params: &Params) -> Measurement {
     let objects = params.scale.scaled(OBJECTS);
     let threads = params.threads.max(1);
@@ -85,7 +85,7 @@ pub(super) fn run_scratch<A: HostAllocator>(alloc: &A, params: &Params) -> Measu
     )
 }
 
-/// Runs cache-thrash once; see the [module documentation](self).
+/// Runs cache-thrash once; see the module documentation.
 pub(super) fn run_thrash<A: HostAllocator>(alloc: &A, params: &Params) -> Measurement {
     let objects = params.scale.scaled(OBJECTS);
     common::run_timed(

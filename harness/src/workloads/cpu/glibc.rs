@@ -35,7 +35,7 @@ const THREAD_MAX_SIZE: usize = 4096;
 /// Steps each thread takes at [`Scale::Small`](crate::workloads::Scale::Small).
 const THREAD_STEPS: u64 = 1 << 19;
 
-/// Runs glibc-simple once; see the [module documentation](self).
+/// Runs glibc-simple once; see the module documentation.
 pub(super) fn run_simple<A: HostAllocator>(alloc: &A, params: &Params) -> Measurement {
     let allocations = params.scale.scaled(SIMPLE_ALLOCATIONS);
     common::run_timed(
@@ -62,7 +62,7 @@ pub(super) fn run_simple<A: HostAllocator>(alloc: &A, params: &Params) -> Measur
     )
 }
 
-/// Runs glibc-thread once; see the [module documentation](self).
+/// Runs glibc-thread once; see the module documentation.
 pub(super) fn run_thread<A: HostAllocator>(alloc: &A, params: &Params) -> Measurement {
     let steps = params.scale.scaled(THREAD_STEPS);
     common::run_timed(

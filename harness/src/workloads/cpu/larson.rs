@@ -37,7 +37,7 @@ const ROUNDS: u64 = 512;
 /// An array of blocks; a slot is `None` only between a step's free and its allocation.
 type Slots = Vec<Option<Block>>;
 
-/// Runs larson once; see the [module documentation](self).
+/// Runs larson once; see the module documentation.
 pub(super) fn run<A: HostAllocator>(alloc: &A, params: &Params) -> Measurement {
     let rounds = params.scale.scaled(ROUNDS);
     let ring = Ring::<Slots>::new(params.threads, ARRAYS);

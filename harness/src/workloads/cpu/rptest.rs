@@ -27,7 +27,7 @@ const MAX_SIZE: usize = 16 * 1024;
 /// Batches each thread allocates at [`Scale::Small`](crate::workloads::Scale::Small).
 const BATCHES: u64 = 1024;
 
-/// Runs rptest once; see the [module documentation](self).
+/// Runs rptest once; see the module documentation.
 pub(super) fn run<A: HostAllocator>(alloc: &A, params: &Params) -> Measurement {
     let batches = params.scale.scaled(BATCHES);
     let ring = Ring::<Vec<Block>>::new(params.threads, DEPTH);

@@ -28,7 +28,7 @@ const MAX_SIZE: usize = 256;
 /// Batches each thread allocates at [`Scale::Small`](crate::workloads::Scale::Small).
 const BATCHES: u64 = 2048;
 
-/// Runs xmalloc-test once; see the [module documentation](self).
+/// Runs xmalloc-test once; see the module documentation.
 pub(super) fn run<A: HostAllocator>(alloc: &A, params: &Params) -> Measurement {
     let batches = params.scale.scaled(BATCHES);
     let ring = Ring::<Vec<Block>>::new(params.threads, DEPTH);

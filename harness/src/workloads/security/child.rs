@@ -110,7 +110,7 @@ pub fn thread_count() -> Option<usize> {
 }
 
 /// Panics unless this process has exactly one thread: forking is only safe then (see the
-/// [module documentation](self)).
+/// module documentation).
 pub fn ensure_single_threaded(workload: &str) {
     let threads = thread_count();
     assert!(

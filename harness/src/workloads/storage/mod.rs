@@ -1,7 +1,7 @@
 //! The `storage` suite: three storage engines in the style of N-Store (in-place update,
 //! log-structured merge, copy-on-write; [`crate::storage::engines`]) on YCSB, over
 //! alloclab-pmem, PMDK's libpmemobj and a DRAM upper bound, all through
-//! [`PersistentAllocator`](crate::storage::PersistentAllocator) — the workload of Chen et al., "On the Performance
+//! [`PersistentAllocator`] — the workload of Chen et al., "On the Performance
 //! Intricacies of Persistent Memory Aware Storage Engines" (TKDE 2023).
 //!
 //! # Workloads
@@ -83,8 +83,8 @@ pub const POOL_BASE_BYTES: usize = 32 << 20;
 /// Pool bytes per item loaded or operation run (1,000-byte tuples, with room for the
 /// engines' logs, old versions and copies).
 pub const POOL_BYTES_PER_ITEM: usize = 3 << 10;
-/// Runs per measurement when `--runs` is not given: one, as the issue states its targets,
-/// and what keeps 198 measurements of about a second each within the default suite.
+/// Runs per measurement when `--runs` is not given: one (the suite's targets are stated for
+/// one run), and what keeps 198 measurements of about a second each within the default suite.
 pub const DEFAULT_RUNS: u32 = 1;
 /// The mixes that also run with uniform keys.
 pub const UNIFORM_MIXES: &[Mix] = &[Mix::A, Mix::F];

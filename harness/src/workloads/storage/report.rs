@@ -2,7 +2,8 @@
 //! from the records of a [`ResultsFile`]: the generic per-workload tables would spread one
 //! comparison over 33 workloads, so this suite gets its own layout.
 //!
-//! * **Must reach** — the three checks as ✓/✗ lines ([`must_reach`]).
+//! * **Targets** — the three claims alloclab makes for alloclab-pmem under the engines, as
+//!   ✓/✗ lines with the figure that decides each ([`targets`]).
 //! * **Per mix** — a table (one row per engine, thread count and heap: throughput, its
 //!   ratio to PMDK, tail latency, time split, flushes and fences per operation) and a chart,
 //!   `storage-throughput-<mix>.svg` (bars of ops/s per heap, grouped by engine and threads).
@@ -16,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
-pub use crate::checks::{Check, Verdict};
+pub use crate::targets::{Check, Verdict};
 
 use super::Spec;
 use super::ycsb::{KeyChoice, Mix};
@@ -33,15 +34,15 @@ pub const HEAPS: &[&str] = &["pmdk", "alloclab-pmem", "dram"];
 /// The heap the targets are stated for, and the one they compare with.
 const OURS: &str = "alloclab-pmem";
 const PMDK: &str = "pmdk";
-/// Check (i): the memory-management share limit, %, and its mixes.
+/// The memory-management share target: its limit, %.
 pub const MM_SHARE_LIMIT: f64 = 15.0;
-/// The write-heavy mixes of check (i).
+/// The write-heavy mixes of the memory-management share target.
 pub const MM_MIXES: &[Mix] = &[Mix::D, Mix::G, Mix::H];
-/// Check (ii): the throughput ratio alloclab-pmem / PMDK, and its mixes.
+/// The throughput target: the ratio alloclab-pmem / PMDK.
 pub const SPEEDUP_TARGET: f64 = 1.5;
-/// The mixes of check (ii).
+/// The mixes of the throughput target.
 pub const SPEEDUP_MIXES: &[Mix] = &[Mix::C, Mix::D, Mix::F, Mix::G, Mix::H];
-/// Where check (iii) is made: the engines' crash tests (the simulator crashes them at every
+/// Where the crash target is checked: the engines' crash tests (the simulator crashes them at every
 /// fence and checks every committed operation survives).
 pub const CRASH_TEST_COMMAND: &str =
     "cargo test --release -p alloclab-harness --test storage_crash --test storage_cow";
@@ -173,8 +174,10 @@ pub fn throughput_chart_name(section: Section) -> String {
 /// The stacked time-split chart's file.
 pub const SPLIT_CHART: &str = "storage-split.svg";
 
-/// The three must-reach checks over this run's medians.
-pub fn must_reach(results: &ResultsFile) -> Vec<Check> {
+/// The three claims alloclab makes for alloclab-pmem under the storage engines, checked
+/// over this run's medians: its memory-management share, its throughput against PMDK, and
+/// no committed operation lost in a crash.
+pub fn targets(results: &ResultsFile) -> Vec<Check> {
     let view = Storage::new(results);
     let engines = view.engines();
     let missing_engines: Vec<&str> = ENGINES
@@ -185,7 +188,7 @@ pub fn must_reach(results: &ResultsFile) -> Vec<Check> {
     let threads = view.threads();
     let mut checks = Vec::new();
 
-    // (i) memory-management share with alloclab-pmem.
+    // Memory-management share with alloclab-pmem.
     let mut worst: Option<(f64, String)> = None;
     let mut missing = Vec::new();
     for &engine in &engines {
@@ -221,12 +224,12 @@ pub fn must_reach(results: &ResultsFile) -> Vec<Check> {
     checks.push(Check {
         verdict,
         line: format!(
-            "(i) with alloclab-pmem the memory-management share is <= {MM_SHARE_LIMIT}% on mixes {mixes} in every engine: {detail}{}",
+            "alloclab claims, for alloclab-pmem: memory management takes <= {MM_SHARE_LIMIT}% of engine time on mixes {mixes} in every engine: {detail}{}",
             gaps(&missing, &missing_engines)
         ),
     });
 
-    // (ii) alloclab-pmem vs PMDK throughput.
+    // alloclab-pmem vs PMDK throughput.
     let mixes = SPEEDUP_MIXES
         .iter()
         .map(|m| m.name())
@@ -237,7 +240,7 @@ pub fn must_reach(results: &ResultsFile) -> Vec<Check> {
         checks.push(Check {
             verdict: Verdict::NotHere,
             line: format!(
-                "(ii) throughput alloclab-pmem >= {SPEEDUP_TARGET}x PMDK on mixes {mixes} in every engine: skipped, PMDK was not measured in this run (libpmemobj.so.1 missing, or not asked for)"
+                "alloclab claims, for alloclab-pmem: throughput >= {SPEEDUP_TARGET}x PMDK's on mixes {mixes} in every engine: skipped, PMDK was not measured in this run (libpmemobj.so.1 missing, or not asked for)"
             ),
         });
     } else {
@@ -275,13 +278,13 @@ pub fn must_reach(results: &ResultsFile) -> Vec<Check> {
         checks.push(Check {
             verdict,
             line: format!(
-                "(ii) throughput alloclab-pmem >= {SPEEDUP_TARGET}x PMDK on mixes {mixes} in every engine: {detail}{}",
+                "alloclab claims, for alloclab-pmem: throughput >= {SPEEDUP_TARGET}x PMDK's on mixes {mixes} in every engine: {detail}{}",
                 gaps(&missing, &missing_engines)
             ),
         });
     }
 
-    // (iii) crash tests: not this run's to decide.
+    // Crash tests: not this run's to decide.
     let durable_jobs = {
         let mut jobs: Vec<(&str, &str, usize)> = view
             .records
@@ -296,7 +299,7 @@ pub fn must_reach(results: &ResultsFile) -> Vec<Check> {
     checks.push(Check {
         verdict: Verdict::NotHere,
         line: format!(
-            "(iii) zero lost committed operations over the engine crash tests: decided by the crash tests (`{CRASH_TEST_COMMAND}`), not by this run; here, {durable_jobs} measurement(s) reopened their pool and found every committed item (a loss fails the measurement, see failures)"
+            "alloclab claims, for every engine on alloclab-pmem: no committed operation is lost in a crash: decided by the crash tests (`{CRASH_TEST_COMMAND}`), not by this run; here, {durable_jobs} measurement(s) reopened their pool and found every committed item (a loss fails the measurement, see failures)"
         ),
     });
     checks
@@ -362,8 +365,8 @@ pub fn markdown(out: &mut String, results: &ResultsFile) {
         runs = view.runs(),
     );
 
-    out.push_str("\n### storage: must reach\n\n");
-    for check in must_reach(results) {
+    out.push_str("\n### storage: targets\n\n");
+    for check in targets(results) {
         let _ = writeln!(out, "- {} {}", check.verdict.mark(), check.line);
     }
     if !heaps.contains(&PMDK) {
@@ -480,7 +483,7 @@ pub fn markdown(out: &mut String, results: &ResultsFile) {
 }
 
 /// A compact terminal summary: throughput per mix (rows engine × threads, a column per
-/// heap and the ratio alloclab-pmem / PMDK), then the must-reach lines.
+/// heap and the ratio alloclab-pmem / PMDK), then the targets.
 pub fn terminal_text(results: &ResultsFile) -> String {
     let view = Storage::new(results);
     let heaps = view.heaps();
@@ -520,7 +523,7 @@ pub fn terminal_text(results: &ResultsFile) -> String {
             }
         }
     }
-    for check in must_reach(results) {
+    for check in targets(results) {
         let _ = writeln!(out, "{} {}", check.verdict.mark(), check.line);
     }
     let clock: Vec<f64> = view
@@ -542,14 +545,14 @@ pub fn terminal_text(results: &ResultsFile) -> String {
     out
 }
 
-/// The README's part for the suite: the must-reach lines and the throughput ratios.
+/// The README's part for the suite: the targets and the throughput ratios.
 pub fn readme(out: &mut String, results: &ResultsFile) {
     let view = Storage::new(results);
     let _ = writeln!(
         out,
-        "\n#### Suite `storage`: must reach, and alloclab-pmem ÷ PMDK throughput per mix\n"
+        "\n#### Suite `storage`: targets, and alloclab-pmem ÷ PMDK throughput per mix\n"
     );
-    for check in must_reach(results) {
+    for check in targets(results) {
         let _ = writeln!(out, "- {} {}", check.verdict.mark(), check.line);
     }
     out.push('\n');
