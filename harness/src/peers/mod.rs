@@ -117,9 +117,11 @@ pub enum Implementation {
     Gpu(GpuAllocator),
     /// A model of PyTorch's caching allocator: its configuration.
     Caching(fn() -> CachingConfig),
-    /// An allocator its suite finds by name (persistent heaps, the peers' shared
-    /// libraries).
-    ByName,
+    /// A persistent heap ([`with_persistent_heap`](crate::pmem::with_persistent_heap)).
+    Persistent(crate::pmem::PersistentHeap),
+    /// A peer's shared library, which the `programs` suite preloads into programs
+    /// ([`libraries`]).
+    SharedLibrary,
 }
 
 /// The in-process host heaps, one per static of this module.
@@ -257,21 +259,21 @@ pub const ALLOCATORS: &[AllocatorInfo] = &[
         description: "PMDK's libpmemobj (pmemobj_alloc/pmemobj_free into PMEMoid slots), loaded at run time",
         origin: Origin::Peer,
         capabilities: &[Capability::PersistentHeap],
-        imp: Implementation::ByName,
+        imp: Implementation::Persistent(crate::pmem::PersistentHeap::Pmdk),
     },
     AllocatorInfo {
         name: "alloclab-pmem",
         description: "alloclab's crash-consistent persistent heap (allocate_into/free_from into PPtr slots)",
         origin: Origin::Alloclab,
         capabilities: &[Capability::PersistentHeap],
-        imp: Implementation::ByName,
+        imp: Implementation::Persistent(crate::pmem::PersistentHeap::AlloclabPmem),
     },
     AllocatorInfo {
         name: "dram",
         description: "upper bound: the same slots in DRAM, blocks from malloc, nothing persisted",
         origin: Origin::Peer,
         capabilities: &[Capability::PersistentHeap],
-        imp: Implementation::ByName,
+        imp: Implementation::Persistent(crate::pmem::PersistentHeap::Dram),
     },
     gpu(
         "gpu-queue",
@@ -367,7 +369,7 @@ const fn shared_library(name: &'static str, description: &'static str) -> Alloca
         description,
         origin: Origin::Peer,
         capabilities: &[Capability::Program],
-        imp: Implementation::ByName,
+        imp: Implementation::SharedLibrary,
     }
 }
 
@@ -533,7 +535,8 @@ mod tests {
                 Implementation::Caching(_) => (Capability::CachingModel, true),
                 Implementation::Gpu(GpuAllocator::Pages(..)) => (Capability::GpuPagePool, true),
                 Implementation::Gpu(_) => (Capability::GpuMalloc, true),
-                Implementation::ByName => (Capability::HostHeap, false),
+                Implementation::Persistent(_) => (Capability::PersistentHeap, true),
+                Implementation::SharedLibrary => (Capability::Program, true),
             };
             assert_eq!(info.fits(capability), expected, "{}", info.name);
         }

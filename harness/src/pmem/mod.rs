@@ -32,16 +32,36 @@ pub trait PersistentHeapTask {
     fn run<H: PersistentAllocator>(self, name: &'static str) -> Self::Output;
 }
 
+/// The persistent heaps, as registry entries name them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PersistentHeap {
+    /// [`AlloclabPmemHeap`].
+    AlloclabPmem,
+    /// [`PmdkHeap`].
+    Pmdk,
+    /// [`DramHeap`].
+    Dram,
+}
+
+impl PersistentHeap {
+    /// Runs `task` with this heap's type, known by `name`.
+    pub fn run<T: PersistentHeapTask>(self, name: &'static str, task: T) -> T::Output {
+        match self {
+            PersistentHeap::AlloclabPmem => task.run::<AlloclabPmemHeap>(name),
+            PersistentHeap::Pmdk => task.run::<PmdkHeap>(name),
+            PersistentHeap::Dram => task.run::<DramHeap>(name),
+        }
+    }
+}
+
 /// Runs `task` with the persistent heap registered as `name` (`alloclab-pmem`, `pmdk`,
 /// `dram`): `None` if no persistent heap has that name.
 pub fn with_persistent_heap<T: PersistentHeapTask>(name: &str, task: T) -> Option<T::Output> {
-    // Keep the match in step with peers::ALLOCATORS (a test checks it).
-    Some(match name {
-        "alloclab-pmem" => task.run::<AlloclabPmemHeap>("alloclab-pmem"),
-        "pmdk" => task.run::<PmdkHeap>("pmdk"),
-        "dram" => task.run::<DramHeap>("dram"),
-        _ => return None,
-    })
+    let info = crate::peers::find(name)?;
+    match info.imp {
+        crate::peers::Implementation::Persistent(heap) => Some(heap.run(info.name, task)),
+        _ => None,
+    }
 }
 
 /// Whether the persistent heap `name` can run here: `None` if no persistent heap has that

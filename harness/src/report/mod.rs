@@ -71,7 +71,6 @@ pub use crate::metrics::{
     CLOCK_READ_METRIC, HEADLINE_METRICS, METRIC_ORDER, QUALIFIER_METRICS, SCHED_FIFO_METRIC,
     SWEEP_SEPARATOR, TIMER_OVERHEAD_METRIC, sweep_point,
 };
-pub use crate::workloads::layouts::TRAINING_MEMORY_CHART;
 
 /// The line that opens the results section of the README.
 pub const README_BEGIN: &str = "<!-- alloclab:results:begin -->";

@@ -1,7 +1,7 @@
 //! Storage engines in the style of N-Store over persistent heaps, for the `storage` suite.
 //!
 //! * The heap is any [`PersistentAllocator`] (alloclab-pmem, PMDK, the DRAM baseline; the
-//!   table from names is [`with_persistent_heap`](crate::pmem::with_persistent_heap)): the
+//!   dispatch from names is [`with_persistent_heap`](crate::pmem::with_persistent_heap)): the
 //!   pluggable allocator interface of N-Store (allocate, deallocate, root, recovery) with
 //!   the two crash-atomic calls that store the block into, or clear it from, a persistent
 //!   word, and the engine's own flush and fence.
