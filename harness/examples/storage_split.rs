@@ -10,9 +10,9 @@
 
 use std::time::{Duration, Instant};
 
-use alloclab_harness::storage::Phase;
 use alloclab_harness::workloads::storage::{Spec, measure_by_name};
 use alloclab_harness::workloads::{Params, Scale};
+use alloclab_storage_engines::Phase;
 
 /// Cycles of the time-split clock per nanosecond.
 fn clock_per_ns() -> f64 {
@@ -90,7 +90,7 @@ fn main() {
     };
     println!("clock: {per_ns:.3} cycles/ns; {threads} thread(s), {runs} runs interleaved");
     {
-        let mut split = alloclab_harness::storage::Split::default();
+        let mut split = alloclab_storage_engines::Split::default();
         let n = 1_000_000u64;
         let t0 = Instant::now();
         for i in 0..n {

@@ -5,11 +5,10 @@
 //!
 //! * [`peers`]: the existing allocators as [`Allocator`](alloclab_core::Allocator)s, and the
 //!   registry of every allocator the harness knows.
-//! * [`workloads`]: the suites and their workloads.
+//! * [`workloads`]: the suites and their workloads (the `storage` suite's engines are the
+//!   crate [`alloclab_storage_engines`]).
 //! * [`pmem`]: persistent heaps (alloclab-pmem, PMDK, a DRAM baseline) behind one slot-based
 //!   trait, for the `pmem` suite.
-//! * [`storage`]: storage engines (InP, LSM, CoW) over persistent heaps, for the `storage`
-//!   suite.
 //! * [`measure`]: timer calibration and resident-set measurement.
 //! * [`runner`]: runs each measurement in a fresh worker process and aggregates runs.
 //! * [`results`]: the `results.json` format.
@@ -30,7 +29,6 @@ pub mod pmem;
 pub mod report;
 pub mod results;
 pub mod runner;
-pub mod storage;
 pub mod targets;
 pub mod workloads;
 

@@ -80,11 +80,31 @@ pub fn availability(name: &str) -> Option<Result<(), String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::peers::{ALLOCATORS, Capability};
 
     #[test]
     fn alloclab_pmem_and_dram_are_available_and_unknown_names_are_none() {
         assert_eq!(availability("alloclab-pmem"), Some(Ok(())));
         assert_eq!(availability("dram"), Some(Ok(())));
         assert_eq!(availability("system"), None);
+    }
+
+    #[test]
+    fn every_persistent_heap_dispatches_by_name() {
+        struct Name;
+        impl PersistentHeapTask for Name {
+            type Output = &'static str;
+            fn run<H: PersistentAllocator>(self, name: &'static str) -> &'static str {
+                name
+            }
+        }
+        for a in ALLOCATORS {
+            let name = with_persistent_heap(a.name, Name);
+            if a.fits(Capability::PersistentHeap) {
+                assert_eq!(name, Some(a.name));
+            } else {
+                assert_eq!(name, None, "{}", a.name);
+            }
+        }
     }
 }

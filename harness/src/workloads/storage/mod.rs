@@ -1,5 +1,5 @@
 //! The `storage` suite: three storage engines in the style of N-Store (in-place update,
-//! log-structured merge, copy-on-write; [`crate::storage::engines`]) on YCSB, over
+//! log-structured merge, copy-on-write; [`alloclab_storage_engines::engines`]) on YCSB, over
 //! alloclab-pmem, PMDK's libpmemobj and a DRAM upper bound, all through
 //! [`PersistentAllocator`] — the workload of Chen et al., "On the Performance
 //! Intricacies of Persistent Memory Aware Storage Engines" (TKDE 2023).
@@ -62,6 +62,9 @@ use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use alloclab_storage_engines::{
+    Engine, EngineTask, PersistStats, PersistentAllocator, Phase, Split, with_engine,
+};
 use hdrhistogram::Histogram;
 
 use self::ycsb::{COLUMN_BYTES, KeyChoice, Mix, Op, PartitionPlan, TUPLE_BYTES};
@@ -72,9 +75,6 @@ use crate::measure;
 use crate::peers::Capability;
 use crate::pmem::{PersistentHeapTask, with_persistent_heap};
 use crate::results::{Sample, sample};
-use crate::storage::{
-    Engine, EngineTask, PersistStats, PersistentAllocator, Phase, Split, with_engine,
-};
 
 /// Items loaded, and operations run, at [`Scale::Small`] (all partitions together).
 pub const LOADED: u64 = 20_000;
@@ -158,7 +158,9 @@ impl Spec {
             None => (name, KeyChoice::Zipfian),
         };
         let (engine, mix) = rest.split_once('-')?;
-        let engine = *crate::storage::ENGINES.iter().find(|e| **e == engine)?;
+        let engine = *alloclab_storage_engines::ENGINES
+            .iter()
+            .find(|e| **e == engine)?;
         let mix = Mix::from_name(mix)?;
         if keys == KeyChoice::Uniform && !UNIFORM_MIXES.contains(&mix) {
             return None;
@@ -176,7 +178,7 @@ pub fn is_storage_workload(name: &str) -> bool {
 /// cannot; `None` for workloads of other suites.
 pub fn unavailable(name: &str) -> Option<String> {
     let spec = Spec::parse(name)?;
-    crate::storage::engine_availability(spec.engine).and_then(Result::err)
+    alloclab_storage_engines::engine_availability(spec.engine).and_then(Result::err)
 }
 
 /// The pool size for `items` loaded items and `ops` operations.
@@ -943,7 +945,7 @@ mod tests {
                 vec!["dram", "alloclab-pmem"]
             }
         };
-        for engine in crate::storage::ENGINES {
+        for engine in alloclab_storage_engines::ENGINES {
             for heap in &heaps {
                 for (mix, keys) in [
                     (Mix::D, KeyChoice::Zipfian),
@@ -966,8 +968,8 @@ mod tests {
 
     #[test]
     fn an_engine_not_built_is_named_as_such() {
-        for engine in crate::storage::ENGINES {
-            if let Some(Err(reason)) = crate::storage::engine_availability(engine) {
+        for engine in alloclab_storage_engines::ENGINES {
+            if let Some(Err(reason)) = alloclab_storage_engines::engine_availability(engine) {
                 let err = measure_by_name(
                     Spec {
                         engine,

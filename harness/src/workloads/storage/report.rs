@@ -15,6 +15,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use alloclab_storage_engines::ENGINES;
 use plotters::prelude::*;
 
 pub use crate::targets::{Check, Verdict};
@@ -25,7 +26,6 @@ use crate::report::{
     GroupAxis, ReportError, escape_cell, fmt_tick, fmt_value, table_header, table_row, write_atomic,
 };
 use crate::results::{Record, ResultsFile};
-use crate::storage::ENGINES;
 
 /// The suite's name in results.
 pub const SUITE: &str = "storage";
@@ -45,7 +45,7 @@ pub const SPEEDUP_MIXES: &[Mix] = &[Mix::C, Mix::D, Mix::F, Mix::G, Mix::H];
 /// Where the crash target is checked: the engines' crash tests (the simulator crashes them at every
 /// fence and checks every committed operation survives).
 pub const CRASH_TEST_COMMAND: &str =
-    "cargo test --release -p alloclab-harness --test storage_crash --test storage_cow";
+    "cargo test --release -p alloclab-storage-engines --test crash --test cow";
 
 /// A (mix, key choice) section of the report.
 type Section = (Mix, KeyChoice);

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use crate::storage::{Engine, PersistentAllocator, Phase, Split};
+use alloclab_storage_engines::{Engine, PersistentAllocator, Phase, Split};
 
 const MAGIC: u64 = 0x7465_7374_6c69_7374; // "testlist"
 const BUCKETS: usize = 4096;

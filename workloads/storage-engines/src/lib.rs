@@ -1,13 +1,37 @@
-//! Storage engines in the style of N-Store over persistent heaps, for the `storage` suite.
+//! # alloclab-storage-engines
+//!
+//! Storage engines in the style of N-Store over persistent heaps, for the harness's
+//! `storage` suite.
 //!
 //! * The heap is any [`PersistentAllocator`] (alloclab-pmem, PMDK, the DRAM baseline; the
-//!   dispatch from names is [`with_persistent_heap`](crate::pmem::with_persistent_heap)): the
+//!   dispatch from names is the harness's `pmem::with_persistent_heap`): the
 //!   pluggable allocator interface of N-Store (allocate, deallocate, root, recovery) with
 //!   the two crash-atomic calls that store the block into, or clear it from, a persistent
 //!   word, and the engine's own flush and fence.
 //! * [`Engine`]: a key–value storage engine on a heap, one instance per partition.
 //! * [`Split`]: where an engine's time goes — index, crash consistency, memory management,
 //!   modification — in cycles, for the time-split chart.
+//! * [`engines`]: InP, LSM and CoW, and what they are built of (the persistent B+tree, the
+//!   transaction log, the out-of-line columns).
+//! * [`crash`]: the crash checker, any engine on alloclab-pmem's crash simulator.
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use alloclab_pmem::{PersistentHeap, SimMedium};
+//! use alloclab_storage_engines::engines::inp::Inp;
+//! use alloclab_storage_engines::{Engine, PersistentAllocator};
+//!
+//! type Heap = PersistentHeap<SimMedium>;
+//! let heap = Arc::new(Heap::create_on(SimMedium::new(8 << 20), 64).unwrap());
+//! let root = PersistentAllocator::root(&*heap);
+//! let mut inp = Inp::create(Arc::clone(&heap), root).unwrap();
+//! assert!(inp.insert(7, b"seven").unwrap());
+//! inp.commit().unwrap();
+//! let mut value = Vec::new();
+//! assert!(inp.read(7, &mut value).unwrap());
+//! assert_eq!(value, b"seven");
+//! ```
 //!
 //! # Offsets, not addresses
 //!
@@ -39,7 +63,7 @@ use std::sync::Arc;
 
 pub use alloclab_core::{PersistStats, PersistentAllocator};
 
-use crate::pmem::DramHeap;
+use alloclab_pmem::{PersistentHeap, SimMedium};
 
 /// The engines of the `storage` suite, in report order.
 pub const ENGINES: &[&str] = &["inp", "lsm", "cow"];
@@ -71,12 +95,14 @@ pub fn with_engine<H: PersistentAllocator, T: EngineTask<H>>(
 /// Whether the engine `name` can run: `None` if no engine has that name, `Some(Err(reason))`
 /// if it is not built in this branch.
 pub fn engine_availability(name: &str) -> Option<Result<(), String>> {
+    // Any heap type does: every engine is generic over its heap.
+    type Heap = PersistentHeap<SimMedium>;
     struct Probe;
-    impl EngineTask<DramHeap> for Probe {
+    impl EngineTask<Heap> for Probe {
         type Output = ();
-        fn run<E: Engine<DramHeap>>(self) {}
+        fn run<E: Engine<Heap>>(self) {}
     }
-    with_engine::<DramHeap, _>(name, Probe)
+    with_engine::<Heap, _>(name, Probe)
 }
 
 /// Where an engine's time goes (the paper's SCAN / CC / MM / MOD split).
@@ -146,9 +172,10 @@ impl Phase {
 /// CoW's commit waits for them inside its [`Phase::Cc`] span for that reason (see its
 /// module documentation).
 ///
-/// Each span also carries about one clock read: the `storage_split` example prints what
-/// an empty span is attributed on this machine. Shares are not corrected for it, so a
-/// phase made of many short spans (memory management with a fast heap) is overstated.
+/// Each span also carries about one clock read: the harness's `storage_split` example
+/// prints what an empty span is attributed on this machine. Shares are not corrected for
+/// it, so a phase made of many short spans (memory management with a fast heap) is
+/// overstated.
 ///
 /// And a span is wall time: a thread preempted inside a span (a 4 ms time slice when
 /// other processes compete for the cores) has the whole slice charged to that span's
@@ -387,11 +414,10 @@ pub trait Engine<H: PersistentAllocator>: Sized + Send {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::peers::{ALLOCATORS, Capability};
 
     #[test]
     fn untimed_operations_add_no_cycles_but_count_flushes_and_timed_ones_are_counted() {
-        let heap = DramHeap::new(64).unwrap();
+        let heap = PersistentHeap::create_on(SimMedium::new(1 << 20), 64).unwrap();
         let mut split = Split::default();
         let work = || std::hint::black_box((0..1000u64).sum::<u64>());
         split.time(Phase::Index, work);
@@ -415,25 +441,10 @@ mod tests {
     }
 
     #[test]
-    fn every_engine_and_every_persistent_heap_dispatches_by_name() {
+    fn every_engine_dispatches_by_name() {
         for engine in ENGINES {
             assert_eq!(engine_availability(engine), Some(Ok(())), "{engine}");
         }
         assert_eq!(engine_availability("btree"), None);
-        struct Name;
-        impl crate::pmem::PersistentHeapTask for Name {
-            type Output = &'static str;
-            fn run<H: PersistentAllocator>(self, name: &'static str) -> &'static str {
-                name
-            }
-        }
-        for a in ALLOCATORS {
-            let name = crate::pmem::with_persistent_heap(a.name, Name);
-            if a.fits(Capability::PersistentHeap) {
-                assert_eq!(name, Some(a.name));
-            } else {
-                assert_eq!(name, None, "{}", a.name);
-            }
-        }
     }
 }

@@ -24,7 +24,7 @@
 //! parent and freed; nodes are not merged otherwise); words past its entries are zero.
 //!
 //! **Words that are not offsets cannot be taken for offsets.** alloclab-pmem recovers by
-//! conservative reachability (see the [storage module](crate::storage)), so every word
+//! conservative reachability (see the [crate documentation](crate)), so every word
 //! of a reachable block that is not a link is odd or zero: headers are odd
 //! (`tag | count << 16 | level << 1 | 1`, `tag | len << 1 | 1`), and keys are stored
 //! **bit-inverted** (`!key`), which keeps the full `u64` key space. An inverted key equals
@@ -128,7 +128,7 @@ use std::ptr;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 
-use crate::storage::{Engine, PersistentAllocator, Phase, Split};
+use crate::{Engine, PersistentAllocator, Phase, Split};
 
 /// Bytes of a node: one heap block (a size class of alloclab-pmem, eight cache lines).
 pub const NODE_BYTES: usize = 512;

@@ -54,7 +54,7 @@ use super::log::{FreeKind, TxLog};
 #[cfg(test)]
 use super::write_word;
 use super::{hide, read_word, unhide};
-use crate::storage::{PersistentAllocator, Phase, Split};
+use crate::{PersistentAllocator, Phase, Split};
 
 /// Bytes of a node block.
 pub const NODE_BYTES: usize = 512;

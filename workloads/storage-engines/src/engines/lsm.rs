@@ -56,7 +56,7 @@ use super::columns::{
 };
 use super::log::{FreeKind, TxLog};
 use super::{check_range, hide, read_word, unhide, write_word};
-use crate::storage::{Engine, PersistentAllocator, Phase, Split};
+use crate::{Engine, PersistentAllocator, Phase, Split};
 
 const MAGIC: u64 = 0x4C53_4D30_454E_4701;
 const W_MAGIC: usize = super::log::PARTITION_MAGIC_WORD;
@@ -692,7 +692,7 @@ impl<H: PersistentAllocator, const MEMTABLE: usize> Engine<H> for Lsm<H, MEMTABL
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::engines::tests::{SimHeap, engine_contract, out_of_space_rolls_back};
+    use crate::engines::tests::{SimHeap, engine_contract, out_of_space_rolls_back};
 
     #[test]
     fn lsm_rolls_back_an_insert_or_flush_that_runs_out_of_space() {

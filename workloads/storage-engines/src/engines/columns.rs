@@ -20,7 +20,7 @@
 
 use super::log::TxLog;
 use super::{TUPLE_HEADER, hide, read_word, tuple_len};
-use crate::storage::{PersistentAllocator, Phase, Split};
+use crate::{PersistentAllocator, Phase, Split};
 
 /// Bytes of a column: a YCSB tuple's five 200-byte strings are five columns.
 pub const COLUMN_BYTES: usize = 200;

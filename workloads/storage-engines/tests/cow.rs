@@ -22,11 +22,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use alloclab_harness::storage::engines::cow::{Cow, FANOUT, NODE_BYTES, Walk};
-use alloclab_harness::storage::{Engine, PersistentAllocator};
 use alloclab_pmem::heap::SLAB_BYTES;
 use alloclab_pmem::persist::SplitMix64;
 use alloclab_pmem::{PPtr, PersistentHeap, SimMedium};
+use alloclab_storage_engines::engines::cow::{Cow, FANOUT, NODE_BYTES, Walk};
+use alloclab_storage_engines::{Engine, PersistentAllocator};
 
 type Heap = PersistentHeap<SimMedium>;
 type Model = BTreeMap<u64, Vec<u8>>;

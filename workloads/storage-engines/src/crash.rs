@@ -405,7 +405,7 @@ fn check_image<E: Engine<PersistentHeap<SimMedium>>>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::Split;
+    use crate::Split;
 
     /// An engine with no crash consistency at all: keys and tuple offsets in root slots,
     /// stored in place with no log, flush or fence; deletes free at once. The crash test
@@ -424,8 +424,7 @@ mod tests {
     impl Careless {
         fn slot(&self, key: u64) -> Option<usize> {
             // SAFETY: slot words of the root (SLOTS pairs).
-            (0..SLOTS)
-                .find(|&i| unsafe { *self.slots.add(2 * i) } == crate::storage::engines::hide(key))
+            (0..SLOTS).find(|&i| unsafe { *self.slots.add(2 * i) } == crate::engines::hide(key))
         }
     }
 
@@ -456,7 +455,7 @@ mod tests {
                 return Ok(false);
             }
             // SAFETY: a live block of ours.
-            unsafe { crate::storage::engines::read_tuple(&*self.heap, &mut self.split, off, out) }?;
+            unsafe { crate::engines::read_tuple(&*self.heap, &mut self.split, off, out) }?;
             Ok(true)
         }
 
@@ -472,14 +471,8 @@ mod tests {
             let off = PersistentAllocator::allocate_unlinked(&*self.heap, size)?;
             // SAFETY: a fresh block; root slot words.
             unsafe {
-                crate::storage::engines::write_tuple(
-                    &*self.heap,
-                    &mut self.split,
-                    off,
-                    size,
-                    &[value],
-                );
-                *self.slots.add(2 * i) = crate::storage::engines::hide(key);
+                crate::engines::write_tuple(&*self.heap, &mut self.split, off, size, &[value]);
+                *self.slots.add(2 * i) = crate::engines::hide(key);
                 *self.slots.add(2 * i + 1) = off;
             }
             Ok(true)
@@ -492,8 +485,8 @@ mod tests {
             // SAFETY: the slot's tuple.
             let off = unsafe { *self.slots.add(2 * i + 1) };
             // SAFETY: a live tuple of ours.
-            let len = unsafe { crate::storage::engines::tuple_len(&*self.heap, off) };
-            crate::storage::engines::check_range(at, bytes.len(), len)?;
+            let len = unsafe { crate::engines::tuple_len(&*self.heap, off) };
+            crate::engines::check_range(at, bytes.len(), len)?;
             // SAFETY: inside the tuple.
             unsafe {
                 std::ptr::copy_nonoverlapping(

@@ -79,7 +79,7 @@
 //! [`PersistentAllocator::release`] contract says: recovery relies on it.
 
 use super::{hide, read_word, unhide, write_word};
-use crate::storage::{PersistentAllocator, Phase, Split};
+use crate::{PersistentAllocator, Phase, Split};
 
 /// Bytes of a log block.
 pub const LOG_BYTES: usize = 16 * 1024;

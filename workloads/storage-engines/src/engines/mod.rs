@@ -4,8 +4,8 @@
 //!
 //! # Words that are not links
 //!
-//! alloclab-pmem recovers by conservative reachability (see the [storage module
-//! documentation](super)): every aligned word of a reachable block that equals a block
+//! alloclab-pmem recovers by conservative reachability (see the [crate
+//! documentation](crate)): every aligned word of a reachable block that equals a block
 //! offset keeps that block. Block offsets are multiples of 64 below the pool's size, so
 //! the engines store every word that is not a link *hidden* ([`hide`]): rotated left by one
 //! and with bit 0 flipped. A hidden word is odd unless the word's top bit is set, and even
@@ -194,7 +194,7 @@ pub(crate) mod tests {
     use alloclab_pmem::{PersistentHeap, SimMedium};
 
     use super::*;
-    use crate::storage::Engine;
+    use crate::Engine;
 
     pub(crate) type SimHeap = PersistentHeap<SimMedium>;
 

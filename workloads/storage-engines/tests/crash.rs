@@ -1,11 +1,11 @@
 //! Crash tests of the storage engines on the pmem simulator: every committed operation
 //! survives every crash image, nothing uncommitted or deleted comes back, no transaction is
-//! half applied, and no block leaks (see `alloclab::storage::crash`).
+//! half applied, and no block leaks (see `alloclab_storage_engines::crash`).
 
-use alloclab_harness::storage::crash::{CrashTestConfig, CrashTestReport, run_crash_test};
-use alloclab_harness::storage::engines::inp::Inp;
-use alloclab_harness::storage::engines::lsm::Lsm;
 use alloclab_pmem::{PersistentHeap, SimMedium};
+use alloclab_storage_engines::crash::{CrashTestConfig, CrashTestReport, run_crash_test};
+use alloclab_storage_engines::engines::inp::Inp;
+use alloclab_storage_engines::engines::lsm::Lsm;
 
 type Heap = PersistentHeap<SimMedium>;
 

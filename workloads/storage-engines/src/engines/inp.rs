@@ -59,7 +59,7 @@ use super::columns::{
 };
 use super::log::{FreeKind, TxLog};
 use super::{check_range, write_word};
-use crate::storage::{Engine, PersistentAllocator, Phase, Split};
+use crate::{Engine, PersistentAllocator, Phase, Split};
 
 const MAGIC: u64 = 0x494E_5030_454E_4701;
 const W_MAGIC: usize = super::log::PARTITION_MAGIC_WORD;
@@ -301,7 +301,7 @@ impl<H: PersistentAllocator> Engine<H> for Inp<H> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::engines::tests::{SimHeap, engine_contract, out_of_space_rolls_back};
+    use crate::engines::tests::{SimHeap, engine_contract, out_of_space_rolls_back};
 
     #[test]
     fn inp_rolls_back_an_insert_that_runs_out_of_space() {
@@ -317,7 +317,7 @@ mod tests {
     fn inp_gives_a_run_of_deletes_back_in_batches_and_holds_at_most_a_batch_more() {
         use std::sync::Arc;
 
-        use crate::storage::engines::log::FREE_BATCH;
+        use crate::engines::log::FREE_BATCH;
         let heap =
             Arc::new(SimHeap::create_on(alloclab_pmem::SimMedium::new(16 << 20), 64).unwrap());
         let mut e = Inp::create(Arc::clone(&heap), PersistentAllocator::root(&*heap)).unwrap();
