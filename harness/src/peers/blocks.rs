@@ -54,7 +54,7 @@ pub enum Known {
     Unknown,
 }
 
-/// The live blocks of one heap (see the module documentation of `storage::blocks`).
+/// The live blocks of one heap (see the [module documentation](self)).
 pub struct BlockTable {
     shards: Box<[CachePadded<Mutex<Shard>>]>,
 }
