@@ -19,9 +19,10 @@
 //! The cost model is [`CostModel::a100_40gb`]; its parameters ([`cost_model_note`]) are a
 //! suite note of the report; the suite's targets are in [`crate::targets::training`].
 //!
-//! The suite `training-replay` ([`REPLAY_WORKLOADS`], [`ReplayWorkload`]) replays traces of
-//! the same crate on the host heaps, timed: a suite of its own, so that its ratios are to a
-//! host heap while the `training` suite's are to `pytorch-caching`.
+//! The suite `training-replay` ([`REPLAY_WORKLOADS`], [`ReplayWorkload`]) replays a trace of
+//! the same crate and two of `alloclab-alloc-traces` on the host heaps, timed: a suite of its
+//! own, so that its ratios are to a host heap while the `training` suite's are to
+//! `pytorch-caching`.
 
 use alloclab_training::caching::CachingConfig;
 use alloclab_training::cost::CostModel;
@@ -429,7 +430,7 @@ const fn replay_info(name: &'static str, description: &'static str) -> WorkloadI
 /// time (glibc's malloc takes about 2 s for a warm-up and four timed replays of it).
 pub const SWITCH_REPLAY_TICKS: u32 = 10_000;
 
-/// A trace of `alloclab-training` replayed on a host heap with
+/// A trace of `alloclab-alloc-traces` or `alloclab-training` replayed on a host heap with
 /// [`replay_host`](alloclab_training::replay::replay_host).
 ///
 /// Metrics: `ns_per_call` (wall time of the timed replays over their allocator calls),
@@ -464,7 +465,7 @@ impl ReplayWorkload {
 
     /// The run and the divisor of its sizes.
     fn trace(self) -> Result<(RunTrace, u64), String> {
-        use alloclab_training::{switch, uav};
+        use alloclab_alloc_traces::{switch, uav};
         Ok(match self {
             Self::Uav => (
                 uav::generate(&uav::UavConfig::default())

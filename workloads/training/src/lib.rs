@@ -15,10 +15,6 @@
 //! * [`planner`] — the DELTA-style keep / swap / recompute planner and its simulator.
 //! * [`pickle`] — a restricted unpickler (data opcodes only, never runs pickle code).
 //! * [`snapshot`] — PyTorch memory snapshots (`_dump_snapshot`) imported as a [`RunTrace`].
-//! * [`uav`] — a UAV sliding-window map: submaps around a vehicle on a seeded trajectory.
-//! * [`switch`] — a switch data-plane block pool: per-port queues of fixed cells, bursty and
-//!   skewed arrivals.
-//! * [`workload`] — what those two share (errors, a seeded generator, a balance check).
 //! * [`chunk`] — a PatrickStar-style chunk manager (model data in chunks moved between host
 //!   and device, placed from a warm-up iteration).
 //! * [`tensile`] — a TENSILE-style swap scheduler for several jobs sharing one device.
@@ -59,11 +55,8 @@ pub mod pickle;
 pub mod planner;
 pub mod replay;
 pub mod snapshot;
-pub mod switch;
 pub mod tensile;
 pub mod trace;
-pub mod uav;
-pub mod workload;
 
 pub use error::TrainingError;
 pub use model::{Model, ModelConfig, Precision};

@@ -20,7 +20,7 @@
 //! [`RunTrace`] whose iteration 0 (batch 0) is the ticks.
 //!
 //! ```
-//! use alloclab_training::switch::{SwitchConfig, generate};
+//! use alloclab_alloc_traces::switch::{SwitchConfig, generate};
 //! let config = SwitchConfig { ticks: 2_000, ..SwitchConfig::default() };
 //! let w = generate(&config).unwrap();
 //! assert!(w.peak_cells <= u64::from(config.buffer_cells));
@@ -28,8 +28,8 @@
 
 use std::collections::VecDeque;
 
-use crate::trace::{RunEvent, RunTrace};
 use crate::workload::{MAX_EVENTS, Rng, WorkloadError, check, too_long};
+use alloclab_training::trace::{RunEvent, RunTrace};
 
 /// How long ON and OFF periods last.
 #[derive(Clone, Copy, Debug, PartialEq)]

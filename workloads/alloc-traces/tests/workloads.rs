@@ -2,13 +2,13 @@
 
 use std::f64::consts::FRAC_PI_2;
 
+use alloclab_alloc_traces::switch::{self, Burst, SwitchConfig};
+use alloclab_alloc_traces::uav::{self, Layer, Manoeuvre, Trajectory, UavConfig};
+use alloclab_alloc_traces::workload::check_balanced;
 use alloclab_core::{Checked, SystemHeap};
 use alloclab_training::caching::CachingConfig;
 use alloclab_training::replay::{replay_caching, replay_host};
-use alloclab_training::switch::{self, Burst, SwitchConfig};
 use alloclab_training::trace::RunTrace;
-use alloclab_training::uav::{self, Layer, Manoeuvre, Trajectory, UavConfig};
-use alloclab_training::workload::check_balanced;
 
 /// Bytes live after each of `ends` (indices into `run.events`), from the events alone.
 fn live_at(run: &RunTrace, ends: &[usize]) -> Vec<u64> {

@@ -16,7 +16,7 @@
 //! and the last window freed (teardown).
 //!
 //! ```
-//! use alloclab_training::uav::{UavConfig, generate};
+//! use alloclab_alloc_traces::uav::{UavConfig, generate};
 //! let config = UavConfig { steps: 2_000, ..UavConfig::default() };
 //! let w = generate(&config).unwrap();
 //! assert!(w.live_bytes.iter().all(|&b| b == config.window_bytes()));
@@ -25,8 +25,8 @@
 use std::collections::HashMap;
 use std::f64::consts::TAU;
 
-use crate::trace::{RunEvent, RunTrace};
 use crate::workload::{MAX_EVENTS, Rng, WorkloadError, check, too_long};
+use alloclab_training::trace::{RunEvent, RunTrace};
 
 /// One map layer: its tiles' resolution and cell size, and how far around the vehicle it is
 /// kept.

@@ -2,12 +2,12 @@
 //! page pool (`alloclab-gpu`, 512-byte pages) and the on-chip FPGA memory model
 //! (`alloclab-hls`), through the same `replay_host` as the host heaps.
 
+use alloclab_alloc_traces::switch::{self, SwitchConfig};
+use alloclab_alloc_traces::uav::{self, UavConfig};
 use alloclab_core::{Allocator, SystemHeap};
 use alloclab_gpu::PagePool;
 use alloclab_hls::{OnChipConfig, SharedOnChip};
 use alloclab_training::replay::{HostReplay, replay_aligned, replay_host};
-use alloclab_training::switch::{self, SwitchConfig};
-use alloclab_training::uav::{self, UavConfig};
 
 #[test]
 fn the_switch_trace_replays_on_the_gpu_page_pool_cell_per_page_and_leaves_it_empty() {

@@ -4,7 +4,7 @@
 use core::fmt;
 use std::collections::HashMap;
 
-use crate::trace::RunTrace;
+use alloclab_training::trace::RunTrace;
 
 /// A bad parameter of a workload, named with what it should be.
 #[derive(Clone, Debug, PartialEq, Eq)]
