@@ -461,19 +461,13 @@ fn measure_plan(plan: &Plan) -> Result<runner::Outcome, String> {
         && plan
             .workloads
             .iter()
-            .any(|w| w.suite == workloads::realtime::SUITE)
+            .any(|w| w.name == workloads::realtime::RealtimeWorkload::Latency.name())
+        && let Some(why) = workloads::realtime::fifo_refusal()
     {
-        // Try in a thread of its own, so that this process's policy stays as it is.
-        let refused = std::thread::scope(|s| s.spawn(|| Sched::Fifo.enter().err()).join())
-            .map_err(|_| "cannot check the scheduling policy".to_owned())?;
-        if let Some(e) = refused {
-            eprintln!(
-                "note: SCHED_FIFO is not permitted here ({e}): the realtime suite runs under \
-                 the default policy, and its tails above the core count are mostly the \
-                 scheduler's time slices (run as root, or with CAP_SYS_NICE or an \
-                 RLIMIT_RTPRIO of at least 1, for real-time scheduling)"
-            );
-        }
+        eprintln!(
+            "note: `latency` runs under the default policy, and its tails above the core \
+             count are mostly the scheduler's time slices: {why}"
+        );
     }
     let bar = progress_bar(plan.total_runs());
     let records = runner::execute(plan, &exe, |job, run| {
@@ -516,6 +510,17 @@ fn results_file(plan: &Plan, suites: Vec<String>, outcome: runner::Outcome) -> R
         notes.push(SuiteNote {
             suite: "gpu".to_owned(),
             text: workloads::gpu::device_note(),
+        });
+    }
+    if suites.iter().any(|s| s == workloads::realtime::SUITE)
+        && let Some(why) = workloads::realtime::fifo_refusal()
+    {
+        notes.push(SuiteNote {
+            suite: workloads::realtime::SUITE.to_owned(),
+            text: format!(
+                "`latency-fifo` did not run: {why}. The other workloads ran under the default \
+                 time-sharing policy."
+            ),
         });
     }
     if suites.iter().any(|s| s == workloads::training::SUITE) {
@@ -723,10 +728,10 @@ fn worker(args: WorkerArgs) -> Result<(), String> {
     // nothing reads the environment concurrently), so setting libpmem's variables before the
     // workload loads libpmem cannot race.
     unsafe { workloads::pmem::prepare_process(&args.workload) }?;
-    if workloads::find(&args.workload).is_some_and(|w| w.suite == workloads::realtime::SUITE) {
+    if let Some(realtime) = workloads::realtime::RealtimeWorkload::from_name(&args.workload) {
         // Threads spawned from now on inherit the policy. Refused: the run goes on under the
         // default policy, and its `sched_fifo` figure says so.
-        let _ = args.sched.enter();
+        let _ = realtime.policy(args.sched).enter();
     }
     let request = WorkerRequest {
         workload: args.workload,

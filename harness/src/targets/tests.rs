@@ -102,79 +102,92 @@ fn a_missing_peer_leaves_a_check_undecided_instead_of_passing_it() {
     assert!(mean.line.contains("mimalloc"), "{}", mean.line);
 }
 
-fn realtime(threads: usize, rows: &[(&str, [f64; 4])]) -> Vec<Record> {
+/// `latency-fifo` records at `threads`: (allocator, [alloc p99.999, free p99.999]), every
+/// thread under SCHED_FIFO, wfspan's floor and step counts.
+fn realtime(threads: usize, rows: &[(&str, [f64; 2])]) -> Vec<Record> {
     let mut out = Vec::new();
     for (a, values) in rows {
-        for (metric, v) in REALTIME_METRICS.iter().zip(values) {
-            out.push(record(REALTIME, "latency", a, threads, metric, *v));
+        for (metric, v) in REALTIME_FIFO_METRICS.iter().zip(values) {
+            out.push(record(REALTIME, "latency-fifo", a, threads, metric, *v));
         }
+        out.push(record(
+            REALTIME,
+            "latency-fifo",
+            a,
+            threads,
+            "sched_fifo",
+            1.0,
+        ));
         if *a == WFSPAN {
-            out.push(record(
-                REALTIME,
-                "latency",
-                a,
-                threads,
-                "alloc_max_steps",
-                40.0,
-            ));
-            out.push(record(
-                REALTIME,
-                "latency",
-                a,
-                threads,
-                "free_max_steps",
-                3.0,
-            ));
+            for (metric, v) in [
+                ("floor_p99.999", 2.0),
+                ("alloc_max_steps", 40.0),
+                ("free_max_steps", 3.0),
+            ] {
+                out.push(record(REALTIME, "latency-fifo", a, threads, metric, v));
+            }
         }
     }
     out
 }
 
+/// Indices of the wfspan checks in [`goal`]'s order: alloclab's, then the paper's.
+const FIFO_CHECK: usize = 3;
+const LOCK_CHECK: usize = 4;
+const STEP_CHECK: usize = 5;
+const PROGRESS_CHECK: usize = 6;
+
 #[test]
-fn realtime_check_names_the_allocator_that_was_lower_and_the_policy() {
-    let mut rows = vec![(WFSPAN, [10.0, 100.0, 10.0, 100.0])];
+fn fifo_check_names_the_allocator_that_was_lower_and_the_floor() {
+    let mut rows = vec![(WFSPAN, [10.0, 10.0])];
     for peer in REALTIME_PEERS {
-        rows.push((peer, [20.0, 200.0, 20.0, 200.0]));
+        rows.push((peer, [20.0, 20.0]));
     }
-    let goals = host_heap_goals(&results(realtime(8, &rows)));
-    let check = &goal(&goals, WFSPAN).checks[3];
+    let goals = host_heap_goals(&results(realtime(2, &rows)));
+    let check = &goal(&goals, WFSPAN).checks[FIFO_CHECK];
     assert_eq!(check.verdict, Verdict::Pass, "{}", check.line);
     assert!(
-        check.line.contains("default time-sharing"),
+        check.line.contains("floor in its runs 2 ns"),
         "{}",
         check.line
     );
 
-    rows[3].1[1] = 90.0; // jemalloc's alloc max below wfspan's
-    let goals = host_heap_goals(&results(realtime(8, &rows)));
-    let check = &goal(&goals, WFSPAN).checks[3];
+    rows[3].1[1] = 9.0; // jemalloc's free p99.999 below wfspan's
+    let goals = host_heap_goals(&results(realtime(2, &rows)));
+    let check = &goal(&goals, WFSPAN).checks[FIFO_CHECK];
     assert_eq!(check.verdict, Verdict::Fail);
     assert!(
         check
             .line
-            .contains(&format!("alloc_max 100 ns vs {} 90 ns", rows[3].0)),
+            .contains(&format!("free_p99.999 10 ns vs {} 9 ns", rows[3].0)),
         "{}",
         check.line
     );
 
-    // At 2x the cores only: the 4x check is not decided.
-    let goals = host_heap_goals(&results(realtime(4, &rows)));
-    assert_eq!(goal(&goals, WFSPAN).checks[3].verdict, Verdict::NotHere);
+    // Threads that did not run under SCHED_FIFO decide nothing.
+    let mut recs = realtime(2, &rows);
+    for r in recs.iter_mut().filter(|r| r.metric == "sched_fifo") {
+        r.median = 0.0;
+    }
+    let goals = host_heap_goals(&results(recs));
+    let check = &goal(&goals, WFSPAN).checks[FIFO_CHECK];
+    assert_eq!(check.verdict, Verdict::NotHere, "{}", check.line);
+    assert!(check.line.contains("SCHED_FIFO"), "{}", check.line);
     // Without rlsf: not decided either.
     rows.retain(|(a, _)| *a != "rlsf");
-    let goals = host_heap_goals(&results(realtime(8, &rows)));
-    let check = &goal(&goals, WFSPAN).checks[3];
+    let goals = host_heap_goals(&results(realtime(2, &rows)));
+    let check = &goal(&goals, WFSPAN).checks[FIFO_CHECK];
     assert_eq!(check.verdict, Verdict::NotHere);
     assert!(check.line.contains("rlsf"), "{}", check.line);
 }
 
 #[test]
 fn step_check_compares_the_most_steps_with_the_documented_bound() {
-    let rows = [(WFSPAN, [1.0; 4])];
+    let rows = [(WFSPAN, [1.0; 2])];
     let mut recs = realtime(2, &rows);
     let bound = alloclab_wfspan::step_bound(alloclab_wfspan::Config::DEFAULT.span_bytes, 3);
     let goals = host_heap_goals(&results(recs.clone()));
-    let check = &goal(&goals, WFSPAN).checks[4];
+    let check = &goal(&goals, WFSPAN).checks[STEP_CHECK];
     assert!(
         bound.alloc >= 40,
         "the recorded 40 steps are within the bound"
@@ -187,7 +200,88 @@ fn step_check_compares_the_most_steps_with_the_documented_bound() {
         .unwrap();
     steps.max = bound.alloc as f64 + 1.0;
     let goals = host_heap_goals(&results(recs));
-    assert_eq!(goal(&goals, WFSPAN).checks[4].verdict, Verdict::Fail);
+    assert_eq!(
+        goal(&goals, WFSPAN).checks[STEP_CHECK].verdict,
+        Verdict::Fail
+    );
+}
+
+/// `progress` records at 2 threads: (allocator, blocked freezes, blocked fraction, others'
+/// longest call during freezes in ns), 200 freezes each.
+fn progress(rows: &[(&str, f64, f64, f64)]) -> Vec<Record> {
+    rows.iter()
+        .flat_map(|&(a, blocked, fraction, others)| {
+            [
+                record(REALTIME, "progress", a, 2, "freezes", 200.0),
+                record(REALTIME, "progress", a, 2, "blocked_freezes", blocked),
+                record(REALTIME, "progress", a, 2, "blocked_fraction", fraction),
+                record(
+                    REALTIME,
+                    "progress",
+                    a,
+                    2,
+                    "others_max_during_freeze",
+                    others,
+                ),
+            ]
+        })
+        .collect()
+}
+
+#[test]
+fn progress_checks_want_no_blocked_freeze_of_wfspan_and_some_of_the_lock() {
+    let mut recs = progress(&[(WFSPAN, 0.0, 0.0, 400e3), ("rlsf", 40.0, 0.2, 20e6)]);
+    let goals = host_heap_goals(&results(recs.clone()));
+    let checks = goal(&goals, WFSPAN).checks;
+    assert_eq!(
+        checks[PROGRESS_CHECK].verdict,
+        Verdict::Pass,
+        "{}",
+        checks[PROGRESS_CHECK].line
+    );
+    assert!(
+        checks[PROGRESS_CHECK].line.contains("blocked on 0 of 200"),
+        "{}",
+        checks[PROGRESS_CHECK].line
+    );
+    assert_eq!(
+        checks[LOCK_CHECK].verdict,
+        Verdict::Pass,
+        "{}",
+        checks[LOCK_CHECK].line
+    );
+    assert!(
+        checks[LOCK_CHECK].line.contains("20.0%"),
+        "{}",
+        checks[LOCK_CHECK].line
+    );
+
+    // One run in which wfspan blocked once fails it, whatever the median.
+    let blocked = recs
+        .iter_mut()
+        .find(|r| r.allocator == WFSPAN && r.metric == "blocked_freezes")
+        .unwrap();
+    blocked.max = 1.0;
+    let goals = host_heap_goals(&results(recs.clone()));
+    assert_eq!(
+        goal(&goals, WFSPAN).checks[PROGRESS_CHECK].verdict,
+        Verdict::Fail
+    );
+    // So does a call of the others of 1 ms or more during a freeze.
+    let mut recs = progress(&[(WFSPAN, 0.0, 0.0, 1e6), ("rlsf", 1.0, 0.01, 20e6)]);
+    let goals = host_heap_goals(&results(recs.clone()));
+    let checks = goal(&goals, WFSPAN).checks;
+    assert_eq!(checks[PROGRESS_CHECK].verdict, Verdict::Fail);
+    // A lock seen on 1% of the freezes: below what the measure must see.
+    assert_eq!(checks[LOCK_CHECK].verdict, Verdict::Fail);
+    // Without a run of two or more threads, neither is decided.
+    for r in &mut recs {
+        r.threads = 1;
+    }
+    let goals = host_heap_goals(&results(recs));
+    let checks = goal(&goals, WFSPAN).checks;
+    assert_eq!(checks[PROGRESS_CHECK].verdict, Verdict::NotHere);
+    assert_eq!(checks[LOCK_CHECK].verdict, Verdict::NotHere);
 }
 
 #[test]

@@ -1,65 +1,149 @@
-//! wfspan's targets: its `cpu` time and footprint against mimalloc and glibc, its realtime
-//! tails, and its step bound.
+//! wfspan's targets: its `cpu` time and footprint against mimalloc and glibc, its tails
+//! under `SCHED_FIFO`, its progress while another thread is frozen, and its step bound.
 
 use super::lookup::*;
 use super::thresholds::*;
 use super::{Check, Claimant, Goal, Verdict};
 
-/// The realtime target: at 4× the cores wfspan's p99.999 and max of alloc and free are
-/// the lowest of every allocator's.
-pub(super) fn realtime_lowest_check(view: &Lookup<'_>, cores: usize) -> Check {
-    let threads = REALTIME_OVERSUBSCRIPTION * cores;
+/// The `latency-fifo` workload (under `SCHED_FIFO`).
+const LATENCY_FIFO: &str = "latency-fifo";
+/// The `progress` workload.
+const PROGRESS: &str = "progress";
+
+/// Under `SCHED_FIFO` at one thread per core, wfspan's p99.999 of alloc and free are the
+/// lowest of every allocator's; the floor (an empty call timed the same way) beside them.
+pub(super) fn fifo_tails_check(view: &Lookup<'_>, cores: usize) -> Check {
     let what = format!(
-        "`{REALTIME}` at {REALTIME_OVERSUBSCRIPTION}x the cores ({threads} threads): {WFSPAN}'s {} are the lowest of all allocators",
-        REALTIME_METRICS.join(", ")
+        "`{REALTIME}/{LATENCY_FIFO}` under SCHED_FIFO at {cores} threads: {WFSPAN}'s {} the lowest of all allocators",
+        REALTIME_FIFO_METRICS.join(" and ")
     );
     if let Some(why) = missing(view, REALTIME, WFSPAN, REALTIME_PEERS) {
         return not_here(&what, &why);
     }
-    if !view.threads(REALTIME, WFSPAN).contains(&threads) {
-        return not_here(&what, &format!("not run at {threads} threads"));
+    if !view.workloads(REALTIME).contains(&LATENCY_FIFO) {
+        return not_here(
+            &what,
+            "`latency-fifo` not run (SCHED_FIFO not permitted: the suite's note says why)",
+        );
     }
-    let workload = view
-        .workloads(REALTIME)
-        .first()
-        .copied()
-        .unwrap_or("latency");
-    let mut others = view.view.allocators_in(REALTIME, Some(workload));
+    if policy(view, LATENCY_FIFO, cores) != "SCHED_FIFO" {
+        return not_here(&what, "its threads did not all run under SCHED_FIFO");
+    }
+    let mut others = view.view.allocators_in(REALTIME, Some(LATENCY_FIFO));
     others.retain(|a| *a != WFSPAN);
     let mut parts = Vec::new();
     let mut ok = true;
-    for &metric in REALTIME_METRICS {
-        let Some(ours) = view.median(REALTIME, workload, WFSPAN, threads, metric) else {
-            return not_here(&what, &format!("no {metric} of {WFSPAN}"));
+    for &metric in REALTIME_FIFO_METRICS {
+        let Some(ours) = view.median(REALTIME, LATENCY_FIFO, WFSPAN, cores, metric) else {
+            return not_here(
+                &what,
+                &format!("no {metric} of {WFSPAN} at {cores} threads"),
+            );
         };
         let best = others
             .iter()
-            .filter_map(|a| Some((*a, view.median(REALTIME, workload, a, threads, metric)?)))
+            .filter_map(|a| Some((*a, view.median(REALTIME, LATENCY_FIFO, a, cores, metric)?)))
             .min_by(|a, b| a.1.total_cmp(&b.1));
+        let floor_metric = metric.replacen(metric.split('_').next().unwrap_or(""), "floor", 1);
+        let floor = view
+            .median(REALTIME, LATENCY_FIFO, WFSPAN, cores, &floor_metric)
+            .map_or(String::new(), |f| {
+                format!(", floor in its runs {}", fmt_ns(f))
+            });
         match best {
             Some((peer, theirs)) if theirs < ours => {
                 ok = false;
                 parts.push(format!(
-                    "{metric} {} vs {peer} {} ({peer} {:.2}x)",
+                    "{metric} {} vs {peer} {} ({peer} {:.2}x){floor}",
                     fmt_ns(ours),
                     fmt_ns(theirs),
                     theirs / ours
                 ));
             }
             Some((peer, theirs)) => parts.push(format!(
-                "{metric} {} (next {peer} {:.2}x)",
+                "{metric} {} (next {peer} {:.2}x){floor}",
                 fmt_ns(ours),
                 theirs / ours
             )),
-            None => parts.push(format!("{metric} {}", fmt_ns(ours))),
+            None => parts.push(format!("{metric} {}{floor}", fmt_ns(ours))),
         }
     }
     Check {
         verdict: Verdict::of(ok),
+        line: format!("{what}: {}", parts.join("; ")),
+    }
+}
+
+/// The threads this suite's `progress` workload ran at with more than one worker (the
+/// others exist only then), fewest first.
+fn progress_threads(view: &Lookup<'_>, allocator: &str) -> Option<usize> {
+    view.threads(REALTIME, allocator).into_iter().find(|&t| {
+        t > 1
+            && view
+                .median(REALTIME, PROGRESS, allocator, t, "blocked_freezes")
+                .is_some()
+    })
+}
+
+/// wfspan, frozen inside a call, blocks no other thread: no blocked freeze in any run, of
+/// at least [`PROGRESS_MIN_FREEZES`] a run, and the others' longest call during freezes
+/// under [`PROGRESS_OTHERS_MAX_NS`].
+pub(super) fn progress_check(view: &Lookup<'_>) -> Check {
+    let what = format!(
+        "`{REALTIME}/{PROGRESS}`: {WFSPAN}, frozen inside a call, blocks no other thread (0 blocked of at least {PROGRESS_MIN_FREEZES:.0} freezes; the others' longest call during freezes under {})",
+        fmt_ns(PROGRESS_OTHERS_MAX_NS)
+    );
+    if let Some(why) = missing(view, REALTIME, WFSPAN, &[]) {
+        return not_here(&what, &why);
+    }
+    let Some(t) = progress_threads(view, WFSPAN) else {
+        return not_here(&what, "`progress` not run with two or more threads");
+    };
+    let get = |metric: &str| view.view.get(REALTIME, PROGRESS, WFSPAN, t, metric);
+    let (Some(freezes), Some(blocked), Some(others)) = (
+        get("freezes"),
+        get("blocked_freezes"),
+        get("others_max_during_freeze"),
+    ) else {
+        return not_here(&what, "no progress figures");
+    };
+    // The worst run decides: most blocked, longest call; the fewest freezes.
+    let ok = blocked.max == 0.0
+        && freezes.min >= PROGRESS_MIN_FREEZES
+        && others.max < PROGRESS_OTHERS_MAX_NS;
+    Check {
+        verdict: Verdict::of(ok),
         line: format!(
-            "{what}: {}; threads under the {}",
-            parts.join(", "),
-            policy(view, workload, threads)
+            "{what}: {t} threads, blocked on {:.0} of {:.0} freezes (most over the runs), others' longest call during freezes {} (longest over the runs)",
+            blocked.max,
+            freezes.min,
+            fmt_ns(others.max)
+        ),
+    }
+}
+
+/// The measure sees a lock: [`PROGRESS_LOCK`] (one mutex) blocks on at least
+/// [`PROGRESS_LOCK_MIN_BLOCKED`] of the freezes.
+pub(super) fn progress_sees_a_lock_check(view: &Lookup<'_>) -> Check {
+    let what = format!(
+        "`{REALTIME}/{PROGRESS}` sees a lock: {PROGRESS_LOCK} (one mutex) blocks on at least {:.0}% of the freezes",
+        PROGRESS_LOCK_MIN_BLOCKED * 100.0
+    );
+    if let Some(why) = missing(view, REALTIME, PROGRESS_LOCK, &[]) {
+        return not_here(&what, &why);
+    }
+    let Some(t) = progress_threads(view, PROGRESS_LOCK) else {
+        return not_here(&what, "`progress` not run with two or more threads");
+    };
+    let Some(fraction) = view.median(REALTIME, PROGRESS, PROGRESS_LOCK, t, "blocked_fraction")
+    else {
+        return not_here(&what, "no blocked_fraction");
+    };
+    Check {
+        verdict: Verdict::of(fraction >= PROGRESS_LOCK_MIN_BLOCKED),
+        line: format!(
+            "{what}: {t} threads, {:.1}% (median over the runs; a freeze that finds the thread waiting for the lock holds nothing up)",
+            fraction * 100.0
         ),
     }
 }
@@ -86,20 +170,21 @@ pub(super) fn step_bound_check(view: &Lookup<'_>) -> Check {
                     .get(REALTIME, workload, WFSPAN, t, metric)
                     .map(|r| r.max)
             };
+            // `progress` counts no steps: its calls are the latency mix's.
             let (Some(alloc_max), Some(free_max)) =
                 (most("alloc_max_steps"), most("free_max_steps"))
             else {
-                return not_here(&what, &format!("no step counts at {t} threads"));
+                continue;
             };
             ok &= alloc_max <= bound.alloc as f64 && free_max <= bound.free as f64;
             parts.push(format!(
-                "{t} threads: alloc {alloc_max:.0} <= {}, free {free_max:.0} <= {}",
+                "{workload} at {t} threads: alloc {alloc_max:.0} <= {}, free {free_max:.0} <= {}",
                 bound.alloc, bound.free
             ));
         }
     }
     if parts.is_empty() {
-        return not_here(&what, "no realtime figures");
+        return not_here(&what, "no step counts in the realtime figures");
     }
     Check {
         verdict: Verdict::of(ok),
@@ -117,7 +202,7 @@ pub(super) fn goals(view: &Lookup<'_>, cores: usize) -> [Goal; 2] {
         by: Claimant::Paper(
             "the wfspan paper (Ouyang & Zhu 2022): every alloc and free in bounded steps",
         ),
-        checks: vec![step_bound_check(view)],
+        checks: vec![step_bound_check(view), progress_check(view)],
     };
     let ours = Goal {
         title: "wfspan",
@@ -144,7 +229,8 @@ pub(super) fn goals(view: &Lookup<'_>, cores: usize) -> [Goal; 2] {
                 MIMALLOC,
                 WFSPAN_FOOTPRINT_VS_MIMALLOC,
             ),
-            realtime_lowest_check(view, cores),
+            fifo_tails_check(view, cores),
+            progress_sees_a_lock_check(view),
         ],
     };
     [paper, ours]

@@ -7,7 +7,7 @@ use crate::report::{
     ReportError, ReportLayout, Shape, SuiteLayout, Sweeps, View, render_sweep_svg, write_atomic,
 };
 use crate::results::{Record, ResultsFile};
-use crate::workloads::{programs, security, storage, training};
+use crate::workloads::{programs, realtime, security, storage, training};
 
 /// The layout of every suite that needs one, and the targets the report opens with.
 pub static LAYOUT: ReportLayout = ReportLayout {
@@ -22,6 +22,15 @@ pub static LAYOUT: ReportLayout = ReportLayout {
             readme_section: Some(programs::report::readme),
             terminal: Some(programs::report::terminal_text),
             ..SuiteLayout::plain(programs::SUITE)
+        },
+        // Tails in time units beside the floor, the progress verdicts in place of a mean
+        // (the workloads measure different things), percentile distribution charts.
+        SuiteLayout {
+            report_head: Some(realtime::report::report_head),
+            report_summary: Some(realtime::report::report_summary),
+            readme_section: Some(realtime::report::readme),
+            charts: Some(realtime::report::write_charts),
+            ..SuiteLayout::plain(realtime::SUITE)
         },
         // Probabilities, bits and verdicts: read across allocators, no ratios.
         SuiteLayout {

@@ -234,6 +234,7 @@ pub fn find(name: &str) -> Option<&'static WorkloadInfo> {
 pub fn unavailable(workload: &WorkloadInfo) -> Option<String> {
     match workload.suite {
         programs::SUITE => programs::unavailable(workload.name),
+        realtime::SUITE => realtime::unavailable(workload.name),
         _ => storage::unavailable(workload.name),
     }
 }
@@ -405,7 +406,7 @@ mod tests {
     }
 
     #[test]
-    fn cpu_runs_once_per_core_realtime_at_one_two_and_four_times_security_at_one_pmem_at_one_and_two()
+    fn cpu_runs_once_per_core_latency_at_one_two_and_four_times_security_at_one_pmem_at_one_and_two()
      {
         for cores in [1, 2, 6] {
             for w in all() {
@@ -413,7 +414,8 @@ mod tests {
                     "cpu" => vec![cores],
                     "programs" if programs::takes_threads(w.name) => vec![cores],
                     "programs" => vec![1],
-                    "realtime" => vec![cores, 2 * cores, 4 * cores],
+                    "realtime" if w.name == "latency" => vec![cores, 2 * cores, 4 * cores],
+                    "realtime" => vec![cores],
                     "security" => vec![1],
                     "hls" => vec![1],
                     "pmem" | "storage" => vec![1, 2],

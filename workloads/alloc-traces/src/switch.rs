@@ -82,11 +82,11 @@ pub struct SwitchConfig {
 }
 
 impl Default for SwitchConfig {
-    /// 32 ports, 256 B cells, a 64 Ki-cell (16 MiB) shared buffer with dynamic thresholds
-    /// (α = 1); 80 sources, Pareto α = 1.4 periods of mean 20 ON / 60 OFF ticks; Zipf
-    /// s = 1.1 across ports; 64 B or 1500 B packets (40% large: 1 or 6 cells); each port
-    /// sends 2 cells a tick; 20 000 ticks; seed 1. Offered load 0.94 of the total line rate,
-    /// above it on the hot ports.
+    /// 32 ports, 256 B cells, a 16 Ki-cell (4 MiB) shared buffer with dynamic thresholds
+    /// (α = 1); 64 sources, Pareto α = 1.4 periods of mean 20 ON / 60 OFF ticks; Zipf
+    /// s = 0.8 across ports; 64 B or 1500 B packets (40% large: 1 or 6 cells); each port
+    /// sends 4 cells a tick; 20 000 ticks; seed 1. Offered load about 0.38 of the total line
+    /// rate, above it on the hot ports.
     fn default() -> Self {
         SwitchConfig {
             ports: 32,

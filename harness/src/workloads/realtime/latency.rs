@@ -1,10 +1,12 @@
-//! The `realtime` suite: how long one allocation and one free take, in the tail.
+//! The `latency` workload (and `latency-fifo`, the same under `SCHED_FIFO`): how long one
+//! allocation and one free take, in the tail.
 //!
-//! A real-time program cares about its worst operation, not its average one. The suite's one
-//! workload, `latency`, times every allocation and every free on its own and reports the
-//! distribution of each (an HDR histogram: p50, p99, p99.9, p99.99, p99.999 and max), with
-//! more threads than cores by default (1×, 2× and 4× the logical cores), random sizes, and a
-//! fifth of the frees done by another thread.
+//! It times every allocation and every free on its own and reports the distribution of each
+//! (an HDR histogram: p50, p99, p99.9, p99.99, p99.999 and max), with more threads than cores
+//! by default (1×, 2× and 4× the logical cores), random sizes, and a fifth of the frees done
+//! by another thread; beside them, the **floor**: the same two clock reads around a call that
+//! does nothing, once a step, so that each tail can be read against what the machine itself
+//! adds (interrupts, the hypervisor, the scheduler) in the same run.
 //!
 //! # The workload
 //!
@@ -104,7 +106,8 @@
 //! # Metrics
 //!
 //! All `lower_is_better`: `alloc_p50`, `alloc_p99`, `alloc_p99.9`, `alloc_p99.99`,
-//! `alloc_p99.999`, `alloc_max` and the same for `free_` (ns); `remote_free_p99.999` and
+//! `alloc_p99.999`, `alloc_max` and the same for `free_` and `floor_` (ns; `floor_` is the
+//! empty call); `remote_free_p99.999` and
 //! `remote_free_max` (ns, the remote frees alone); `alloc_max_steps` and `free_max_steps`
 //! (steps, the allocator's own counters after the run, whole worker process) only where the
 //! allocator's [`Stats`] tracks them; `sched_fifo` (the share of the run's threads that ran
@@ -120,12 +123,15 @@ use alloclab_core::{HostAllocator, Stats};
 use hdrhistogram::Histogram;
 use rand::Rng;
 
-use super::cpu::common::{self, Block, Ring, RingEnd, Table};
-use super::{Outcome, Params, WorkloadInfo};
-use crate::peers::Capability;
-use crate::report::{CLOCK_READ_METRIC, SCHED_FIFO_METRIC, TIMER_OVERHEAD_METRIC};
-use crate::results::{Sample, sample};
+use super::sched::Sched;
+use super::{PERCENTILES, latency_histogram, nanos_between, shortest_ns};
+use crate::metrics::SCHED_FIFO_METRIC;
+use crate::results::Sample;
+use crate::workloads::Params;
+use crate::workloads::cpu::common::{self, Block, Ring, RingEnd, Table};
 
+/// The metric family of the floor (`floor_p50` .. `floor_max`).
+pub const FLOOR: &str = "floor";
 /// Live blocks per thread.
 pub const WORKING_SET: usize = 1024;
 /// Smallest block.
@@ -144,164 +150,6 @@ pub const ROUNDS: u64 = 1 << 13;
 /// [`Scale::Small`](crate::workloads::Scale::Small) (scaled like [`ROUNDS`]): 2^16 steps,
 /// past the heaps' start-up growth (see the module documentation).
 pub const WARM_UP_ROUNDS: u64 = ROUNDS / 8;
-/// Largest latency a histogram tells apart (60 s); longer ones are recorded as this.
-pub const HIGHEST_NS: u64 = 60_000_000_000;
-/// Significant digits of every histogram.
-const SIGNIFICANT_DIGITS: u8 = 3;
-
-/// The scheduling policy the suite's worker processes run their threads under; see the
-/// module documentation.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Sched {
-    /// `SCHED_FIFO` at priority 1, where the process may use it; else the default policy.
-    #[default]
-    Fifo,
-    /// The default time-sharing policy (`SCHED_OTHER`).
-    Other,
-}
-
-impl Sched {
-    /// The name on the command line.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Fifo => "fifo",
-            Self::Other => "other",
-        }
-    }
-
-    /// Puts the calling thread (and the threads it spawns from now on, which inherit its
-    /// policy) under this policy. `Other` changes nothing.
-    ///
-    /// # Errors
-    ///
-    /// The OS error if the process may not use `SCHED_FIFO` (`EPERM` without
-    /// `CAP_SYS_NICE` or an `RLIMIT_RTPRIO` of at least 1); the thread's policy is then
-    /// unchanged.
-    pub fn enter(self) -> std::io::Result<()> {
-        if self == Self::Other {
-            return Ok(());
-        }
-        let param = libc::sched_param { sched_priority: 1 };
-        // SAFETY: `param` is a valid `sched_param`; pid 0 is the calling thread.
-        if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
-    }
-
-    /// Whether the calling thread runs under `SCHED_FIFO`.
-    pub fn current_is_fifo() -> bool {
-        // SAFETY: no preconditions; pid 0 is the calling thread.
-        unsafe { libc::sched_getscheduler(0) == libc::SCHED_FIFO }
-    }
-
-    /// How long to wait after a `SCHED_FIFO` run that took `run` (wall time) before the next
-    /// one, so that it does not start with the kernel's real-time budget already spent: the
-    /// budget is `sched_rt_runtime_us` of every `sched_rt_period_us`, a core's real-time use
-    /// beyond it is paid back one budget a period, and a run used at most `run` of each core.
-    /// So `period × (1 + ⌊run / runtime⌋)`; nothing where real-time threads are not limited
-    /// (`sched_rt_runtime_us` of -1). Where the files cannot be read, Linux's defaults
-    /// (0.95 s of every 1 s).
-    pub fn rt_pause(run: Duration) -> Duration {
-        let read = |name: &str| {
-            std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
-                .ok()
-                .and_then(|s| s.trim().parse::<i64>().ok())
-        };
-        let period = read("sched_rt_period_us").unwrap_or(1_000_000);
-        let runtime = read("sched_rt_runtime_us").unwrap_or(950_000);
-        rt_pause_for(run, period, runtime)
-    }
-}
-
-/// [`Sched::rt_pause`] for a period and a budget in µs (a budget below 0: unlimited).
-fn rt_pause_for(run: Duration, period_us: i64, runtime_us: i64) -> Duration {
-    if runtime_us < 0 || period_us <= 0 {
-        return Duration::ZERO;
-    }
-    let periods = 1 + run.as_micros() / u128::try_from(runtime_us.max(1)).unwrap_or(1);
-    let pause_us = u128::try_from(period_us).unwrap_or(0) * periods;
-    Duration::from_micros(u64::try_from(pause_us).unwrap_or(u64::MAX))
-}
-
-impl core::fmt::Display for Sched {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl core::str::FromStr for Sched {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "fifo" => Ok(Self::Fifo),
-            "other" => Ok(Self::Other),
-            _ => Err(format!(
-                "unknown scheduling policy '{s}': expected fifo or other"
-            )),
-        }
-    }
-}
-
-/// The suite's name.
-pub const SUITE: &str = "realtime";
-
-/// Runs per measurement when `--runs` is not given: each run times millions of calls (about
-/// 2 s at 4x the cores on 2 cores), so three runs give a median and a spread while the
-/// default suite stays within its time.
-pub const DEFAULT_RUNS: u32 = 3;
-
-/// The registry entries of the `realtime` suite.
-pub const WORKLOADS: &[WorkloadInfo] = &[WorkloadInfo {
-    suite: SUITE,
-    name: "latency",
-    description: "per-call alloc and free latency (p50 .. p99.999, max), random 16 B-16 KiB, 20% remote frees",
-    requires: Capability::HostHeap,
-    default_threads: super::oversubscribed,
-}];
-
-/// The workloads of the `realtime` suite.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RealtimeWorkload {
-    /// Per-operation latency of allocation and free; see the module documentation.
-    Latency,
-}
-
-impl RealtimeWorkload {
-    /// Every workload of the suite, in registry order.
-    pub const ALL: [RealtimeWorkload; 1] = [Self::Latency];
-
-    /// The workload's registry name.
-    pub fn name(self) -> &'static str {
-        WORKLOADS[self as usize].name
-    }
-
-    /// Looks a workload up by registry name.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|w| w.name() == name)
-    }
-
-    /// Runs the workload once against `alloc` and reports its metrics, with the
-    /// allocator's step counters read after the run.
-    ///
-    /// # Panics
-    ///
-    /// If the allocator fails an allocation.
-    pub fn run<A: HostAllocator>(self, alloc: &A, params: &Params) -> Outcome {
-        match self {
-            Self::Latency => {
-                let latencies = measure(alloc, params);
-                Outcome {
-                    samples: latencies.samples(&alloc.stats()),
-                    min_sample: latencies.shortest(),
-                    times_single_operations: true,
-                }
-            }
-        }
-    }
-}
 
 /// The latencies of one run, merged over its threads, in nanoseconds.
 #[derive(Clone, Debug)]
@@ -312,51 +160,12 @@ pub struct Latencies {
     pub free: Histogram<u64>,
     /// The remote frees alone (also counted in `free`).
     pub remote_free: Histogram<u64>,
+    /// The floor: a call that does nothing, timed the same way, once a step.
+    pub floor: Histogram<u64>,
     /// Threads that ran under `SCHED_FIFO`, of `threads`.
     pub fifo_threads: usize,
     /// Threads whose latencies these are.
     pub threads: usize,
-}
-
-/// The percentiles reported, with their metric suffixes.
-pub const PERCENTILES: [(&str, f64); 5] = [
-    ("p50", 0.5),
-    ("p99", 0.99),
-    ("p99.9", 0.999),
-    ("p99.99", 0.9999),
-    ("p99.999", 0.99999),
-];
-
-/// An empty histogram of single-call latencies, in ns, as every suite that times calls
-/// one by one keeps them: 1 ns to [`HIGHEST_NS`], [`SIGNIFICANT_DIGITS`] digits.
-pub(crate) fn latency_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, HIGHEST_NS, SIGNIFICANT_DIGITS).expect("valid histogram bounds")
-}
-
-/// The shortest call recorded in any of `histograms`, in ns (0 if all are empty): for the
-/// timer-overhead figure.
-pub(crate) fn shortest_ns(histograms: &[&Histogram<u64>]) -> u64 {
-    histograms
-        .iter()
-        .filter(|h| !h.is_empty())
-        .map(|h| h.min())
-        .min()
-        .unwrap_or(0)
-}
-
-/// The clock-read and timer-overhead samples of a workload that times single calls: the
-/// clock read in ns, and two clock reads as a share of the shortest call timed (`shortest`
-/// ns, at least 1).
-pub(crate) fn timer_samples(clock_read_ns: f64, shortest: u64) -> [Sample; 2] {
-    [
-        sample(CLOCK_READ_METRIC, "ns", clock_read_ns, true),
-        sample(
-            TIMER_OVERHEAD_METRIC,
-            "%",
-            2.0 * clock_read_ns / shortest.max(1) as f64 * 100.0,
-            true,
-        ),
-    ]
 }
 
 impl Latencies {
@@ -365,6 +174,7 @@ impl Latencies {
             alloc: latency_histogram(),
             free: latency_histogram(),
             remote_free: latency_histogram(),
+            floor: latency_histogram(),
             fifo_threads: 0,
             threads: 0,
         }
@@ -375,6 +185,7 @@ impl Latencies {
         self.alloc.reset();
         self.free.reset();
         self.remote_free.reset();
+        self.floor.reset();
     }
 
     fn add(&mut self, other: &Self) {
@@ -382,6 +193,7 @@ impl Latencies {
         self.alloc.add(&other.alloc).expect(same_bounds);
         self.free.add(&other.free).expect(same_bounds);
         self.remote_free.add(&other.remote_free).expect(same_bounds);
+        self.floor.add(&other.floor).expect(same_bounds);
         self.fifo_threads += other.fifo_threads;
         self.threads += other.threads;
     }
@@ -395,7 +207,14 @@ impl Latencies {
     /// counters after the run, and give the `_max_steps` metrics where they are tracked.
     pub fn samples(&self, stats: &Stats) -> Vec<Sample> {
         let mut samples = Vec::new();
-        for (kind, histogram) in [("alloc", &self.alloc), ("free", &self.free)] {
+        for (kind, histogram) in [
+            ("alloc", &self.alloc),
+            ("free", &self.free),
+            (FLOOR, &self.floor),
+        ] {
+            if histogram.is_empty() {
+                continue;
+            }
             for (suffix, quantile) in PERCENTILES {
                 samples.push(ns(
                     format!("{kind}_{suffix}"),
@@ -520,6 +339,7 @@ pub fn measure<A: HostAllocator>(alloc: &A, params: &Params) -> Latencies {
                     }
                     let size = t.sizes.next() as usize;
                     *slot = Some(timed_allocate(alloc, size, tag, &mut t.latencies.alloc));
+                    t.latencies.floor.saturating_record(timed_nothing());
                 }
                 let mut incoming = t.ring.next();
                 // The batch taken in round `r` was passed in the predecessor's round
@@ -575,6 +395,23 @@ fn timed_allocate<A: HostAllocator>(
     }
 }
 
+/// How long a call that does nothing takes, timed as [`timed_allocate`] times `allocate`:
+/// the floor under every figure. The call goes through a function pointer the compiler
+/// cannot see through, so it is made, like an allocator's.
+#[inline]
+fn timed_nothing() -> u64 {
+    let nothing: fn() = core::hint::black_box(do_nothing);
+    let start = Instant::now();
+    nothing();
+    let end = Instant::now();
+    nanos_between(start, end)
+}
+
+#[inline(never)]
+fn do_nothing() {
+    core::hint::black_box(());
+}
+
 /// Frees `block` and returns how long `deallocate` took, in nanoseconds.
 ///
 /// # Safety
@@ -614,11 +451,6 @@ unsafe fn free_remote<A: HostAllocator>(
     }
 }
 
-/// Nanoseconds from `start` to `end` (0 if `end` is earlier), saturating at `u64::MAX`.
-pub(crate) fn nanos_between(start: Instant, end: Instant) -> u64 {
-    u64::try_from(end.saturating_duration_since(start).as_nanos()).unwrap_or(u64::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     use core::alloc::Layout;
@@ -654,6 +486,8 @@ mod tests {
         // One free per step: local ones timed by the stepping thread, remote ones by the
         // thread they were handed to.
         assert_eq!(latencies.free.len(), 2 * steps_per_thread);
+        // One empty call timed per step, beside the allocation.
+        assert_eq!(latencies.floor.len(), 2 * steps_per_thread);
         let remote_share = latencies.remote_free.len() as f64 / latencies.free.len() as f64;
         assert!(
             (0.17..=0.23).contains(&remote_share),
@@ -665,7 +499,7 @@ mod tests {
     fn percentiles_are_reported_in_order_for_alloc_and_free() {
         let latencies = measure(&SystemHeap::new(), &tiny(2));
         let samples = latencies.samples(&Stats::default());
-        for kind in ["alloc", "free"] {
+        for kind in ["alloc", "free", FLOOR] {
             let names: Vec<String> = PERCENTILES
                 .iter()
                 .map(|(suffix, _)| format!("{kind}_{suffix}"))
@@ -721,7 +555,8 @@ mod tests {
 
     #[test]
     fn steps_are_reported_only_where_the_allocator_counts_them() {
-        let counted = RealtimeWorkload::Latency.run(&StepCounting(SystemHeap::new()), &tiny(1));
+        let counted =
+            super::super::RealtimeWorkload::Latency.run(&StepCounting(SystemHeap::new()), &tiny(1));
         assert_eq!(value(&counted.samples, "alloc_max_steps"), Some(12.0));
         assert_eq!(value(&counted.samples, "free_max_steps"), Some(5.0));
         assert!(counted.times_single_operations);
@@ -731,7 +566,7 @@ mod tests {
             .find(|s| s.metric == "free_max_steps");
         assert_eq!(step.map(|s| s.unit.as_str()), Some("steps"));
 
-        let uncounted = RealtimeWorkload::Latency.run(&SystemHeap::new(), &tiny(1));
+        let uncounted = super::super::RealtimeWorkload::Latency.run(&SystemHeap::new(), &tiny(1));
         assert!(
             uncounted
                 .samples
@@ -751,7 +586,6 @@ mod tests {
             assert_eq!(latencies.free.len(), latencies.alloc.len());
         }
     }
-
     #[test]
     fn sched_fifo_reports_the_policy_the_threads_ran_under() {
         // Under the test harness's own (default) policy.
@@ -769,37 +603,5 @@ mod tests {
             Some(share) => assert_eq!(share, Some(1.0)),
             None => eprintln!("skipped the SCHED_FIFO half: not permitted here"),
         }
-    }
-
-    #[test]
-    fn sched_policies_parse_and_other_changes_nothing() {
-        for sched in [Sched::Fifo, Sched::Other] {
-            assert_eq!(sched.as_str().parse::<Sched>(), Ok(sched));
-        }
-        let err = "rr".parse::<Sched>().unwrap_err();
-        assert!(err.contains("fifo or other"), "{err}");
-        std::thread::spawn(|| {
-            Sched::Other.enter().unwrap();
-            assert!(!Sched::current_is_fifo());
-        })
-        .join()
-        .unwrap();
-        // A run within the budget waits one period; a longer one, a period more for each
-        // budget it used; none where real-time threads are not limited.
-        let ms = Duration::from_millis;
-        assert_eq!(rt_pause_for(ms(700), 1_000_000, 950_000), ms(1000));
-        assert_eq!(rt_pause_for(ms(2000), 1_000_000, 950_000), ms(3000));
-        assert_eq!(rt_pause_for(ms(2000), 1_000_000, -1), Duration::ZERO);
-        assert!(Sched::rt_pause(ms(1)) <= Sched::rt_pause(ms(5000)));
-    }
-
-    #[test]
-    fn the_registry_finds_the_workload() {
-        assert_eq!(
-            RealtimeWorkload::from_name("latency"),
-            Some(RealtimeWorkload::Latency)
-        );
-        assert_eq!(RealtimeWorkload::Latency.name(), "latency");
-        assert_eq!(WORKLOADS[0].suite, "realtime");
     }
 }
