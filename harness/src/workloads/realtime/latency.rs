@@ -43,7 +43,7 @@
 //! difference, in nanoseconds, goes into the thread's histogram of allocations or of frees
 //! (remote frees are frees: they go into the freeing thread's free histogram, and also into
 //! a histogram of remote frees). Histograms keep 3 significant digits (each figure is within
-//! 0.1% of the value recorded, rounded up; `max` too) and saturate at [`HIGHEST_NS`]; they
+//! 0.1% of the value recorded, rounded up; `max` too) and saturate at [`HIGHEST_NS`](super::HIGHEST_NS); they
 //! are merged over the threads at the end.
 //!
 //! * **Timer overhead is inside every figure, and not subtracted.** Two reads around an
