@@ -369,10 +369,27 @@ fn realtime_suite_runs_at_one_two_and_four_times_the_cores_by_default() {
     let fifo: Vec<f64> = results
         .records
         .iter()
-        .filter(|r| r.metric == "sched_fifo")
+        .filter(|r| r.metric == "sched_fifo" && r.workload == "latency")
         .map(|r| r.median)
         .collect();
     assert_eq!(fifo.len(), 3, "one sched_fifo record per thread count");
+    // `latency-fifo` runs, at one thread per core and under SCHED_FIFO, exactly where it may;
+    // `progress` runs anyway, at one thread per core.
+    let of = |workload: &str| -> Vec<usize> {
+        let mut t: Vec<usize> = results
+            .records
+            .iter()
+            .filter(|r| r.workload == workload)
+            .map(|r| r.threads)
+            .collect();
+        t.dedup();
+        t
+    };
+    assert_eq!(
+        of("latency-fifo"),
+        if permitted { vec![cores] } else { vec![] }
+    );
+    assert_eq!(of("progress"), [cores]);
     let expected = if permitted { 1.0 } else { 0.0 };
     assert!(
         fifo.iter().all(|&v| v == expected),
@@ -390,6 +407,7 @@ fn realtime_suite_runs_at_one_two_and_four_times_the_cores_by_default() {
     );
     if !permitted {
         assert!(stderr(&out).contains("SCHED_FIFO is not permitted"));
+        assert!(md.contains("`latency-fifo` did not run"), "{md}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
