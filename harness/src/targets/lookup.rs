@@ -215,28 +215,6 @@ pub(super) fn at_threads(view: &Lookup<'_>, ours: &str, t: usize) -> String {
     }
 }
 
-/// Which policy the realtime threads ran under at `threads`, from the `sched_fifo` share.
-pub(super) fn policy(view: &Lookup<'_>, workload: &str, threads: usize) -> &'static str {
-    let shares: Vec<f64> = view
-        .records
-        .iter()
-        .filter(|r| {
-            r.suite == REALTIME
-                && r.workload == workload
-                && r.threads == threads
-                && r.metric == "sched_fifo"
-        })
-        .map(|r| r.median)
-        .collect();
-    if shares.is_empty() || shares.iter().all(|s| *s == 0.0) {
-        "default time-sharing policy"
-    } else if shares.iter().all(|s| *s >= 1.0) {
-        "SCHED_FIFO"
-    } else {
-        "mixed policies"
-    }
-}
-
 /// Nanoseconds as ns, µs or ms.
 pub(super) fn fmt_ns(ns: f64) -> String {
     if ns >= 1e6 {

@@ -3,29 +3,7 @@
 use super::lookup::*;
 use super::*;
 use crate::results::{Record, ResultsFile};
-
-fn record(
-    suite: &str,
-    workload: &str,
-    allocator: &str,
-    threads: usize,
-    metric: &str,
-    median: f64,
-) -> Record {
-    Record {
-        suite: suite.into(),
-        workload: workload.into(),
-        allocator: allocator.into(),
-        threads,
-        metric: metric.into(),
-        unit: String::new(),
-        median,
-        min: median,
-        max: median,
-        runs: 3,
-        lower_is_better: true,
-    }
-}
+use crate::testing::record;
 
 fn results(records: Vec<Record>) -> ResultsFile {
     ResultsFile::of_records(records)

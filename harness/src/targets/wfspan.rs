@@ -4,6 +4,7 @@
 use super::lookup::*;
 use super::thresholds::*;
 use super::{Check, Claimant, Goal, Verdict};
+use crate::workloads::realtime;
 
 /// The `latency-fifo` workload (under `SCHED_FIFO`).
 const LATENCY_FIFO: &str = "latency-fifo";
@@ -26,7 +27,7 @@ pub(super) fn fifo_tails_check(view: &Lookup<'_>, cores: usize) -> Check {
             "`latency-fifo` not run (SCHED_FIFO not permitted: the suite's note says why)",
         );
     }
-    if policy(view, LATENCY_FIFO, cores) != "SCHED_FIFO" {
+    if realtime::report::policy(&view.view, LATENCY_FIFO, cores) != "SCHED_FIFO" {
         return not_here(&what, "its threads did not all run under SCHED_FIFO");
     }
     let mut others = view.view.allocators_in(REALTIME, Some(LATENCY_FIFO));

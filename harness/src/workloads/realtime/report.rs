@@ -141,8 +141,9 @@ fn floor_of(metric: &str) -> String {
     format!("{FLOOR}_{suffix}")
 }
 
-/// Which policy a latency workload's threads ran under at `threads`.
-fn policy(view: &View<'_>, workload: &str, threads: usize) -> &'static str {
+/// Which policy a latency workload's threads ran under at `threads`, from their
+/// `sched_fifo` figures: `SCHED_FIFO`, the default policy, mixed, or not recorded.
+pub(crate) fn policy(view: &View<'_>, workload: &str, threads: usize) -> &'static str {
     let shares: Vec<f64> = view
         .allocators_in(SUITE, Some(workload))
         .iter()
@@ -471,26 +472,8 @@ mod tests {
     use super::*;
     use crate::results::Record;
 
-    fn record(
-        workload: &str,
-        allocator: &str,
-        threads: usize,
-        metric: &str,
-        median: f64,
-    ) -> Record {
-        Record {
-            suite: SUITE.into(),
-            workload: workload.into(),
-            allocator: allocator.into(),
-            threads,
-            metric: metric.into(),
-            unit: "ns".into(),
-            median,
-            min: median,
-            max: median,
-            runs: 3,
-            lower_is_better: true,
-        }
+    fn record(workload: &str, allocator: &str, threads: usize, metric: &str, v: f64) -> Record {
+        crate::testing::record(SUITE, workload, allocator, threads, metric, v)
     }
 
     #[test]
