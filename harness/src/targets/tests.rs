@@ -201,6 +201,7 @@ fn progress(rows: &[(&str, f64, f64, f64)]) -> Vec<Record> {
                     "others_max_during_freeze",
                     others,
                 ),
+                record(REALTIME, "progress", a, 2, "floor_max_during_freeze", 3e5),
             ]
         })
         .collect()
@@ -219,6 +220,13 @@ fn progress_checks_want_no_blocked_freeze_of_wfspan_and_some_of_the_lock() {
     );
     assert!(
         checks[PROGRESS_CHECK].line.contains("blocked on 0 of 200"),
+        "{}",
+        checks[PROGRESS_CHECK].line
+    );
+    assert!(
+        checks[PROGRESS_CHECK]
+            .line
+            .contains("an empty call's longest during freezes 300.0 µs"),
         "{}",
         checks[PROGRESS_CHECK].line
     );

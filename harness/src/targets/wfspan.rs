@@ -108,6 +108,10 @@ pub(super) fn progress_check(view: &Lookup<'_>) -> Check {
     ) else {
         return not_here(&what, "no progress figures");
     };
+    // What the machine does to any code in the same windows, for reading the longest call.
+    let floor = get("floor_max_during_freeze").map_or(String::new(), |f| {
+        format!("; an empty call's longest during freezes {}", fmt_ns(f.max))
+    });
     // The worst run decides: most blocked, longest call; the fewest freezes.
     let ok = blocked.max == 0.0
         && freezes.min >= PROGRESS_MIN_FREEZES
@@ -115,7 +119,7 @@ pub(super) fn progress_check(view: &Lookup<'_>) -> Check {
     Check {
         verdict: Verdict::of(ok),
         line: format!(
-            "{what}: {t} threads, blocked on {:.0} of {:.0} freezes (most over the runs), others' longest call during freezes {} (longest over the runs)",
+            "{what}: {t} threads, blocked on {:.0} of {:.0} freezes (most over the runs), others' longest call during freezes {} (longest over the runs){floor}",
             blocked.max,
             freezes.min,
             fmt_ns(others.max)

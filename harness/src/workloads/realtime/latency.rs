@@ -407,8 +407,9 @@ fn timed_nothing() -> u64 {
     nanos_between(start, end)
 }
 
+/// The call the floor times.
 #[inline(never)]
-fn do_nothing() {
+pub(super) fn do_nothing() {
     core::hint::black_box(());
 }
 

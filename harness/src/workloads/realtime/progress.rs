@@ -48,7 +48,10 @@
 //!   count and as a share (lower is better);
 //! * `others_max_during_freeze` (ns) — the longest call of the workers not frozen, among
 //!   those that overlapped a freeze; `others_max_outside_freeze` (ns) — the longest that did
-//!   not, for comparison (what the machine does to a call anyway);
+//!   not, for comparison; `floor_max_during_freeze` and `floor_max_outside_freeze` (ns) —
+//!   the same for an empty call timed once a step, what the machine does to any code in the
+//!   same windows (with two workers, freezes take about seven eighths of the run, so a
+//!   host interruption lands in one far more often than outside);
 //! * `others_throughput_during_freeze` (×) — calls per worker and second by the workers not
 //!   frozen while a freeze lasted, over calls per worker and second outside the freezes
 //!   (1: the others went on as before; 0: they stopped).
@@ -68,6 +71,7 @@ use rand::Rng;
 
 use super::latency::{
     MAX_SIZE, MIN_SIZE, REMOTE_FREE_PERCENT, STEPS_PER_ROUND, WARM_UP_ROUNDS, WORKING_SET,
+    do_nothing,
 };
 use crate::results::Sample;
 use crate::workloads::cpu::common::{self, Block, Table};
@@ -130,6 +134,11 @@ pub struct Progress {
     pub others_max_during_freeze: u64,
     /// The longest call that overlapped no freeze, in ns.
     pub others_max_outside_freeze: u64,
+    /// The floor of the two above: the longest empty call, timed the same way once a step,
+    /// that overlapped a freeze, in ns.
+    pub floor_max_during_freeze: u64,
+    /// The longest empty call that overlapped none, in ns.
+    pub floor_max_outside_freeze: u64,
     /// Calls per worker and second of the workers not frozen during freezes, over calls per
     /// worker and second outside them; `None` without others or without time outside.
     pub others_throughput_during_freeze: Option<f64>,
@@ -177,6 +186,18 @@ impl Progress {
                 "others_max_outside_freeze",
                 "ns",
                 self.others_max_outside_freeze as f64,
+                true,
+            ),
+            sample(
+                "floor_max_during_freeze",
+                "ns",
+                self.floor_max_during_freeze as f64,
+                true,
+            ),
+            sample(
+                "floor_max_outside_freeze",
+                "ns",
+                self.floor_max_outside_freeze as f64,
                 true,
             ),
         ]);
@@ -365,6 +386,15 @@ struct Tally {
     /// (end, duration) of the calls of at least D/2.
     long_calls: Vec<(u64, u64)>,
     long_calls_dropped: u64,
+    /// The longest empty call that overlapped a freeze, and none, in ns.
+    floor_max_during: u64,
+    floor_max_outside: u64,
+}
+
+/// Whether a call that saw freeze generations `before` and `after` overlapped a freeze: one
+/// was on when it started or ended (odd), or one started or ended in between.
+fn overlapped(before: u64, after: u64) -> bool {
+    before != after || !before.is_multiple_of(2)
 }
 
 impl Tally {
@@ -373,14 +403,14 @@ impl Tally {
     #[inline]
     fn record(&mut self, start: u64, end: u64, before: u64, after: u64, freeze_ns: u64) {
         let took = end.saturating_sub(start);
-        if before == after && before.is_multiple_of(2) {
-            self.outside += 1;
-            self.max_outside = self.max_outside.max(took);
-        } else {
+        if overlapped(before, after) {
             if before == after {
                 self.during += 1;
             }
             self.max_during = self.max_during.max(took);
+        } else {
+            self.outside += 1;
+            self.max_outside = self.max_outside.max(took);
         }
         if took >= freeze_ns / 2 {
             if self.long_calls.len() < self.long_calls.capacity() {
@@ -389,6 +419,18 @@ impl Tally {
                 self.long_calls_dropped += 1;
             }
         }
+    }
+
+    /// Tallies an empty call, as [`Tally::record`] a real one.
+    #[inline]
+    fn record_floor(&mut self, start: u64, end: u64, before: u64, after: u64) {
+        let took = end.saturating_sub(start);
+        let max = if overlapped(before, after) {
+            &mut self.floor_max_during
+        } else {
+            &mut self.floor_max_outside
+        };
+        *max = (*max).max(took);
     }
 }
 
@@ -423,6 +465,21 @@ impl Caller<'_> {
                 .record(start, end, before, after, self.shared.freeze_ns);
         }
         result
+    }
+
+    /// Times a call that does nothing, with the in-call flag down (it is never frozen): the
+    /// floor of the others' figures, what the machine does to any code in the same windows.
+    #[inline(always)]
+    fn floor(&mut self) {
+        let before = self.shared.generation.load(Ordering::Acquire);
+        let nothing: fn() = core::hint::black_box(do_nothing);
+        let start = now_ns();
+        nothing();
+        let end = now_ns();
+        let after = self.shared.generation.load(Ordering::Acquire);
+        if self.shared.measuring.load(Ordering::Relaxed) {
+            self.tally.record_floor(start, end, before, after);
+        }
     }
 
     /// Allocates and touches a `size`-byte block.
@@ -521,6 +578,7 @@ pub fn measure<A: HostAllocator>(
                         }
                         let size = w.sizes.next() as usize;
                         w.slots[at] = Some(caller.allocate(alloc, size, tag));
+                        caller.floor();
                     }
                     hand_over(alloc, &inboxes, i, &mut w, &mut caller);
                 }
@@ -762,6 +820,16 @@ impl Control {
                 .max()
                 .unwrap_or(0),
             others_throughput_during_freeze,
+            floor_max_during_freeze: tallies
+                .iter()
+                .map(|(_, t)| t.floor_max_during)
+                .max()
+                .unwrap_or(0),
+            floor_max_outside_freeze: tallies
+                .iter()
+                .map(|(_, t)| t.floor_max_outside)
+                .max()
+                .unwrap_or(0),
             long_calls_dropped: tallies.iter().map(|(_, t)| t.long_calls_dropped).sum(),
         }
     }
@@ -829,6 +897,7 @@ mod tests {
             "blocked_fraction",
             "others_max_during_freeze",
             "others_throughput_during_freeze",
+            "floor_max_during_freeze",
         ] {
             assert!(
                 names.iter().any(|n| n == metric),
@@ -888,6 +957,11 @@ mod tests {
         assert_eq!(tally.long_calls, [(600, 600)]);
         tally.record(0, 700, 2, 2, 1000);
         assert_eq!(tally.long_calls_dropped, 1);
+        // Empty calls are classified alike, apart from the calls.
+        tally.record_floor(0, 40, 5, 5);
+        tally.record_floor(0, 30, 6, 6);
+        assert_eq!((tally.floor_max_during, tally.floor_max_outside), (40, 30));
+        assert_eq!(tally.max_during, 600);
     }
 
     #[test]

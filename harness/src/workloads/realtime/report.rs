@@ -222,7 +222,7 @@ fn progress_section(out: &mut String, view: &View<'_>) {
         "threads",
         "freezes",
         "blocked",
-        "others' longest call, during / outside freezes",
+        "others' longest call, during / outside freezes (an empty call's)",
         "others' throughput during / outside",
         "what a frozen thread holds up",
     ]
@@ -240,17 +240,20 @@ fn progress_section(out: &mut String, view: &View<'_>) {
                 let share = get("blocked_fraction").map_or(f64::NAN, |f| f.median);
                 format!("{:.0} ({:.0}%)", r.max, share * 100.0)
             });
+            let pair = |during: &str, outside: &str| match (get(during), get(outside)) {
+                (Some(d), Some(o)) => Some(format!(
+                    "{} / {}",
+                    fmt_duration_ns(d.median),
+                    fmt_duration_ns(o.median)
+                )),
+                _ => None,
+            };
             let longest = match (
-                get("others_max_during_freeze"),
-                get("others_max_outside_freeze"),
+                pair("others_max_during_freeze", "others_max_outside_freeze"),
+                pair("floor_max_during_freeze", "floor_max_outside_freeze"),
             ) {
-                (Some(d), Some(o)) => {
-                    format!(
-                        "{} / {}",
-                        fmt_duration_ns(d.median),
-                        fmt_duration_ns(o.median)
-                    )
-                }
+                (Some(calls), Some(floor)) => format!("{calls} ({floor})"),
+                (Some(calls), None) => calls,
                 _ => "—".to_owned(),
             };
             let throughput = get("others_throughput_during_freeze")
