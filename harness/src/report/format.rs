@@ -36,6 +36,30 @@ pub(crate) fn fmt_tick(v: f64) -> String {
     }
 }
 
+/// Nanoseconds in the unit that keeps three figures: whole ns, or µs, ms or s.
+pub fn fmt_duration_ns(ns: f64) -> String {
+    if !ns.is_finite() {
+        return "—".to_owned();
+    }
+    if ns < 1e3 {
+        return format!("{ns:.0} ns");
+    }
+    let (value, unit) = if ns >= 1e9 {
+        (ns / 1e9, "s")
+    } else if ns >= 1e6 {
+        (ns / 1e6, "ms")
+    } else {
+        (ns / 1e3, "µs")
+    };
+    if value >= 100.0 {
+        format!("{value:.0} {unit}")
+    } else if value >= 10.0 {
+        format!("{value:.1} {unit}")
+    } else {
+        format!("{value:.2} {unit}")
+    }
+}
+
 /// A ratio, two decimals, or `—`.
 pub(super) fn fmt_ratio(r: Option<f64>) -> String {
     r.map_or_else(|| NONE.to_owned(), |r| format!("{r:.2}"))

@@ -215,17 +215,6 @@ pub(super) fn at_threads(view: &Lookup<'_>, ours: &str, t: usize) -> String {
     }
 }
 
-/// Nanoseconds as ns, µs or ms.
-pub(super) fn fmt_ns(ns: f64) -> String {
-    if ns >= 1e6 {
-        format!("{:.2} ms", ns / 1e6)
-    } else if ns >= 1e3 {
-        format!("{:.1} µs", ns / 1e3)
-    } else {
-        format!("{ns:.0} ns")
-    }
-}
-
 /// The size in a security metric's name (`entropy_steady_64` → 64).
 pub(super) fn size_of_metric(metric: &str, prefix: &str) -> Option<usize> {
     metric.strip_prefix(prefix)?.parse().ok()

@@ -226,7 +226,7 @@ fn progress_checks_want_no_blocked_freeze_of_wfspan_and_some_of_the_lock() {
     assert!(
         checks[PROGRESS_CHECK]
             .line
-            .contains("an empty call's longest during freezes 300.0 µs"),
+            .contains("an empty call's longest during freezes 300 µs"),
         "{}",
         checks[PROGRESS_CHECK].line
     );

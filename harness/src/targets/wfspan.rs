@@ -4,6 +4,7 @@
 use super::lookup::*;
 use super::thresholds::*;
 use super::{Check, Claimant, Goal, Verdict};
+use crate::report::fmt_duration_ns;
 use crate::workloads::realtime;
 
 /// The `latency-fifo` workload (under `SCHED_FIFO`).
@@ -49,24 +50,24 @@ pub(super) fn fifo_tails_check(view: &Lookup<'_>, cores: usize) -> Check {
         let floor = view
             .median(REALTIME, LATENCY_FIFO, WFSPAN, cores, &floor_metric)
             .map_or(String::new(), |f| {
-                format!(", floor in its runs {}", fmt_ns(f))
+                format!(", floor in its runs {}", fmt_duration_ns(f))
             });
         match best {
             Some((peer, theirs)) if theirs < ours => {
                 ok = false;
                 parts.push(format!(
                     "{metric} {} vs {peer} {} ({peer} {:.2}x){floor}",
-                    fmt_ns(ours),
-                    fmt_ns(theirs),
+                    fmt_duration_ns(ours),
+                    fmt_duration_ns(theirs),
                     theirs / ours
                 ));
             }
             Some((peer, theirs)) => parts.push(format!(
                 "{metric} {} (next {peer} {:.2}x){floor}",
-                fmt_ns(ours),
+                fmt_duration_ns(ours),
                 theirs / ours
             )),
-            None => parts.push(format!("{metric} {}{floor}", fmt_ns(ours))),
+            None => parts.push(format!("{metric} {}{floor}", fmt_duration_ns(ours))),
         }
     }
     Check {
@@ -92,7 +93,7 @@ fn progress_threads(view: &Lookup<'_>, allocator: &str) -> Option<usize> {
 pub(super) fn progress_check(view: &Lookup<'_>) -> Check {
     let what = format!(
         "`{REALTIME}/{PROGRESS}`: {WFSPAN}, frozen inside a call, blocks no other thread (0 blocked of at least {PROGRESS_MIN_FREEZES:.0} freezes; the others' longest call during freezes under {})",
-        fmt_ns(PROGRESS_OTHERS_MAX_NS)
+        fmt_duration_ns(PROGRESS_OTHERS_MAX_NS)
     );
     if let Some(why) = missing(view, REALTIME, WFSPAN, &[]) {
         return not_here(&what, &why);
@@ -110,7 +111,10 @@ pub(super) fn progress_check(view: &Lookup<'_>) -> Check {
     };
     // What the machine does to any code in the same windows, for reading the longest call.
     let floor = get("floor_max_during_freeze").map_or(String::new(), |f| {
-        format!("; an empty call's longest during freezes {}", fmt_ns(f.max))
+        format!(
+            "; an empty call's longest during freezes {}",
+            fmt_duration_ns(f.max)
+        )
     });
     // The worst run decides: most blocked, longest call; the fewest freezes.
     let ok = blocked.max == 0.0
@@ -122,7 +126,7 @@ pub(super) fn progress_check(view: &Lookup<'_>) -> Check {
             "{what}: {t} threads, blocked on {:.0} of {:.0} freezes (most over the runs), others' longest call during freezes {} (longest over the runs){floor}",
             blocked.max,
             freezes.min,
-            fmt_ns(others.max)
+            fmt_duration_ns(others.max)
         ),
     }
 }

@@ -10,7 +10,9 @@ use plotters::prelude::*;
 
 use super::SUITE;
 use super::latency::FLOOR;
-use crate::report::{ReportError, View, escape_cell, table_header, table_row, write_atomic};
+use crate::report::{
+    ReportError, View, escape_cell, fmt_duration_ns, table_header, table_row, write_atomic,
+};
 use crate::results::ResultsFile;
 
 /// What each host heap waits for when another thread is stopped inside one of its calls:
@@ -56,29 +58,6 @@ const TAILS: [(&str, &str); 4] = [
     ("free p99.999", "free_p99.999"),
     ("free max", "free_max"),
 ];
-
-/// Nanoseconds in a unit that keeps three figures: ns, µs, ms or s.
-pub fn fmt_duration_ns(ns: f64) -> String {
-    if !ns.is_finite() {
-        return "—".to_owned();
-    }
-    let (value, unit) = if ns >= 1e9 {
-        (ns / 1e9, "s")
-    } else if ns >= 1e6 {
-        (ns / 1e6, "ms")
-    } else if ns >= 1e3 {
-        (ns / 1e3, "µs")
-    } else {
-        (ns, "ns")
-    };
-    if value >= 100.0 {
-        format!("{value:.0} {unit}")
-    } else if value >= 10.0 {
-        format!("{value:.1} {unit}")
-    } else {
-        format!("{value:.2} {unit}")
-    }
-}
 
 /// The tails of one latency workload at one thread count: a row per allocator and a last
 /// row for the floor (the lowest of the floors the allocators' runs measured: what the
