@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, ValueFormatter};
 use plotters::prelude::*;
 
 use super::*;
@@ -90,6 +90,21 @@ impl Ranged for GroupAxis {
     }
 }
 
+/// Whether a metric's bars go on a logarithmic axis: durations in ns whose bars (and error
+/// bars) are all positive and span at least [`LOG_AXIS_SPAN`] (a latency tail next to a fast
+/// allocator's, a millisecond stall next to microseconds). Their ticks are in ns, µs or ms.
+fn log_axis(metric: &MetricInfo<'_>, values: &[f64]) -> Option<(f64, f64)> {
+    if metric.unit != "ns" || values.is_empty() || values.iter().any(|v| *v <= 0.0) {
+        return None;
+    }
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(0.0f64, f64::max);
+    (hi / lo >= LOG_AXIS_SPAN).then_some((lo, hi))
+}
+
+/// The least max/min of a metric's values that puts its bars on a log axis.
+pub(super) const LOG_AXIS_SPAN: f64 = 10.0;
+
 /// Draws the bars of one metric.
 pub(super) fn draw_panel<DB: DrawingBackend>(
     panel: &DrawingArea<DB, plotters::coord::Shift>,
@@ -116,18 +131,11 @@ where
         })
         .collect();
 
-    let values = bars
+    let values: Vec<f64> = bars
         .iter()
         .flat_map(|(_, _, r)| [r.min, r.median, r.max])
-        .filter(|v| v.is_finite());
-    let (mut lo, mut hi) = values.fold((0.0f64, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
-    if hi <= lo {
-        hi = lo + 1.0;
-    }
-    let span = hi - lo;
-    if lo < 0.0 {
-        lo -= span * 0.08;
-    }
+        .filter(|v| v.is_finite())
+        .collect();
     // Headroom above the highest bar: a margin, or room for the legend of the thread
     // counts (about 18 px per entry in a plot area about 220 px high).
     let legend_share = if threads.len() > 1 {
@@ -135,86 +143,137 @@ where
     } else {
         0.08
     };
-    hi = lo + (hi - lo) / (1.0 - legend_share);
-
     let n = allocators.len().max(1);
     let direction = if metric.lower_is_better {
         "lower is better"
     } else {
         "higher is better"
     };
-    let mut chart = ChartBuilder::on(panel)
-        .margin(10)
-        .caption(format!("{} ({direction})", metric.name), ("sans-serif", 18))
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(GroupAxis { groups: n }, lo..hi)?;
-
-    let x_label = |x: &f64| -> String {
-        let i = x.floor();
-        if i >= 0.0 && (i as usize) < allocators.len() {
-            allocators[i as usize].to_owned()
-        } else {
-            String::new()
-        }
-    };
-    let y_label = |y: &f64| fmt_tick(*y);
     let y_desc = if metric.unit.is_empty() {
         metric.name.to_owned()
     } else {
         format!("{} ({})", metric.name, metric.unit)
     };
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(n)
-        .x_label_formatter(&x_label)
-        .y_label_formatter(&y_label)
-        .x_desc("allocator")
-        .y_desc(y_desc)
-        .draw()?;
-
-    let groups = threads.len().max(1);
-    let bar_width = 0.8 / groups as f64;
-    let base = 0.0f64.clamp(lo, hi);
-    let color = |ai: usize, ti: usize| {
-        if groups > 1 {
-            Palette99::pick(ti)
-        } else {
-            Palette99::pick(ai)
-        }
+    let mut builder = ChartBuilder::on(panel);
+    builder
+        .margin(10)
+        .caption(format!("{} ({direction})", metric.name), ("sans-serif", 18))
+        .x_label_area_size(40)
+        .y_label_area_size(70);
+    let bars_of = Bars {
+        bars: &bars,
+        allocators,
+        threads,
     };
-    for (ti, t) in threads.iter().enumerate() {
-        let mine: Vec<&(usize, usize, &Record)> = bars.iter().filter(|b| b.1 == ti).collect();
-        let series = chart.draw_series(mine.iter().map(|(ai, ti, r)| {
-            let x0 = *ai as f64 + 0.1 + *ti as f64 * bar_width;
-            Rectangle::new(
-                [(x0, base), (x0 + bar_width, r.median)],
-                color(*ai, *ti).filled(),
-            )
-        }))?;
-        if groups > 1 {
-            let c = color(0, ti);
-            series
-                .label(fmt_thread_count(*t))
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
-        }
-        chart.draw_series(
-            mine.iter()
-                .filter(|(_, _, r)| r.min.is_finite() && r.max.is_finite())
-                .map(|(ai, ti, r)| {
-                    let x = *ai as f64 + 0.1 + (*ti as f64 + 0.5) * bar_width;
-                    ErrorBar::new_vertical(x, r.min, r.median, r.max, BLACK.stroke_width(1), 8)
-                }),
-        )?;
+    if let Some((lo, hi)) = log_axis(metric, &values) {
+        // The same share of the axis for the legend, in decades.
+        let (lo, hi) = (lo / 2.0, hi * 2.0);
+        let decades = (hi / lo).log10();
+        let hi = lo * 10f64.powf(decades / (1.0 - legend_share));
+        let chart = builder.build_cartesian_2d(GroupAxis { groups: n }, (lo..hi).log_scale())?;
+        let y_desc = format!("{} (log scale)", metric.name);
+        return bars_of.draw(chart, lo, &|y| fmt_duration_ns(*y), &y_desc);
     }
-    if groups > 1 {
+    let (mut lo, mut hi) = values
+        .iter()
+        .fold((0.0f64, 0.0f64), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
+    if hi <= lo {
+        hi = lo + 1.0;
+    }
+    let span = hi - lo;
+    if lo < 0.0 {
+        lo -= span * 0.08;
+    }
+    hi = lo + (hi - lo) / (1.0 - legend_share);
+    let chart = builder.build_cartesian_2d(GroupAxis { groups: n }, lo..hi)?;
+    bars_of.draw(chart, 0.0f64.clamp(lo, hi), &|y| fmt_tick(*y), &y_desc)
+}
+
+/// The bars of one metric, ready to draw on a chart of either axis.
+struct Bars<'a, 'r> {
+    /// (allocator index, threads index, record) of every bar.
+    bars: &'a [(usize, usize, &'r Record)],
+    allocators: &'a [&'a str],
+    threads: &'a [usize],
+}
+
+impl Bars<'_, '_> {
+    /// Draws the mesh (y ticks by `y_label`, the axis named `y_name`), the bars from `base`,
+    /// their min–max error bars and the legend of the thread counts.
+    fn draw<'c, DB, Y>(
+        &self,
+        mut chart: ChartContext<'c, DB, Cartesian2d<GroupAxis, Y>>,
+        base: f64,
+        y_label: &dyn Fn(&f64) -> String,
+        y_name: &str,
+    ) -> Result<(), Box<dyn std::error::Error>>
+    where
+        DB: DrawingBackend + 'c,
+        DB::ErrorType: 'static,
+        Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    {
+        let (allocators, threads) = (self.allocators, self.threads);
+        let n = allocators.len().max(1);
+        let x_label = |x: &f64| -> String {
+            let i = x.floor();
+            if i >= 0.0 && (i as usize) < allocators.len() {
+                allocators[i as usize].to_owned()
+            } else {
+                String::new()
+            }
+        };
         chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n)
+            .x_label_formatter(&x_label)
+            .y_label_formatter(y_label)
+            .x_desc("allocator")
+            .y_desc(y_name)
             .draw()?;
+
+        let groups = threads.len().max(1);
+        let bar_width = 0.8 / groups as f64;
+        let color = |ai: usize, ti: usize| {
+            if groups > 1 {
+                Palette99::pick(ti)
+            } else {
+                Palette99::pick(ai)
+            }
+        };
+        for (ti, t) in threads.iter().enumerate() {
+            let mine: Vec<&(usize, usize, &Record)> =
+                self.bars.iter().filter(|b| b.1 == ti).collect();
+            let series = chart.draw_series(mine.iter().map(|(ai, ti, r)| {
+                let x0 = *ai as f64 + 0.1 + *ti as f64 * bar_width;
+                Rectangle::new(
+                    [(x0, base), (x0 + bar_width, r.median)],
+                    color(*ai, *ti).filled(),
+                )
+            }))?;
+            if groups > 1 {
+                let c = color(0, ti);
+                series.label(fmt_thread_count(*t)).legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled())
+                });
+            }
+            chart.draw_series(
+                mine.iter()
+                    .filter(|(_, _, r)| r.min.is_finite() && r.max.is_finite())
+                    .map(|(ai, ti, r)| {
+                        let x = *ai as f64 + 0.1 + (*ti as f64 + 0.5) * bar_width;
+                        ErrorBar::new_vertical(x, r.min, r.median, r.max, BLACK.stroke_width(1), 8)
+                    }),
+            )?;
+        }
+        if groups > 1 {
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()?;
+        }
+        Ok(())
     }
-    Ok(())
 }

@@ -467,6 +467,42 @@ fn charts_of_many_metrics_draw_the_headline_panels_only() {
 }
 
 #[test]
+fn durations_spanning_a_decade_go_on_a_log_axis_in_time_units() {
+    let dir = scratch("chart-log");
+    let path = dir.join("chart.svg");
+    let mut results = sample_with_realtime();
+    let on_log_axis = |results: &ResultsFile| {
+        write_chart_svg(results, "realtime", "latency", &path).unwrap();
+        let svg = fs::read_to_string(&path).unwrap();
+        (
+            svg.contains("alloc_max (log scale)"),
+            svg.contains(" µs\n") || svg.contains(" ms\n"),
+        )
+    };
+    // Ten times apart and more: log axis, ticks in µs or ms.
+    for (i, r) in results
+        .records
+        .iter_mut()
+        .filter(|r| r.metric == "alloc_max")
+        .enumerate()
+    {
+        let v = if i == 0 { 2e3 } else { 5e5 };
+        (r.median, r.min, r.max) = (v, v, v);
+    }
+    assert_eq!(on_log_axis(&results), (true, true));
+    // Within a factor of two: the plain linear axis.
+    for r in results
+        .records
+        .iter_mut()
+        .filter(|r| r.metric == "alloc_max")
+    {
+        (r.median, r.min, r.max) = (3e3, 3e3, 4e3);
+    }
+    assert!(!on_log_axis(&results).0);
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn tables_split_by_family_only_when_there_are_many_metrics() {
     let few = split_into_tables(vec!["time", "peak_footprint", "x_a", "x_b"], |m| m);
     assert_eq!(few, [(None, vec!["time", "peak_footprint", "x_a", "x_b"])]);

@@ -439,7 +439,8 @@ fn render_percentiles(
 /// The tick label of 1/(1 - p): `50%`, `99%`, `99.9%`, ...
 fn percentile_label(x: f64) -> String {
     let p = 100.0 * (1.0 - 1.0 / x);
-    if x >= 1.5e6 {
+    // `max` is drawn at one in a million (see `POINTS`).
+    if x >= 0.99e6 {
         "max".to_owned()
     } else if p < 99.0 {
         format!("{p:.0}%")
@@ -467,6 +468,7 @@ mod tests {
         assert_eq!(percentile_label(2.0), "50%");
         assert_eq!(percentile_label(1000.0), "99.9%");
         assert_eq!(percentile_label(100_000.0), "99.999%");
+        assert_eq!(percentile_label(1e6), "max");
         assert_eq!(floor_of("alloc_p99.999"), "floor_p99.999");
         assert_eq!(floor_of("free_max"), "floor_max");
     }
