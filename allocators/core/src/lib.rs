@@ -244,6 +244,19 @@ pub unsafe trait MallocHeap: HostAllocator {
         None
     }
 
+    /// The heap's fast path for an aligned allocation (`posix_memalign`, `aligned_alloc`,
+    /// `memalign`, C++'s aligned `operator new`): a block of at least `size` bytes aligned to
+    /// `align`, exactly as [`Allocator::allocate`] would give for that layout, or `None` to
+    /// take the general path. `align` is a power of two larger than 16 (smaller alignments
+    /// take [`try_malloc_fast`](Self::try_malloc_fast)); `size` is any value the program
+    /// passed. As for `try_malloc_fast`, the fast path may refuse anything and must not fail
+    /// in any other way. The default has no fast path.
+    #[inline(always)]
+    fn try_malloc_aligned_fast(&self, size: usize, align: usize) -> Option<NonNull<u8>> {
+        let _ = (size, align);
+        None
+    }
+
     /// The heap's fast path for `free`, tried before
     /// [`deallocate_unsized`](Self::deallocate_unsized): returns `true` if it freed `ptr`,
     /// `false` (having changed nothing) to take the general path. It never changes `errno`.

@@ -223,6 +223,28 @@ pub unsafe fn posix_memalign<H: MallocHeap>(
     if !alignment.is_power_of_two() || !alignment.is_multiple_of(size_of::<*mut c_void>()) {
         return libc::EINVAL;
     }
+    if let Some(block) = try_aligned_fast(heap, size, alignment) {
+        // SAFETY: the caller guarantees `memptr` is writable.
+        unsafe { memptr.write(block.as_ptr().cast()) };
+        return 0;
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe { posix_memalign_general(heap, memptr, alignment, size) }
+}
+
+/// [`posix_memalign`] past the heap's fast path (see [`malloc_general`]), for an
+/// `alignment` already checked.
+///
+/// # Safety
+///
+/// As [`posix_memalign`].
+#[inline(never)]
+unsafe extern "C" fn posix_memalign_general<H: MallocHeap>(
+    heap: &H,
+    memptr: *mut *mut c_void,
+    alignment: usize,
+    size: usize,
+) -> c_int {
     let _errno = errno::Preserved::new();
     match allocate(heap, size, alignment) {
         Ok(block) => {
@@ -231,6 +253,27 @@ pub unsafe fn posix_memalign<H: MallocHeap>(
             0
         }
         Err(error) => errno_for_aligned(error),
+    }
+}
+
+/// The heap's fast path for a block of `size` bytes aligned to `alignment` (`None` unless
+/// it is a power of two): [`MallocHeap::try_malloc_fast`] up to [`MALLOC_ALIGNMENT`], which every block
+/// has, [`MallocHeap::try_malloc_aligned_fast`] above it.
+#[inline(always)]
+pub(crate) fn try_aligned_fast<H: MallocHeap>(
+    heap: &H,
+    size: usize,
+    alignment: usize,
+) -> Option<NonNull<u8>> {
+    // Folded away where the caller has checked it already; C++'s `align_val_t` forms
+    // pass what the program gave, and the general path refuses what is not a power of two.
+    if !alignment.is_power_of_two() {
+        return None;
+    }
+    if alignment <= MALLOC_ALIGNMENT {
+        heap.try_malloc_fast(size)
+    } else {
+        heap.try_malloc_aligned_fast(size, alignment)
     }
 }
 
@@ -335,8 +378,21 @@ pub(crate) fn allocate<H: MallocHeap>(
 
 /// The shared body of `aligned_alloc`, `memalign`, `valloc` and `pvalloc` once
 /// `alignment` is known to be a power of two.
-#[inline]
+#[inline(always)]
 fn aligned_or_errno<H: MallocHeap>(heap: &H, alignment: usize, size: usize) -> *mut c_void {
+    if let Some(block) = try_aligned_fast(heap, size, alignment) {
+        return block.as_ptr().cast();
+    }
+    aligned_general(heap, alignment, size)
+}
+
+/// [`aligned_or_errno`] past the heap's fast path (see [`malloc_general`]).
+#[inline(never)]
+extern "C" fn aligned_general<H: MallocHeap>(
+    heap: &H,
+    alignment: usize,
+    size: usize,
+) -> *mut c_void {
     match allocate(heap, size, alignment) {
         Ok(block) => block.as_ptr().cast(),
         Err(error) => fail(errno_for_aligned(error)),

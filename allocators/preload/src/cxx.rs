@@ -19,7 +19,7 @@
 //! * **`nothrow` forms** return null on failure. They do not call the new handler (a
 //!   handler may throw, and a `nothrow` form must not): a program that relies on its
 //!   handler to free memory for a `nothrow` allocation sees null one handler call early.
-//! * **Alignment.** The plain forms align to [`MALLOC_ALIGNMENT`] (16 bytes,
+//! * **Alignment.** The plain forms align to [`MALLOC_ALIGNMENT`](crate::MALLOC_ALIGNMENT) (16 bytes,
 //!   `__STDCPP_DEFAULT_NEW_ALIGNMENT__` on x86_64 and aarch64); the `align_val_t` forms to
 //!   what they are given (at least 16). Zero sizes get unique pointers.
 //! * **Delete.** Every form frees the block whatever the size and alignment it is told;
@@ -33,16 +33,13 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 
 use alloclab_core::MallocHeap;
 
-use crate::MALLOC_ALIGNMENT;
-use crate::api::allocate;
+use crate::api::{allocate, try_aligned_fast};
 
 /// A throwing `operator new` of `size` bytes aligned to `alignment` (a power of two; the
-/// plain forms pass [`MALLOC_ALIGNMENT`]).
+/// plain forms pass [`MALLOC_ALIGNMENT`](crate::MALLOC_ALIGNMENT)).
 #[inline(always)]
 pub fn new<H: MallocHeap>(heap: &H, size: usize, alignment: usize) -> *mut c_void {
-    if alignment <= MALLOC_ALIGNMENT
-        && let Some(block) = heap.try_malloc_fast(size)
-    {
+    if let Some(block) = try_aligned_fast(heap, size, alignment) {
         return block.as_ptr().cast();
     }
     new_general(heap, size, alignment)
@@ -73,8 +70,21 @@ extern "C-unwind" fn new_general<H: MallocHeap>(
 }
 
 /// A `nothrow` `operator new`: null on failure.
-#[inline]
+#[inline(always)]
 pub fn new_nothrow<H: MallocHeap>(heap: &H, size: usize, alignment: usize) -> *mut c_void {
+    if let Some(block) = try_aligned_fast(heap, size, alignment) {
+        return block.as_ptr().cast();
+    }
+    new_nothrow_general(heap, size, alignment)
+}
+
+/// [`new_nothrow`] past the heap's fast path.
+#[inline(never)]
+extern "C" fn new_nothrow_general<H: MallocHeap>(
+    heap: &H,
+    size: usize,
+    alignment: usize,
+) -> *mut c_void {
     match allocate(heap, size, alignment) {
         Ok(block) => block.as_ptr().cast(),
         Err(_) => ptr::null_mut(),

@@ -459,6 +459,26 @@ impl WfSpan {
         NonNull::new(unsafe { (*heap).pop_active(class) })
     }
 
+    /// The C ABI's fast path once the size is known to have a table class: the thread's
+    /// active span of the class of `size` gives the block; `None` sends the request down
+    /// the general path.
+    ///
+    /// # Safety
+    ///
+    /// `size` is at most `self.table_limit`.
+    #[inline(always)]
+    unsafe fn pop_table_class(&self, size: usize) -> Option<NonNull<u8>> {
+        // SAFETY: per the contract; `table_limit` is a `table_limit`.
+        let class = unsafe { table_class(size) };
+        let heap = thread::lookup(self.id.load(Ordering::Relaxed));
+        if heap.is_null() {
+            return None;
+        }
+        // SAFETY: our own heap (never unmapped); `class` is at most the class of
+        // `table_limit`, within the class count.
+        NonNull::new(unsafe { (*heap).pop_active(class) })
+    }
+
     /// Everything but the fast path: the active span's slow path, registration, classes by
     /// bit scan, runs, huge blocks.
     #[inline(never)]
@@ -1050,15 +1070,29 @@ unsafe impl MallocHeap for WfSpan {
         if size > self.table_limit {
             return None;
         }
-        // SAFETY: `table_limit` is a `table_limit`.
-        let class = unsafe { table_class(size) };
-        let heap = thread::lookup(self.id.load(Ordering::Relaxed));
-        if heap.is_null() {
+        // SAFETY: `size` is at most `table_limit`.
+        unsafe { self.pop_table_class(size) }
+    }
+
+    /// The class of the size rounded up to a multiple of the alignment (one table load, as
+    /// for `malloc`): blocks are carved backwards from a span's aligned end, so a block's
+    /// address is a multiple of the largest power of two dividing its class size, and the
+    /// smallest class holding a multiple of `align` is a multiple of `align` itself
+    /// (`size_class::aligned_table_class_is_class_for` checks every size and alignment).
+    /// That is the class [`class_for`] finds by stepping up from the size.
+    #[inline(always)]
+    fn try_malloc_aligned_fast(&self, size: usize, align: usize) -> Option<NonNull<u8>> {
+        // `align` is a power of two; `size` may be anything, so round without overflow.
+        if size > self.table_limit || align > self.table_limit {
             return None;
         }
-        // SAFETY: our own heap (never unmapped); `class` is at most the class of
-        // `table_limit`, within the class count.
-        NonNull::new(unsafe { (*heap).pop_active(class) })
+        // A mask, not `next_multiple_of` (a division): both are at most `table_limit`.
+        let rounded = (size.max(align) + align - 1) & !(align - 1);
+        if rounded > self.table_limit {
+            return None;
+        }
+        // SAFETY: `rounded` is at most `table_limit`.
+        unsafe { self.pop_table_class(rounded) }
     }
 
     #[inline(always)]

@@ -219,4 +219,30 @@ mod tests {
         }
         assert_eq!(class_for(100, 32 << 10, 35), None);
     }
+
+    /// The C ABI's aligned fast path classes `size` rounded up to a multiple of `align` with
+    /// the table; that must be the class the general path finds, aligned as asked.
+    #[test]
+    fn aligned_table_class_is_class_for() {
+        let max_class = class_count(64 << 10) - 1;
+        let limit = table_limit(max_class);
+        let mut align = 32;
+        while align <= limit {
+            for size in 0..=limit {
+                let rounded = size.max(align).next_multiple_of(align);
+                if rounded > limit {
+                    break;
+                }
+                // SAFETY: `rounded` is at most a table limit.
+                let class = unsafe { table_class(rounded) };
+                assert_eq!(
+                    Some(class),
+                    class_for(size.max(1), align, max_class),
+                    "size {size}, align {align}"
+                );
+                assert!(class_align(class) >= align, "size {size}, align {align}");
+            }
+            align *= 2;
+        }
+    }
 }

@@ -66,6 +66,60 @@ fn every_size_and_alignment_is_served_aligned_and_disjoint() {
     assert_eq!(heap.inner().stats().live_bytes, Some(0));
 }
 
+/// The C ABI's aligned fast path (`posix_memalign`, aligned `operator new`) gives what the
+/// general path gives for the same layout: a block of the same class, aligned as asked,
+/// taken from the thread's active span.
+#[test]
+fn the_aligned_fast_path_serves_the_general_paths_class() {
+    let heap = WfSpan::new();
+    let mut live = Vec::new();
+    let mut align = 32;
+    while align <= 16 << 10 {
+        for size in [0, 1, 24, 100, 1000, 3000, 8000, 16 << 10] {
+            let l = layout(size.max(1), align);
+            // One block stays out, so that the next one's free leaves the span active
+            // with a free block for the fast path.
+            let kept = heap.allocate(l).unwrap();
+            // SAFETY: live block of ours.
+            let usable = unsafe { heap.usable_size(kept) };
+            live.push((kept, usable, live.len() as u8));
+            fill(kept, usable, live.len() as u8 - 1);
+            let freed = heap.allocate(l).unwrap();
+            // SAFETY: live block of ours, freed once.
+            unsafe { heap.deallocate_unsized(freed) };
+            let rounded = size.max(align).next_multiple_of(align);
+            let Some(fast) = heap.try_malloc_aligned_fast(size, align) else {
+                assert!(
+                    rounded > 16 << 10,
+                    "{size} B aligned {align} missed the fast path"
+                );
+                continue;
+            };
+            assert!(rounded <= 16 << 10, "{size} B aligned {align}");
+            assert_eq!(
+                fast.as_ptr() as usize % align,
+                0,
+                "{size} B aligned {align}"
+            );
+            // SAFETY: live block of ours.
+            assert_eq!(
+                unsafe { heap.usable_size(fast) },
+                usable,
+                "{size} B aligned {align}"
+            );
+            fill(fast, usable, live.len() as u8);
+            live.push((fast, usable, live.len() as u8));
+        }
+        align *= 2;
+    }
+    for (p, usable, seed) in live {
+        check(p, usable, seed);
+        // SAFETY: live block of ours, freed once.
+        unsafe { heap.deallocate_unsized(p) };
+    }
+    assert_eq!(heap.stats().live_bytes, Some(0));
+}
+
 #[test]
 fn freed_blocks_are_reused_rather_than_growing_the_footprint() {
     let heap = WfSpan::new();
