@@ -7,12 +7,16 @@ use crate::results::{Record, ResultsFile};
 
 /// The suites and allocators the host heaps' targets name.
 pub(super) const CPU: &str = "cpu";
+pub(super) const PROGRAMS: &str = "programs";
 pub(super) const REALTIME: &str = "realtime";
 pub(super) const SECURITY: &str = "security";
 pub(super) const WFSPAN: &str = "wfspan";
 pub(super) const RANDOMIZED: &str = "randomized";
 pub(super) const MIMALLOC: &str = "mimalloc";
 pub(super) const SYSTEM: &str = "system";
+/// The peers' shared libraries, which the `programs` suite preloads as it does alloclab's.
+pub(super) const LIBMIMALLOC: &str = "libmimalloc";
+pub(super) const LIBJEMALLOC: &str = "libjemalloc";
 
 /// The records of one run, looked up by (suite, workload, allocator, threads, metric).
 pub(super) struct Lookup<'a> {
@@ -135,6 +139,31 @@ pub(super) fn missing(
     (!absent.is_empty()).then(|| format!("not run on `{suite}`: {}", absent.join(", ")))
 }
 
+/// `≤ limit` on the geometric mean of `ours / theirs` of `metric` over every workload (and
+/// thread count) of `suite` both ran; `what` names the figure.
+pub(super) fn mean_over_workloads_check(
+    view: &Lookup<'_>,
+    suite: &str,
+    metric: &str,
+    what: String,
+    ours: &str,
+    theirs: &str,
+    limit: f64,
+) -> Check {
+    if let Some(why) = missing(view, suite, ours, &[theirs]) {
+        return not_here(&what, &why);
+    }
+    let all = ratios(view, suite, metric, ours, theirs);
+    if all.is_empty() {
+        return not_here(&what, &format!("no workload with {metric} of both"));
+    }
+    let mean = (all.iter().map(|(_, _, r)| r.ln()).sum::<f64>() / all.len() as f64).exp();
+    Check {
+        verdict: Verdict::of(mean <= limit),
+        line: format!("{what}: {mean:.3} ({} workloads)", all.len()),
+    }
+}
+
 /// `≤ limit` on the geometric mean over workloads of `ours / theirs` time, worst thread count.
 pub(super) fn time_mean_check(view: &Lookup<'_>, ours: &str, theirs: &str, limit: f64) -> Check {
     let what = format!(
@@ -171,31 +200,33 @@ pub(super) fn time_mean_check(view: &Lookup<'_>, ours: &str, theirs: &str, limit
     }
 }
 
-/// `≤ limit` on `ours / theirs` of `metric` on every `cpu` workload: the worst one decides.
+/// `≤ limit` on `ours / theirs` of `metric` on every workload of `suite`: the worst one
+/// decides.
 pub(super) fn every_workload_check(
     view: &Lookup<'_>,
+    suite: &str,
     metric: &str,
     what: String,
     ours: &str,
     theirs: &str,
     limit: f64,
 ) -> Check {
-    if let Some(why) = missing(view, CPU, ours, &[theirs]) {
+    if let Some(why) = missing(view, suite, ours, &[theirs]) {
         return not_here(&what, &why);
     }
-    let all = ratios(view, CPU, metric, ours, theirs);
+    let all = ratios(view, suite, metric, ours, theirs);
     let Some((workload, t, worst)) = all.iter().max_by(|a, b| a.2.total_cmp(&b.2)) else {
         return not_here(&what, &format!("no workload with {metric} of both"));
     };
     let over: Vec<String> = all
         .iter()
         .filter(|(_, _, r)| *r > limit)
-        .map(|(w, t, r)| format!("{w} {r:.2}{}", at_threads(view, ours, *t)))
+        .map(|(w, t, r)| format!("{w} {r:.2}{}", at_threads(view, suite, ours, *t)))
         .collect();
     let detail = if over.is_empty() {
         format!(
             "highest {worst:.2} ({workload}{})",
-            at_threads(view, ours, *t)
+            at_threads(view, suite, ours, *t)
         )
     } else {
         format!("above on {}", over.join(", "))
@@ -206,9 +237,9 @@ pub(super) fn every_workload_check(
     }
 }
 
-/// `, N threads` where `ours` ran the `cpu` suite at more than one thread count.
-pub(super) fn at_threads(view: &Lookup<'_>, ours: &str, t: usize) -> String {
-    if view.threads(CPU, ours).len() > 1 {
+/// `, N threads` where `ours` ran `suite` at more than one thread count.
+pub(super) fn at_threads(view: &Lookup<'_>, suite: &str, ours: &str, t: usize) -> String {
+    if view.threads(suite, ours).len() > 1 {
         format!(", {t} threads")
     } else {
         String::new()

@@ -2,8 +2,8 @@
 //! claimed, by whom (a paper, or alloclab itself), the figure — each checked against a run's
 //! records and shown as a ✓ / ✗ / · line that names the figure it was decided by.
 //!
-//! One file per subject: `wfspan` and `randomized` (over the `cpu`, `realtime` and
-//! `security` suites), [`training`] (the DNN training memory models), their thresholds in
+//! One file per subject: `wfspan` and `randomized` (over the `cpu`, `programs`, `realtime`
+//! and `security` suites), [`training`] (the DNN training memory models), their thresholds in
 //! one table ([`thresholds`]). The `storage` suite's targets are written by its own report
 //! section.
 //!
@@ -24,7 +24,7 @@ mod wfspan;
 #[cfg(test)]
 mod tests;
 
-use lookup::{CPU, Lookup, RANDOMIZED, REALTIME, SECURITY, WFSPAN};
+use lookup::{CPU, Lookup, PROGRAMS, RANDOMIZED, REALTIME, SECURITY, WFSPAN};
 pub use thresholds::*;
 
 /// How a target came out.
@@ -98,7 +98,7 @@ pub struct Goal {
 pub fn host_heap_goals(results: &ResultsFile) -> Vec<Goal> {
     let view = Lookup::new(results);
     let covers = |allocator: &str| {
-        [CPU, REALTIME, SECURITY]
+        [CPU, PROGRAMS, REALTIME, SECURITY]
             .iter()
             .any(|s| view.ran(s, allocator))
     };

@@ -142,6 +142,7 @@ pub(super) fn goals(view: &Lookup<'_>) -> [Goal; 2] {
             time_mean_check(view, RANDOMIZED, SYSTEM, RANDOMIZED_TIME_VS_SYSTEM),
             every_workload_check(
                 view,
+                CPU,
                 "peak_footprint",
                 format!(
                     "`{CPU}`: peak footprint <= {RANDOMIZED_FOOTPRINT_VS_SYSTEM}x glibc's (`{SYSTEM}`) on every workload"

@@ -60,13 +60,21 @@ fn cpu_checks_are_decided_by_the_mean_and_by_the_worst_workload() {
     assert!(checks[1].line.contains("b 1.20"), "{}", checks[1].line);
     // a's footprint is 1.5x mimalloc's: at the limit, met.
     assert_eq!(checks[2].verdict, Verdict::Pass, "{}", checks[2].line);
-    // No realtime suite: not decided, and said why.
-    assert_eq!(checks[3].verdict, Verdict::NotHere);
+    // No realtime or programs suite: not decided, and said why.
+    assert_eq!(checks[FIFO_CHECK].verdict, Verdict::NotHere);
     assert!(
-        checks[3].line.contains("suite `realtime` not run"),
+        checks[FIFO_CHECK].line.contains("suite `realtime` not run"),
         "{}",
-        checks[3].line
+        checks[FIFO_CHECK].line
     );
+    for check in &checks[PROGRAMS_WALL_CHECK..=REDIS_CHECK] {
+        assert_eq!(check.verdict, Verdict::NotHere, "{}", check.line);
+        assert!(
+            check.line.contains("suite `programs` not run"),
+            "{}",
+            check.line
+        );
+    }
     // The randomized allocator did not run: no goal for it.
     assert!(goals.iter().all(|g| !g.title.starts_with(RANDOMIZED)));
 }
@@ -110,10 +118,14 @@ fn realtime(threads: usize, rows: &[(&str, [f64; 2])]) -> Vec<Record> {
 }
 
 /// Indices of the wfspan checks in [`goal`]'s order: alloclab's, then the paper's.
-const FIFO_CHECK: usize = 3;
-const LOCK_CHECK: usize = 4;
-const STEP_CHECK: usize = 5;
-const PROGRESS_CHECK: usize = 6;
+const PROGRAMS_WALL_CHECK: usize = 3;
+const PROGRAMS_WORST_CHECK: usize = 4;
+const PROGRAMS_RSS_CHECK: usize = 5;
+const REDIS_CHECK: usize = 6;
+const FIFO_CHECK: usize = 7;
+const LOCK_CHECK: usize = 8;
+const STEP_CHECK: usize = 9;
+const PROGRESS_CHECK: usize = 10;
 
 #[test]
 fn fifo_check_names_the_allocator_that_was_lower_and_the_floor() {
@@ -268,6 +280,107 @@ fn progress_checks_want_no_blocked_freeze_of_wfspan_and_some_of_the_lock() {
     let checks = goal(&goals, WFSPAN).checks;
     assert_eq!(checks[PROGRESS_CHECK].verdict, Verdict::NotHere);
     assert_eq!(checks[LOCK_CHECK].verdict, Verdict::NotHere);
+}
+
+/// `programs` records of one program: (allocator, wall, peak RSS) at one thread.
+fn program(workload: &str, rows: &[(&str, f64, f64)]) -> Vec<Record> {
+    rows.iter()
+        .flat_map(|&(a, wall, rss)| {
+            [
+                record(PROGRAMS, workload, a, 1, "wall", wall),
+                record(PROGRAMS, workload, a, 1, "peak_rss", rss),
+            ]
+        })
+        .collect()
+}
+
+#[test]
+fn programs_checks_compare_with_the_peers_shared_libraries() {
+    let mut recs = program(
+        "sqlite",
+        &[
+            (WFSPAN, 80.0, 11.0),
+            (LIBMIMALLOC, 100.0, 10.0),
+            (SYSTEM, 90.0, 8.0),
+        ],
+    );
+    recs.extend(program(
+        "lua",
+        &[
+            (WFSPAN, 130.0, 9.0),
+            (LIBMIMALLOC, 100.0, 10.0),
+            (SYSTEM, 90.0, 8.0),
+        ],
+    ));
+    let mut redis = program(
+        "redis",
+        &[
+            (WFSPAN, 100.0, 60.0),
+            (LIBMIMALLOC, 100.0, 60.0),
+            (LIBJEMALLOC, 100.0, 64.0),
+        ],
+    );
+    for command in alloclab_programs::redis::COMMANDS {
+        let metric = format!("{command}_rps");
+        redis.push(record(PROGRAMS, "redis", WFSPAN, 1, &metric, 1000.0));
+        redis.push(record(PROGRAMS, "redis", LIBJEMALLOC, 1, &metric, 900.0));
+    }
+    recs.extend(redis.iter().cloned());
+    let checks = goal(&host_heap_goals(&results(recs.clone())), WFSPAN).checks;
+    // Wall: 0.8, 1.3 and 1.0, geometric mean 1.013: over 0.95; lua 1.3 is over 1.25.
+    let wall = &checks[PROGRAMS_WALL_CHECK];
+    assert_eq!(wall.verdict, Verdict::Fail, "{}", wall.line);
+    assert!(wall.line.contains("1.013 (3 workloads)"), "{}", wall.line);
+    let worst = &checks[PROGRAMS_WORST_CHECK];
+    assert_eq!(worst.verdict, Verdict::Fail, "{}", worst.line);
+    assert!(worst.line.contains("lua 1.30"), "{}", worst.line);
+    // Peak RSS: 1.1, 0.9 and 1.0, geometric mean 0.997: met.
+    let rss = &checks[PROGRAMS_RSS_CHECK];
+    assert_eq!(rss.verdict, Verdict::Pass, "{}", rss.line);
+    // redis: every command 1.11x jemalloc's, peak RSS 0.94.
+    let redis_check = &checks[REDIS_CHECK];
+    assert_eq!(redis_check.verdict, Verdict::Pass, "{}", redis_check.line);
+    assert!(
+        redis_check.line.contains("SET 1.11"),
+        "{}",
+        redis_check.line
+    );
+    assert!(
+        redis_check.line.contains("peak RSS 0.94"),
+        "{}",
+        redis_check.line
+    );
+
+    // One command slower than jemalloc's decides the redis check.
+    let slower = recs
+        .iter()
+        .cloned()
+        .map(|mut r| {
+            if r.allocator == WFSPAN && r.metric == "get_rps" {
+                r.median = 800.0;
+            }
+            r
+        })
+        .collect();
+    let checks = goal(&host_heap_goals(&results(slower)), WFSPAN).checks;
+    assert_eq!(checks[REDIS_CHECK].verdict, Verdict::Fail);
+    assert!(
+        checks[REDIS_CHECK].line.contains("GET 0.89"),
+        "{}",
+        checks[REDIS_CHECK].line
+    );
+
+    // Without mimalloc's library (not installed), the comparisons are undecided.
+    let without: Vec<Record> = recs
+        .into_iter()
+        .filter(|r| r.allocator != LIBMIMALLOC)
+        .collect();
+    let checks = goal(&host_heap_goals(&results(without)), WFSPAN).checks;
+    for check in &checks[PROGRAMS_WALL_CHECK..=PROGRAMS_RSS_CHECK] {
+        assert_eq!(check.verdict, Verdict::NotHere, "{}", check.line);
+        assert!(check.line.contains(LIBMIMALLOC), "{}", check.line);
+    }
+    assert_eq!(checks[REDIS_CHECK].verdict, Verdict::Pass);
 }
 
 #[test]

@@ -7,6 +7,10 @@
 //! | [`WFSPAN_TIME_VS_MIMALLOC`] | 1.0 | alloclab (the wfspan paper: wait-freedom need not cost throughput against a lock-free allocator) |
 //! | [`WFSPAN_TIME_VS_SYSTEM`] | 1.1 | alloclab |
 //! | [`WFSPAN_FOOTPRINT_VS_MIMALLOC`] | 1.5 | alloclab |
+//! | [`WFSPAN_PROGRAMS_WALL_VS_MIMALLOC`] | 0.95 | alloclab (a wait-free allocator through the C ABI as fast as in-process, where it is 0.7–0.9× mimalloc) |
+//! | [`WFSPAN_PROGRAMS_WALL_WORST_VS_MIMALLOC`] | 1.25 | alloclab |
+//! | [`WFSPAN_PROGRAMS_RSS_VS_MIMALLOC`] | 1.0 | alloclab |
+//! | [`REDIS_RPS_VS_JEMALLOC`], [`REDIS_RSS_VS_JEMALLOC`] | at least jemalloc's requests/s on every command, at most its peak RSS | alloclab (redis is built for jemalloc) |
 //! | [`REALTIME_PEERS`], [`REALTIME_FIFO_METRICS`] | the lowest p99.999 of alloc and free under `SCHED_FIFO`, one thread per core | alloclab (the wfspan paper: bounded steps for every call, so the shortest tail where the scheduler does not time-slice) |
 //! | [`PROGRESS_MIN_FREEZES`], [`PROGRESS_OTHERS_MAX_NS`] | no freeze of at least 200 blocks another thread; the others' longest call during freezes under 1 ms | the wfspan paper: no thread waits for another |
 //! | [`PROGRESS_LOCK`], [`PROGRESS_LOCK_MIN_BLOCKED`] | rlsf, its one lock, blocks on at least 5% of the freezes | alloclab: the measure sees a lock (the share is the lock's hold time over the time a thread spends in calls, waiting included) |
@@ -25,6 +29,19 @@ pub const WFSPAN_TIME_VS_MIMALLOC: f64 = 1.0;
 pub const WFSPAN_TIME_VS_SYSTEM: f64 = 1.1;
 /// wfspan's peak footprint over mimalloc's on every `cpu` workload, at most.
 pub const WFSPAN_FOOTPRINT_VS_MIMALLOC: f64 = 1.5;
+/// wfspan's wall time over mimalloc's shared library's, both preloaded, geometric mean over
+/// the `programs` suite, at most.
+pub const WFSPAN_PROGRAMS_WALL_VS_MIMALLOC: f64 = 0.95;
+/// wfspan's wall time over mimalloc's shared library's on every program, at most.
+pub const WFSPAN_PROGRAMS_WALL_WORST_VS_MIMALLOC: f64 = 1.25;
+/// wfspan's peak RSS over mimalloc's shared library's, geometric mean over the `programs`
+/// suite, at most.
+pub const WFSPAN_PROGRAMS_RSS_VS_MIMALLOC: f64 = 1.0;
+/// redis under wfspan: requests/s over jemalloc's shared library's, on every command, at
+/// least.
+pub const REDIS_RPS_VS_JEMALLOC: f64 = 1.0;
+/// redis under wfspan: the server's peak RSS over jemalloc's shared library's, at most.
+pub const REDIS_RSS_VS_JEMALLOC: f64 = 1.0;
 /// The allocators whose realtime tails wfspan's are compared with.
 pub const REALTIME_PEERS: &[&str] = &["system", "mimalloc", "jemalloc", "rlsf", "wf_alloc"];
 /// The realtime tails compared under `SCHED_FIFO` (`latency-fifo`, one thread per core).

@@ -1,5 +1,7 @@
-//! wfspan's targets: its `cpu` time and footprint against mimalloc and glibc, its tails
-//! under `SCHED_FIFO`, its progress while another thread is frozen, and its step bound.
+//! wfspan's targets: its `cpu` time and footprint against mimalloc and glibc, its wall time
+//! and peak RSS on real programs through its preload library against mimalloc's and
+//! jemalloc's, its tails under `SCHED_FIFO`, its progress while another thread is frozen,
+//! and its step bound.
 
 use super::lookup::*;
 use super::thresholds::*;
@@ -11,6 +13,8 @@ use crate::workloads::realtime;
 const LATENCY_FIFO: &str = "latency-fifo";
 /// The `progress` workload.
 const PROGRESS: &str = "progress";
+/// The redis program of the `programs` suite.
+const REDIS: &str = "redis";
 
 /// Under `SCHED_FIFO` at one thread per core, wfspan's p99.999 of alloc and free are the
 /// lowest of every allocator's; the floor (an empty call timed the same way) beside them.
@@ -204,6 +208,86 @@ pub(super) fn step_bound_check(view: &Lookup<'_>) -> Check {
     }
 }
 
+/// Real programs through the preload library, against mimalloc's own shared library:
+/// wall time and peak RSS, geometric means over the programs, and the slowest program.
+pub(super) fn programs_checks(view: &Lookup<'_>) -> [Check; 3] {
+    [
+        mean_over_workloads_check(
+            view,
+            PROGRAMS,
+            "wall",
+            format!(
+                "`{PROGRAMS}`: geometric mean over the programs of {WFSPAN}'s wall time over {LIBMIMALLOC}'s (both preloaded) <= {WFSPAN_PROGRAMS_WALL_VS_MIMALLOC}"
+            ),
+            WFSPAN,
+            LIBMIMALLOC,
+            WFSPAN_PROGRAMS_WALL_VS_MIMALLOC,
+        ),
+        every_workload_check(
+            view,
+            PROGRAMS,
+            "wall",
+            format!(
+                "`{PROGRAMS}`: no program's wall time above {WFSPAN_PROGRAMS_WALL_WORST_VS_MIMALLOC}x {LIBMIMALLOC}'s"
+            ),
+            WFSPAN,
+            LIBMIMALLOC,
+            WFSPAN_PROGRAMS_WALL_WORST_VS_MIMALLOC,
+        ),
+        mean_over_workloads_check(
+            view,
+            PROGRAMS,
+            "peak_rss",
+            format!(
+                "`{PROGRAMS}`: geometric mean over the programs of {WFSPAN}'s peak RSS over {LIBMIMALLOC}'s <= {WFSPAN_PROGRAMS_RSS_VS_MIMALLOC}"
+            ),
+            WFSPAN,
+            LIBMIMALLOC,
+            WFSPAN_PROGRAMS_RSS_VS_MIMALLOC,
+        ),
+    ]
+}
+
+/// redis under the preload library serves every command of the benchmark at least as fast
+/// as under jemalloc's shared library (Debian's redis-server is linked with it: the
+/// allocator redis is built for), in less peak RSS.
+pub(super) fn redis_check(view: &Lookup<'_>) -> Check {
+    let what = format!(
+        "`{PROGRAMS}/{REDIS}`: {WFSPAN}'s requests/s at least {LIBJEMALLOC}'s on every command, and the server's peak RSS at most {LIBJEMALLOC}'s"
+    );
+    if let Some(why) = missing(view, PROGRAMS, WFSPAN, &[LIBJEMALLOC]) {
+        return not_here(&what, &why);
+    }
+    let Some(&t) = view.threads(PROGRAMS, WFSPAN).first() else {
+        return not_here(&what, "no redis figures");
+    };
+    let ratio = |metric: &str| {
+        let ours = view.median(PROGRAMS, REDIS, WFSPAN, t, metric)?;
+        let theirs = view.median(PROGRAMS, REDIS, LIBJEMALLOC, t, metric)?;
+        (theirs > 0.0).then(|| ours / theirs)
+    };
+    let mut parts = Vec::new();
+    let mut ok = true;
+    for command in alloclab_programs::redis::COMMANDS {
+        let Some(r) = ratio(&format!("{command}_rps")) else {
+            return not_here(&what, &format!("no {command} figure of both"));
+        };
+        ok &= r >= REDIS_RPS_VS_JEMALLOC;
+        parts.push(format!("{} {r:.2}", command.to_uppercase()));
+    }
+    let Some(rss) = ratio("peak_rss") else {
+        return not_here(&what, "no server peak RSS of both");
+    };
+    ok &= rss <= REDIS_RSS_VS_JEMALLOC;
+    Check {
+        verdict: Verdict::of(ok),
+        line: format!(
+            "{what}: requests/s over {LIBJEMALLOC}'s {}; peak RSS {rss:.2}",
+            parts.join(", ")
+        ),
+    }
+}
+
 /// The paper's claim that this crate checks on every run, and alloclab's own targets.
 pub(super) fn goals(view: &Lookup<'_>, cores: usize) -> [Goal; 2] {
     let paper = Goal {
@@ -220,6 +304,7 @@ pub(super) fn goals(view: &Lookup<'_>, cores: usize) -> [Goal; 2] {
             time_mean_check(view, WFSPAN, MIMALLOC, WFSPAN_TIME_VS_MIMALLOC),
             every_workload_check(
                 view,
+                CPU,
                 "time",
                 format!(
                     "`{CPU}`: no workload slower than glibc's malloc (`{SYSTEM}`) by more than 10% ({WFSPAN}'s time over {SYSTEM}'s <= {WFSPAN_TIME_VS_SYSTEM})"
@@ -230,6 +315,7 @@ pub(super) fn goals(view: &Lookup<'_>, cores: usize) -> [Goal; 2] {
             ),
             every_workload_check(
                 view,
+                CPU,
                 "peak_footprint",
                 format!(
                     "`{CPU}`: peak footprint within {WFSPAN_FOOTPRINT_VS_MIMALLOC}x {MIMALLOC}'s on every workload"
@@ -238,9 +324,15 @@ pub(super) fn goals(view: &Lookup<'_>, cores: usize) -> [Goal; 2] {
                 MIMALLOC,
                 WFSPAN_FOOTPRINT_VS_MIMALLOC,
             ),
+        ]
+        .into_iter()
+        .chain(programs_checks(view))
+        .chain([
+            redis_check(view),
             fifo_tails_check(view, cores),
             progress_sees_a_lock_check(view),
-        ],
+        ])
+        .collect(),
     };
     [paper, ours]
 }
