@@ -1075,8 +1075,8 @@ unsafe impl MallocHeap for WfSpan {
     }
 
     /// The class of the size rounded up to a multiple of the alignment (one table load, as
-    /// for `malloc`): blocks are carved backwards from a span's aligned end, so a block's
-    /// address is a multiple of the largest power of two dividing its class size, and the
+    /// for `malloc`): a block's address is a multiple of the largest power of two dividing
+    /// its class size (`size_class::class_align`), and the
     /// smallest class holding a multiple of `align` is a multiple of `align` itself
     /// (`size_class::aligned_table_class_is_class_for` checks every size and alignment).
     /// That is the class [`class_for`] finds by stepping up from the size.

@@ -7,9 +7,9 @@
 //!                  160, 192, 224, 256, 320, 384, 448, 512, 640, ...
 //! ```
 //!
-//! Blocks are carved from the *end* of their span backwards, and spans are aligned to their
-//! size, so a block's address is a multiple of the largest power of two dividing its class
-//! size. A request with an alignment above 16 takes the smallest class at least as large
+//! Spans are aligned to their size and a span's first block starts at a multiple of the
+//! largest power of two dividing its class size, so every block's address is such a
+//! multiple. A request with an alignment above 16 takes the smallest class at least as large
 //! whose size that power of two covers.
 
 /// The smallest block.
@@ -45,8 +45,8 @@ pub const fn class_bytes(class: usize) -> usize {
     }
 }
 
-/// The alignment every block of `class` has (blocks are carved backwards from an aligned
-/// span end): the largest power of two dividing the class size.
+/// The alignment every block of `class` has (a span's first block starts at a multiple of
+/// it): the largest power of two dividing the class size.
 #[inline]
 pub const fn class_align(class: usize) -> usize {
     1 << class_bytes(class).trailing_zeros()

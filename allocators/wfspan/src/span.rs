@@ -17,8 +17,8 @@
 //! Three kinds share the header:
 //!
 //! ```text
-//!  small span  [header | ... uncarved ... | blk | blk | blk ]   blocks of one class, carved
-//!                                                               backwards from the end
+//!  small span  [header | blk | blk | blk | ... uncarved ... ]   blocks of one class, carved
+//!                                                               forwards after the header
 //!  span run    [header | object ........................ ]      2^r spans, one object
 //!  huge        [header | object ............................ ]  its own mapping
 //! ```
@@ -45,7 +45,7 @@ use crossbeam_utils::CachePadded;
 use crate::heap::Heap;
 pub(crate) use crate::hint::prefetch;
 use crate::remote_free::{Consumer, ReclaimCounter, RemoteFreeList};
-use crate::size_class::class_bytes;
+use crate::size_class::{class_align, class_bytes};
 use crate::span_list::Link;
 
 /// What a span holds.
@@ -75,7 +75,7 @@ pub enum ListId {
 pub struct SpanLocal {
     /// Local free list (through the blocks' first word).
     pub free: *mut u8,
-    /// Blocks carved so far (carving goes from the span's end backwards).
+    /// Blocks carved so far (carving goes forwards from the first block).
     pub carved: u32,
     /// Blocks handed out and not yet back on the local free list (includes blocks freed
     /// remotely whose frees the owner has not consumed yet).
@@ -107,7 +107,8 @@ pub struct SpanHeader {
     pub block_count: u32,
     /// Index of the span in the region (runs: of their first span).
     pub index: u32,
-    /// Runs and huge blocks: offset of the object from the start of the run or mapping.
+    /// Runs and huge blocks: offset of the object from the start of the run or mapping;
+    /// small spans: offset of the first block from the start of the span.
     pub object_offset: usize,
     /// Huge blocks: the mapping's start and length.
     pub mapping: (usize, usize),
@@ -135,7 +136,7 @@ pub struct RemoteSide {
     pub reclaim: ReclaimCounter,
 }
 
-/// How many bytes of blocks one [`SpanHeader::carve`] makes ready: a page.
+/// How many bytes of blocks one [`SpanHeader::carve`] makes ready: the rest of a page.
 pub const CARVE_BYTES: usize = 4096;
 
 /// Bytes reserved for the header at the start of a span.
@@ -252,8 +253,14 @@ impl SpanHeader {
             (*span).run_class = 0;
             (*span).class = class as u16;
             (*span).block_bytes = block_bytes as u32;
+            // The first block at the first multiple of the class's alignment after the
+            // header: every block is then aligned as the class promises (its size is a
+            // multiple of that alignment too), and the first blocks share the header's page,
+            // so a span with a few blocks out has one page resident, not two.
             let header_end = span as usize + HEADER_BYTES - span_base(span, span_bytes);
-            (*span).block_count = ((span_bytes - header_end) / block_bytes) as u32;
+            let first = header_end.next_multiple_of(class_align(class));
+            (*span).object_offset = first;
+            (*span).block_count = ((span_bytes - first) / block_bytes) as u32;
             (*span).owner.store(owner, Ordering::Relaxed);
             let local = &mut *(*span).local.get();
             local.free = ptr::null_mut();
@@ -343,10 +350,10 @@ impl SpanHeader {
         unsafe { self.carve(span_bytes) }
     }
 
-    /// Carves never-used blocks (from the span's end backwards): returns the first and puts
-    /// the rest of a batch of [`CARVE_BYTES`] (at least one block, at most what is left) on
-    /// the local free list, lowest address last, so that they go out in address order
-    /// (downwards, as carving goes).
+    /// Carves never-used blocks (forwards, after the blocks carved before): returns the
+    /// first and puts the rest of a batch of [`CARVE_BYTES`] (at least one block, at most
+    /// what is left) on the local free list, lowest address first, so that they go out in
+    /// address order.
     /// Null when the span is fully carved.
     ///
     /// A batch rather than one block a call: a span emptied and handed to another class
@@ -367,12 +374,16 @@ impl SpanHeader {
             return ptr::null_mut();
         }
         let bytes = self.block_bytes as usize;
-        let batch = (CARVE_BYTES / bytes).clamp(1, left as usize);
-        // The uncarved blocks end where the carved ones begin.
-        let end = span_base(self, span_bytes) + span_bytes - local.carved as usize * bytes;
+        // The uncarved blocks begin where the carved ones end. The batch ends with the page
+        // `first` lies in (at least one block), so that carving, which writes a link into
+        // every block of the batch, faults in no page before the program needs it.
+        let first =
+            span_base(self, span_bytes) + self.object_offset + local.carved as usize * bytes;
+        let page_end = (first & !(CARVE_BYTES - 1)) + CARVE_BYTES;
+        let batch = ((page_end - first) / bytes).clamp(1, left as usize);
         let mut next = local.free;
         for i in (1..batch).rev() {
-            let block = (end - (i + 1) * bytes) as *mut u8;
+            let block = (first + i * bytes) as *mut u8;
             // SAFETY: an uncarved block of this span: free memory of ours, big enough and
             // aligned for a link.
             unsafe { block.cast::<*mut u8>().write(next) };
@@ -381,7 +392,7 @@ impl SpanHeader {
         local.free = next;
         local.carved += batch as u32;
         local.allocated += 1;
-        (end - bytes) as *mut u8
+        first as *mut u8
     }
 
     /// Puts a block back on the local free list (a local free, or a consumed remote free).

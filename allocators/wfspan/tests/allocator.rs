@@ -120,6 +120,41 @@ fn the_aligned_fast_path_serves_the_general_paths_class() {
     assert_eq!(heap.stats().live_bytes, Some(0));
 }
 
+/// A span's first blocks share the page of its header, so a size class a program uses for a
+/// few small blocks keeps one page of its span resident, not the header's and the block's.
+#[test]
+fn a_span_with_one_small_block_out_has_one_page_resident() {
+    let heap = WfSpan::new();
+    let span_bytes = heap.config().span_bytes;
+    let page = 4096;
+    let mut blocks = Vec::new();
+    for size in [16, 48, 100, 128, 160, 256, 512, 640, 1024] {
+        let block = heap.allocate(layout(size, 16)).unwrap();
+        fill(block, size, 1);
+        blocks.push((block, size));
+    }
+    for &(block, size) in &blocks {
+        let base = (block.as_ptr() as usize - 1) & !(span_bytes - 1);
+        let mut resident = vec![0u8; span_bytes / page];
+        // SAFETY: `base..base + span_bytes` is one span of the heap's mapped region;
+        // `resident` has one byte per page of it.
+        let rc = unsafe {
+            libc::mincore(
+                base as *mut libc::c_void,
+                span_bytes,
+                resident.as_mut_ptr().cast(),
+            )
+        };
+        assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
+        let pages = resident.iter().filter(|&&r| r & 1 == 1).count();
+        assert_eq!(pages, 1, "a span of {size} B blocks with one block out");
+    }
+    for (block, size) in blocks {
+        // SAFETY: live blocks of ours, freed once.
+        unsafe { heap.deallocate(block, layout(size, 16)) };
+    }
+}
+
 #[test]
 fn freed_blocks_are_reused_rather_than_growing_the_footprint() {
     let heap = WfSpan::new();
