@@ -271,6 +271,13 @@ pub unsafe trait MallocHeap: HostAllocator {
         false
     }
 
+    /// Gives memory the heap keeps for later back to the OS, as glibc's `malloc_trim` does
+    /// (C's `malloc_trim` of a preload library calls it); returns whether any went back.
+    /// The default keeps everything.
+    fn trim(&self) -> bool {
+        false
+    }
+
     /// Frees `ptr`, told the size the program believes it allocated (C++ sized delete). The
     /// size is a hint that may be wrong (a program's bug): an implementation may use it to
     /// find the block faster but must free correctly whatever it says. The default ignores

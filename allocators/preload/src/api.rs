@@ -28,7 +28,8 @@
 //! * **`pvalloc(0)`** returns one page.
 //! * A heap that refuses an alignment ([`AllocErrorKind::AlignmentUnsupported`]) makes the
 //!   aligned functions fail with `EINVAL`; every other failure is `ENOMEM`.
-//! * `free` and `posix_memalign` leave `errno` as they found it (POSIX.1-2024).
+//! * `free` and `posix_memalign` leave `errno` as they found it (POSIX.1-2024), and so
+//!   does `malloc_trim`.
 //!
 //! [`export_malloc_api!`]: crate::export_malloc_api
 
@@ -332,6 +333,16 @@ pub unsafe fn malloc_usable_size<H: MallocHeap>(heap: &H, ptr: *mut c_void) -> u
         Some(block) => unsafe { heap.usable_size(block) },
         None => 0,
     }
+}
+
+/// `malloc_trim(pad)` (glibc): gives memory the heap keeps for later back to the OS
+/// ([`MallocHeap::trim`]); 1 if any went back, else 0. `pad` (what glibc leaves at the top
+/// of its heap) has no meaning for heaps without a top, and is ignored.
+#[inline]
+pub fn malloc_trim<H: MallocHeap>(heap: &H, pad: usize) -> c_int {
+    let _ = pad;
+    let _errno = errno::Preserved::new();
+    c_int::from(heap.trim())
 }
 
 /// The system page size (`sysconf(_SC_PAGESIZE)`, read once; 4096 if it cannot be read).

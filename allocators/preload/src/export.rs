@@ -17,7 +17,8 @@
 ///
 /// Exported (unmangled, `extern "C"`): `malloc`, `free`, `calloc`, `realloc`,
 /// `reallocarray`, `posix_memalign`, `aligned_alloc`, `memalign`, `valloc`, `pvalloc`,
-/// `malloc_usable_size`, each with the semantics of the function of the same name in
+/// `malloc_usable_size`, `malloc_trim`, each with the semantics of the function of the same
+/// name in
 /// [`api`](crate::api); C++'s `operator new` and `operator delete` in every form (plain,
 /// array, sized, aligned, `nothrow`; see [`cxx`](crate::cxx)); and
 /// `const char *alloclab_preload_heap_name(void)`, which a
@@ -172,6 +173,12 @@ macro_rules! export_malloc_api {
         pub unsafe extern "C" fn malloc_usable_size(ptr: *mut ::core::ffi::c_void) -> usize {
             // SAFETY: forwarded from the C caller.
             unsafe { $crate::api::malloc_usable_size(&$heap, ptr) }
+        }
+
+        /// C `malloc_trim` (glibc); see `alloclab_preload::api::malloc_trim`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn malloc_trim(pad: usize) -> ::core::ffi::c_int {
+            $crate::api::malloc_trim(&$heap, pad)
         }
 
         $crate::export_malloc_api!(@cxx $heap);

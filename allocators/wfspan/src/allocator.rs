@@ -14,7 +14,7 @@ use crate::remote_free::Node;
 use crate::size_class::{class_count, class_for, small_class, table_class, table_limit};
 use crate::span::{
     HEADER_BYTES, Kind, MAX_COLOUR_BYTES, SpanHeader, colour_bytes, colour_shift, header_at,
-    header_of_block,
+    header_of_block, span_base,
 };
 use crate::span_list::{Link, SpanList};
 use crate::thread;
@@ -33,15 +33,25 @@ pub struct Config {
     /// Address space reserved for spans (default 64 GiB; halved until the OS agrees, down
     /// to 1 GiB). Memory is committed only as spans are used.
     pub region_bytes: usize,
+    /// Whether a free span run that a heap publishes for other threads (its private cache
+    /// of that run class already full) first gives its pages back to the OS
+    /// (`madvise(MADV_DONTNEED)`, all but the page of its header), so that memory a thread
+    /// no longer needs does not stay resident. Off by default: that is a system call on a
+    /// free path (the free that empties a span, or frees a run), outside the step bound
+    /// and not wait-free (the kernel takes the address space's lock). The preload library
+    /// turns it on.
+    pub purge_published: bool,
 }
 
 impl Config {
-    /// 64 KiB spans, K = 40, 4 cached runs per class, 64 GiB of address space.
+    /// 64 KiB spans, K = 40, 4 cached runs per class, 64 GiB of address space, no pages
+    /// given back on the free paths.
     pub const DEFAULT: Config = Config {
         span_bytes: 64 << 10,
         spans_per_class: 40,
         cached_runs: 4,
         region_bytes: 64 << 30,
+        purge_published: false,
     };
 
     /// Checks the configuration; the message says what is wrong.
@@ -170,6 +180,8 @@ pub struct WfSpan {
     metadata_bytes: AtomicU64,
     heapless_frees: AtomicU64,
     heapless_bytes: AtomicU64,
+    /// Bytes of free span runs given back to the OS ([`WfSpan::purge_run`]).
+    purged_bytes: AtomicU64,
 }
 
 // The remote-free batch's branch (the slow path's first step, one per node moved) stays
@@ -271,6 +283,7 @@ impl WfSpan {
             metadata_bytes: AtomicU64::new(0),
             heapless_frees: AtomicU64::new(0),
             heapless_bytes: AtomicU64::new(0),
+            purged_bytes: AtomicU64::new(0),
         }
     }
 
@@ -416,9 +429,74 @@ impl WfSpan {
         }
         let base = self.region_base.load(Ordering::Relaxed);
         let span = header_at(at, self.config.span_bytes);
-        // SAFETY: the range `at..at + bytes` was just handed to us alone by the bump.
-        unsafe { SpanHeader::init(span, ((at - base) / self.config.span_bytes) as u32) };
+        // SAFETY: the range `at..at + bytes` was just handed to us alone by the bump; it
+        // was never touched, so past the header it reads zero.
+        unsafe {
+            SpanHeader::init(span, ((at - base) / self.config.span_bytes) as u32);
+            (*span).zero_from = span as usize + HEADER_BYTES - at;
+        }
         span
+    }
+
+    /// Gives the pages of a free span run of class `run` back to the OS, all but the first
+    /// (its header's, which lists and caches link through): the run stays where it is and
+    /// reads zero past its first page. Nothing to do for a run that reads zero there
+    /// already (fresh, or given back before). A system call: see [`Config::purge_published`].
+    ///
+    /// # Safety
+    ///
+    /// The caller holds `span`, a free span run of class `run` of this allocator with no
+    /// live block, exclusively.
+    pub(crate) unsafe fn purge_run(&self, span: *mut SpanHeader, run: usize) {
+        let keep = os::page_bytes().max(MAX_COLOUR_BYTES + HEADER_BYTES);
+        let len = self.config.span_bytes << run;
+        // SAFETY: per the contract the run is ours alone and holds nothing but its header,
+        // which lies in the first `keep` bytes.
+        unsafe {
+            if (*span).zero_from <= keep || len <= keep {
+                return;
+            }
+            os::discard(span_base(span, self.config.span_bytes) + keep, len - keep);
+            (*span).zero_from = keep;
+        }
+        self.purged_bytes
+            .fetch_add((len - keep) as u64, Ordering::Relaxed);
+    }
+
+    /// Bytes of free span runs given back to the OS so far ([`Config::purge_published`],
+    /// [`WfSpan::trim`]); they fault back in, zeroed, when a run is used again.
+    pub fn purged_bytes(&self) -> u64 {
+        self.purged_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Gives back to the OS what the calling thread's heap keeps for later: the pages of the
+    /// free span runs in its private caches (all but each run's first page; the runs stay
+    /// cached) and every cached huge mapping (unmapped). Returns the bytes given back.
+    /// C's `malloc_trim` from the preload library. Not wait-free: it makes system calls,
+    /// and looks at each cached run once.
+    pub fn trim(&self) -> u64 {
+        let mut given = 0;
+        let heap = self.heap_if_any();
+        if !heap.is_null() {
+            let before = self.purged_bytes();
+            // SAFETY: our own heap (never unmapped), owner-only state touched by its owner.
+            unsafe { (*heap).purge_cached_runs(self) };
+            given += self.purged_bytes() - before;
+        }
+        for slot in &self.huge_cache {
+            let word = slot.swap(0, Ordering::Acquire);
+            if word == 0 {
+                continue;
+            }
+            let base = word & !(self.config.span_bytes - 1);
+            // SAFETY: the mapping is ours alone since the swap; the free that cached it
+            // wrote its length in its header.
+            let len = unsafe { (*header_at(base, self.config.span_bytes)).mapping.1 };
+            self.huge_cached_bytes.fetch_sub(len, Ordering::Relaxed);
+            self.unmap_huge(base, len);
+            given += len as u64;
+        }
+        given
     }
 
     /// The header of span `index` of the region.
@@ -442,7 +520,7 @@ impl WfSpan {
     fn allocate_block(&self, layout: Layout) -> Result<NonNull<u8>, AllocErrorKind> {
         match self.allocate_fast(layout) {
             Some(block) => Ok(block),
-            None => self.allocate_block_slow(layout),
+            None => self.allocate_block_slow(layout, false),
         }
     }
 
@@ -480,25 +558,35 @@ impl WfSpan {
     }
 
     /// Everything but the fast path: the active span's slow path, registration, classes by
-    /// bit scan, runs, huge blocks.
+    /// bit scan, runs, huge blocks. With `zeroed` the block's `layout.size()` bytes read
+    /// zero, and memory known to read zero already (a fresh run or mapping) is not written.
     #[inline(never)]
-    fn allocate_block_slow(&self, layout: Layout) -> Result<NonNull<u8>, AllocErrorKind> {
+    fn allocate_block_slow(
+        &self,
+        layout: Layout,
+        zeroed: bool,
+    ) -> Result<NonNull<u8>, AllocErrorKind> {
         let size = layout.size().max(1);
         let align = layout.align();
         if let Some(class) = class_for(size, align, self.max_class) {
             let heap = self.heap()?;
             // SAFETY: our own heap; `class` is within the class count.
             let block = unsafe { heap.alloc_small(self, class) };
-            return NonNull::new(block).ok_or(AllocErrorKind::OutOfMemory);
+            let block = NonNull::new(block).ok_or(AllocErrorKind::OutOfMemory)?;
+            if zeroed {
+                // SAFETY: a live block of at least `size` bytes.
+                unsafe { block.as_ptr().write_bytes(0, layout.size()) };
+            }
+            return Ok(block);
         }
         if let Some(run) = self.run_class_for(size, align) {
             let heap = self.heap()?;
             // SAFETY: our own heap; the object fits the run and starts in its first span,
             // whatever the run's colour.
-            let block = unsafe { heap.alloc_run(self, run, align) };
+            let block = unsafe { heap.alloc_run(self, run, align, zeroed.then_some(size)) };
             return NonNull::new(block).ok_or(AllocErrorKind::OutOfMemory);
         }
-        self.allocate_huge(size, align, false)
+        self.allocate_huge(size, align, zeroed)
     }
 
     /// The run class (2^r spans) of an object of `size` bytes aligned to `align` that no
@@ -663,13 +751,6 @@ impl WfSpan {
         unsafe { os::unmap(NonNull::new_unchecked(base as *mut u8), len) };
     }
 
-    /// Whether `layout` is served by a huge mapping (no size class, no span run).
-    fn is_huge(&self, layout: Layout) -> bool {
-        let size = layout.size().max(1);
-        class_for(size, layout.align(), self.max_class).is_none()
-            && self.run_class_for(size, layout.align()).is_none()
-    }
-
     /// Frees a block of this allocator allocated with `layout`. The layout only picks the
     /// size class whose active span is compared with the block's span (by address): a block
     /// of the caller's own active span goes back without reading its span's header. Any
@@ -778,6 +859,7 @@ impl WfSpan {
                         let run = (*span).run_class as usize;
                         let bytes = (self.config.span_bytes << run) - (*span).object_offset;
                         (*span).kind = Kind::Small;
+                        (*span).zero_from = crate::span::DIRTY;
                         self.orphans[run].push((*span).index, &(*span).link);
                         self.heapless_frees.fetch_add(1, Ordering::Relaxed);
                         self.heapless_bytes
@@ -1013,23 +1095,20 @@ impl Allocator for WfSpan {
 }
 
 impl HostAllocator for WfSpan {
-    /// A huge block from a fresh mapping is zero already and is not written; every other
-    /// block is zeroed.
+    /// What reads zero already — a fresh huge mapping, the part of a span run past its
+    /// header that is fresh from the region or was given back to the OS — is not written;
+    /// the rest of the block is zeroed.
     fn allocate_zeroed(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
-        let block = match self.allocate_fast(layout) {
-            Some(block) => block,
-            None if self.is_huge(layout) => {
-                return self
-                    .allocate_huge(layout.size().max(1), layout.align(), true)
-                    .map_err(|kind| AllocError::new(layout, kind));
+        match self.allocate_fast(layout) {
+            Some(block) => {
+                // SAFETY: a live block of at least `layout.size()` bytes.
+                unsafe { block.as_ptr().write_bytes(0, layout.size()) };
+                Ok(block)
             }
             None => self
-                .allocate_block_slow(layout)
-                .map_err(|kind| AllocError::new(layout, kind))?,
-        };
-        // SAFETY: `allocate` returned a live block of at least `layout.size()` bytes.
-        unsafe { block.as_ptr().write_bytes(0, layout.size()) };
-        Ok(block)
+                .allocate_block_slow(layout, true)
+                .map_err(|kind| AllocError::new(layout, kind)),
+        }
     }
 
     /// In place when the new size falls in the block's own size class (or run class); else
@@ -1124,6 +1203,11 @@ unsafe impl MallocHeap for WfSpan {
     unsafe fn deallocate_unsized(&self, ptr: NonNull<u8>) {
         // SAFETY: per the trait contract `ptr` is live.
         unsafe { self.free_block(ptr) }
+    }
+
+    /// [`WfSpan::trim`]: the calling thread's cached span runs and the cached huge mappings.
+    fn trim(&self) -> bool {
+        WfSpan::trim(self) > 0
     }
 }
 

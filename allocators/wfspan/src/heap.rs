@@ -51,7 +51,9 @@ use crate::WfSpan;
 use crate::help::{Collected, HelpRecord};
 use crate::remote_free::{Node, take_linked};
 use crate::size_class::{MAX_CLASSES, class_bytes};
-use crate::span::{HEADER_BYTES, Kind, ListId, MAX_COLOUR_BYTES, SpanHeader, prefetch, span_base};
+use crate::span::{
+    DIRTY, HEADER_BYTES, Kind, ListId, MAX_COLOUR_BYTES, SpanHeader, prefetch, span_base,
+};
 use crate::span_list::SpanList;
 
 /// The most remote frees one slow-path allocation takes from the active span's taken chain
@@ -809,15 +811,37 @@ impl Heap {
         // SAFETY: per the contract.
         unsafe {
             let cache = &mut self.local().runs[run];
-            if cache.len >= wf.config.cached_runs
-                && self.public[run].push_once((*span).index, &(*span).link)
-            {
-                return 2;
+            if cache.len >= wf.config.cached_runs {
+                if wf.config.purge_published {
+                    wf.purge_run(span, run);
+                }
+                if self.public[run].push_once((*span).index, &(*span).link) {
+                    return 2;
+                }
             }
             (*span).local().next = cache.head;
             cache.head = span;
             cache.len += 1;
             1
+        }
+    }
+
+    /// Gives back the pages of every free span run in this heap's private caches (see
+    /// [`WfSpan::purge_run`]); the runs stay cached.
+    ///
+    /// # Safety
+    /// Owner only.
+    pub unsafe fn purge_cached_runs(&self, wf: &WfSpan) {
+        // SAFETY: owner-only access; cached runs are free and held by this heap alone.
+        unsafe {
+            let local = self.local();
+            for (run, cache) in local.runs.iter().enumerate() {
+                let mut span = cache.head;
+                while !span.is_null() {
+                    wf.purge_run(span, run);
+                    span = (*span).local().next;
+                }
+            }
         }
     }
 
@@ -1011,13 +1035,19 @@ impl Heap {
         }
     }
 
-    /// Allocates an object aligned to `align` in a span run of class `run`. Null if out of
-    /// memory.
+    /// Allocates an object aligned to `align` in a span run of class `run`, its first
+    /// `size` bytes zeroed if `zeroed` is `Some(size)`. Null if out of memory.
     ///
     /// # Safety
     /// Owner only; `run_object_offset_bound(align) + size` fits the run and
     /// `run_object_offset_bound(align) < span_bytes`.
-    pub unsafe fn alloc_run(&self, wf: &WfSpan, run: usize, align: usize) -> *mut u8 {
+    pub unsafe fn alloc_run(
+        &self,
+        wf: &WfSpan,
+        run: usize,
+        align: usize,
+        zeroed: Option<usize>,
+    ) -> *mut u8 {
         let mut steps = 1;
         // SAFETY: per the contract; the run is held exclusively until handed out.
         unsafe {
@@ -1028,6 +1058,15 @@ impl Heap {
             }
             let base = span_base(span, wf.config.span_bytes);
             let offset = (span as usize - base + HEADER_BYTES).next_multiple_of(align);
+            // What reads zero already (a fresh run, or one given back to the OS) is not
+            // written: the object is zeroed up to there only.
+            let zero_from = core::mem::replace(&mut (*span).zero_from, DIRTY);
+            if let Some(size) = zeroed {
+                let dirty_end = zero_from.min(offset + size);
+                if dirty_end > offset {
+                    ((base + offset) as *mut u8).write_bytes(0, dirty_end - offset);
+                }
+            }
             (*span).kind = Kind::Run;
             (*span).run_class = run as u8;
             (*span).object_offset = offset;
@@ -1052,6 +1091,7 @@ impl Heap {
             let run = (*span).run_class as usize;
             let bytes = (wf.config.span_bytes << run) as u64 - (*span).object_offset as u64;
             (*span).kind = Kind::Small;
+            (*span).zero_from = DIRTY;
             (*span).local().list = ListId::None;
             let steps = 1 + self.give_run(wf, span, run);
             bump_single_writer(&self.counters.deallocations, 1);

@@ -92,6 +92,9 @@ pub struct SpanLocal {
     pub entry: u8,
 }
 
+/// [`SpanHeader::zero_from`] of a run whose memory may hold anything.
+pub const DIRTY: usize = usize::MAX;
+
 /// The header at the start of every span, span run and huge mapping.
 #[repr(C)]
 pub struct SpanHeader {
@@ -112,6 +115,10 @@ pub struct SpanHeader {
     pub object_offset: usize,
     /// Huge blocks: the mapping's start and length.
     pub mapping: (usize, usize),
+    /// Free span runs: the offset from the run's start past which its memory is known to
+    /// read zero (fresh from the region, or given back to the OS); [`DIRTY`] when nothing is
+    /// known. A zeroed allocation of a run zeroes only what lies before it.
+    pub zero_from: usize,
     /// The heap that owns a small span; null when none does (published, discarded, cached
     /// by nobody), and always null for span runs and huge mappings, so that a free may
     /// compare it with its heap before reading `kind`. Compared, never dereferenced, by
@@ -209,6 +216,7 @@ impl SpanHeader {
                 index,
                 object_offset: 0,
                 mapping: (0, 0),
+                zero_from: DIRTY,
                 owner: AtomicPtr::new(ptr::null_mut()),
                 link: Link::new(),
                 local: CachePadded::new(UnsafeCell::new(SpanLocal {
@@ -261,6 +269,7 @@ impl SpanHeader {
             let first = header_end.next_multiple_of(class_align(class));
             (*span).object_offset = first;
             (*span).block_count = ((span_bytes - first) / block_bytes) as u32;
+            (*span).zero_from = DIRTY;
             (*span).owner.store(owner, Ordering::Relaxed);
             let local = &mut *(*span).local.get();
             local.free = ptr::null_mut();
@@ -284,6 +293,7 @@ impl SpanHeader {
         // SAFETY: exclusive ownership per the contract.
         unsafe {
             (*span).owner.store(ptr::null_mut(), Ordering::Relaxed);
+            (*span).zero_from = DIRTY;
             (*span).remote_list().reset();
             (*span).reclaim().reset();
             let local = &mut *(*span).local.get();

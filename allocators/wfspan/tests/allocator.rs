@@ -532,3 +532,95 @@ fn huge_blocks_aligned_to_a_span_or_more_are_served_and_freed() {
     }
     assert_eq!(heap.stats().live_bytes, Some(0));
 }
+
+/// The mincore residency of `len` bytes at `addr` (page-aligned), one bool per page.
+fn resident_pages(addr: usize, len: usize) -> Vec<bool> {
+    let page = 4096;
+    let mut resident = vec![0u8; len.div_ceil(page)];
+    // SAFETY: callers pass a range of the heap's mapped region; `resident` has one byte
+    // per page of it.
+    let rc = unsafe { libc::mincore(addr as *mut libc::c_void, len, resident.as_mut_ptr().cast()) };
+    assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
+    resident.into_iter().map(|r| r & 1 == 1).collect()
+}
+
+/// With `purge_published`, the free span runs a heap publishes beyond its private cache
+/// give their pages back (all but the header's), and are handed out again zeroed where
+/// asked.
+#[test]
+fn published_runs_give_their_pages_back_and_come_back_zeroed() {
+    let heap = WfSpan::with_config(Config {
+        purge_published: true,
+        ..Config::DEFAULT
+    });
+    let span_bytes = heap.config().span_bytes;
+    let cached = heap.config().cached_runs as usize;
+    // Runs of two spans: 100 KiB objects.
+    let l = layout(100 << 10, 16);
+    let runs: Vec<_> = (0..cached + 3).map(|_| heap.allocate(l).unwrap()).collect();
+    for &p in &runs {
+        fill(p, l.size(), 0xab);
+    }
+    for &p in &runs {
+        // SAFETY: live blocks of ours, freed once.
+        unsafe { heap.deallocate(p, l) };
+    }
+    assert!(heap.purged_bytes() > 0, "nothing given back");
+    let purged: Vec<_> = runs
+        .iter()
+        .map(|p| (p.as_ptr() as usize - 1) & !(span_bytes - 1))
+        .filter(|&base| {
+            resident_pages(base, 2 * span_bytes)
+                .iter()
+                .skip(1)
+                .all(|r| !r)
+        })
+        .collect();
+    assert!(
+        purged.len() >= 3 && purged.len() < runs.len(),
+        "{} of {} runs given back; the private cache keeps {cached}",
+        purged.len(),
+        runs.len()
+    );
+    // Back again, zeroed, whether cached (dirty) or given back.
+    let again: Vec<_> = (0..runs.len())
+        .map(|_| heap.allocate_zeroed(l).unwrap())
+        .collect();
+    for &p in &again {
+        check(p, l.size(), 0);
+        // SAFETY: live block of ours, freed once.
+        unsafe { heap.deallocate(p, l) };
+    }
+}
+
+/// Without `purge_published` (the default) no free makes a system call; `trim` gives the
+/// thread's cached runs and the cached huge mappings back on request.
+#[test]
+fn trim_gives_cached_runs_and_huge_mappings_back() {
+    let heap = WfSpan::new();
+    let run = layout(100 << 10, 16);
+    let huge = layout(4 << 20, 16);
+    let blocks: Vec<_> = [run, run, huge]
+        .iter()
+        .map(|&l| {
+            let p = heap.allocate(l).unwrap();
+            fill(p, l.size(), 0x5a);
+            (p, l)
+        })
+        .collect();
+    for &(p, l) in &blocks {
+        // SAFETY: live blocks of ours, freed once.
+        unsafe { heap.deallocate(p, l) };
+    }
+    assert_eq!(heap.purged_bytes(), 0, "a free gave pages back by default");
+    let given = heap.trim();
+    assert!(
+        given >= (4 << 20) + 2 * (100 << 10),
+        "trim gave back {given} bytes"
+    );
+    assert_eq!(heap.trim(), 0, "a second trim finds nothing left");
+    let p = heap.allocate_zeroed(run).unwrap();
+    check(p, run.size(), 0);
+    // SAFETY: live block of ours, freed once.
+    unsafe { heap.deallocate(p, run) };
+}

@@ -268,6 +268,36 @@ static void check_rules(void) {
         CHECK(errno == EDOM, "free changed errno");
     }
 
+    /* calloc of memory that was used and freed reads zero, whatever the heap keeps (span
+       runs, cached or given back to the OS, huge mappings): eight of each size, written,
+       freed, then taken back with calloc, before and after malloc_trim */
+    size_t reused_sizes[] = {100, 70000, 200000, 1500000, 5000000};
+    for (int round = 0; round < 2; round++) {
+        for (size_t i = 0; i < sizeof reused_sizes / sizeof reused_sizes[0]; i++) {
+            size_t n = reused_sizes[i];
+            unsigned char *blocks[8];
+            for (int k = 0; k < 8; k++) {
+                blocks[k] = malloc(n);
+                CHECK(blocks[k], "malloc(%zu)", n);
+                memset(blocks[k], 0xab, n);
+            }
+            for (int k = 0; k < 8; k++) free(blocks[k]);
+            for (int k = 0; k < 8; k++) {
+                blocks[k] = calloc(1, n);
+                CHECK(blocks[k], "calloc(1, %zu)", n);
+                for (size_t j = 0; j < n; j += 61)
+                    CHECK(blocks[k][j] == 0, "calloc(1, %zu) byte %zu not zero", n, j);
+                CHECK(blocks[k][n - 1] == 0, "calloc(1, %zu) last byte not zero", n);
+            }
+            for (int k = 0; k < 8; k++) free(blocks[k]);
+        }
+        /* malloc_trim: 0 or 1, errno kept, the heap as usable as before */
+        errno = EDOM;
+        int trimmed = malloc_trim(0);
+        CHECK(trimmed == 0 || trimmed == 1, "malloc_trim returned %d", trimmed);
+        CHECK(errno == EDOM, "malloc_trim changed errno");
+    }
+
     printf("rules: ok\n");
     fflush(stdout);
 }

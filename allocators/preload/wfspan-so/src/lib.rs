@@ -10,10 +10,17 @@
 //! the parent's other threads (they are never adopted while marked owned) and allocates
 //! from its own, and frees of the other threads' blocks take the remote path.
 
-use alloclab_wfspan::WfSpan;
+use alloclab_wfspan::{Config, WfSpan};
 
-/// The process-wide heap every exported function uses.
-static HEAP: WfSpan = WfSpan::new();
+/// The process-wide heap every exported function uses: the default configuration, with
+/// the pages of the free span runs a thread publishes for others given back to the OS
+/// (`Config::purge_published`): programs run for hours, and memory a thread let go of
+/// should not stay resident; a real-time program, which wants no system call on a free
+/// path, uses the crate with the default configuration instead.
+static HEAP: WfSpan = WfSpan::with_config(Config {
+    purge_published: true,
+    ..Config::DEFAULT
+});
 
 alloclab_preload::export_malloc_api! {
     heap: HEAP,
