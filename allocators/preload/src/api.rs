@@ -63,15 +63,16 @@ pub fn malloc<H: MallocHeap>(heap: &H, size: usize) -> *mut c_void {
     if let Some(block) = heap.try_malloc_fast(size) {
         return block.as_ptr().cast();
     }
-    malloc_general(heap, size)
+    malloc_general(size, heap)
 }
 
 /// [`malloc`] past the heap's fast path: a separate function, so that `malloc` calls it in
-/// tail position and its own fast path needs no stack frame. `extern "C"` (it cannot
+/// tail position and its own fast path needs no stack frame. The program's argument comes
+/// first, where the C caller put it, so that the fast path moves no register for the call. `extern "C"` (it cannot
 /// unwind), so that the call is a plain jump: a call that may unwind out of an exported
 /// C function is wrapped in an abort-on-unwind guard, and cannot be a tail call.
 #[inline(never)]
-pub(crate) extern "C" fn malloc_general<H: MallocHeap>(heap: &H, size: usize) -> *mut c_void {
+pub(crate) extern "C" fn malloc_general<H: MallocHeap>(size: usize, heap: &H) -> *mut c_void {
     match allocate(heap, size, MALLOC_ALIGNMENT) {
         Ok(block) => block.as_ptr().cast(),
         Err(_) => fail(libc::ENOMEM),
@@ -95,7 +96,7 @@ pub unsafe fn free<H: MallocHeap>(heap: &H, ptr: *mut c_void) {
         return;
     }
     // SAFETY: as above; the fast path changed nothing.
-    unsafe { free_general(heap, block) }
+    unsafe { free_general(block, heap) }
 }
 
 /// [`free`] past the heap's fast path (see [`malloc_general`]).
@@ -104,7 +105,7 @@ pub unsafe fn free<H: MallocHeap>(heap: &H, ptr: *mut c_void) {
 ///
 /// As [`free`], for a non-null `block`.
 #[inline(never)]
-unsafe extern "C" fn free_general<H: MallocHeap>(heap: &H, block: NonNull<u8>) {
+unsafe extern "C" fn free_general<H: MallocHeap>(block: NonNull<u8>, heap: &H) {
     if H::FREE_KEEPS_ERRNO {
         // SAFETY: the caller guarantees `block` is a live block of `heap`.
         unsafe { heap.deallocate_unsized(block) }

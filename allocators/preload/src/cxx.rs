@@ -42,16 +42,16 @@ pub fn new<H: MallocHeap>(heap: &H, size: usize, alignment: usize) -> *mut c_voi
     if let Some(block) = try_aligned_fast(heap, size, alignment) {
         return block.as_ptr().cast();
     }
-    new_general(heap, size, alignment)
+    new_general(size, alignment, heap)
 }
 
 /// [`new`] past the heap's fast path, in tail position: the general path, then the new
 /// handler loop, then `std::bad_alloc` (which unwinds out of it: `C-unwind`).
 #[inline(never)]
 extern "C-unwind" fn new_general<H: MallocHeap>(
-    heap: &H,
     size: usize,
     alignment: usize,
+    heap: &H,
 ) -> *mut c_void {
     if let Ok(block) = allocate(heap, size, alignment) {
         return block.as_ptr().cast();
@@ -117,7 +117,7 @@ pub unsafe fn delete_sized<H: MallocHeap>(heap: &H, ptr: *mut c_void, size: usiz
         return;
     }
     // SAFETY: as above; the fast path changed nothing.
-    unsafe { delete_sized_general(heap, block, size) }
+    unsafe { delete_sized_general(block, size, heap) }
 }
 
 /// [`delete_sized`] past the heap's fast path.
@@ -127,9 +127,9 @@ pub unsafe fn delete_sized<H: MallocHeap>(heap: &H, ptr: *mut c_void, size: usiz
 /// As [`delete_sized`], for a non-null `block`.
 #[inline(never)]
 unsafe extern "C" fn delete_sized_general<H: MallocHeap>(
-    heap: &H,
     block: NonNull<u8>,
     size: usize,
+    heap: &H,
 ) {
     if H::FREE_KEEPS_ERRNO {
         // SAFETY: forwarded from the caller.

@@ -126,21 +126,27 @@ fn huge_mapping_bytes(size: usize, align: usize, span_bytes: usize) -> Option<us
         .filter(|&t| t <= isize::MAX as usize / 2)
 }
 
-/// [`WfSpan::free_remote`] as a separate function that cannot unwind (`extern "C"`), so that
-/// the C `free` reaches it with a jump and its fast path saves no register for it.
+/// The free of a small block whose span the head of the thread's chain does not own, as a
+/// separate function that cannot unwind (`extern "C"`), so that the C `free` reaches it with
+/// a jump and its fast path saves no register for it: [`WfSpan::free_remote`], or the local
+/// free if the span is the caller's heap of this instance after all (the thread has used
+/// another instance since).
 ///
 /// # Safety
 ///
-/// As [`WfSpan::free_remote`].
+/// `block` is a live block of `wf` in the small span `span`.
 #[inline(never)]
-unsafe extern "C" fn free_remote_out_of_line(
-    wf: &WfSpan,
-    span: *mut SpanHeader,
-    block: *mut u8,
-    me: *mut Heap,
-) {
-    // SAFETY: forwarded from the caller.
-    unsafe { wf.free_remote(span, block, me) }
+unsafe extern "C" fn free_small_out_of_line(wf: &WfSpan, span: *mut SpanHeader, block: *mut u8) {
+    let me = wf.heap_if_any();
+    // SAFETY: per the contract; `me` is the caller's heap of `wf` or null, and owns `span`
+    // only if the owner compares equal.
+    unsafe {
+        if !me.is_null() && (*span).owner.load(Ordering::Relaxed) == me {
+            (*me).free_local(wf, span, block);
+        } else {
+            wf.free_remote(span, block, me);
+        }
+    }
 }
 
 /// Source of instance identifiers (0 means "not yet assigned").
@@ -784,7 +790,11 @@ impl WfSpan {
     /// `block` is a live block of `self`; if this returns `true` it is dead.
     #[inline(always)]
     unsafe fn free_fast(&self, block: NonNull<u8>) -> bool {
-        let me = self.heap_if_any();
+        // The head of the thread's chain, not its heap of this instance: the span of a block
+        // of this instance is owned by a heap of this instance or by none, so an owner equal
+        // to the head is the caller's heap of this instance, found without comparing
+        // instances (a thread bound to other instances since looks the long way, below).
+        let me = thread::head();
         if me.is_null() {
             return false;
         }
@@ -797,6 +807,7 @@ impl WfSpan {
             // so our own heap there means a small span of ours, kind unread.
             if (*span).owner.load(Ordering::Relaxed) == me {
                 debug_assert!((*span).kind == Kind::Small);
+                debug_assert_eq!(me, self.heap_if_any());
                 return (*me).push_active(span, block.as_ptr());
             }
             if (*span).kind != Kind::Small {
@@ -804,7 +815,7 @@ impl WfSpan {
             }
             // Another heap's block (or a discarded span's): the remote push, wait-free, in
             // a function of its own so that the local frees keep a frameless fast path.
-            free_remote_out_of_line(self, span, block.as_ptr(), me);
+            free_small_out_of_line(self, span, block.as_ptr());
             true
         }
     }

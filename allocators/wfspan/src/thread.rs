@@ -29,6 +29,13 @@ pub fn current_tid() -> usize {
     unsafe { libc::pthread_self() as usize }
 }
 
+/// The head of the calling thread's chain of heaps: its heap of the instance it bound last,
+/// or null. A span owned by it is the caller's, whichever instance the caller asks about.
+#[inline(always)]
+pub fn head() -> *mut Heap {
+    BOUND.get()
+}
+
 /// The calling thread's heap for allocator `instance`, or null.
 #[inline]
 pub fn lookup(instance: u64) -> *mut Heap {

@@ -624,3 +624,36 @@ fn trim_gives_cached_runs_and_huge_mappings_back() {
     // SAFETY: live block of ours, freed once.
     unsafe { heap.deallocate(p, run) };
 }
+
+/// The C ABI's free compares the block's span owner with the head of the thread's chain of
+/// heaps; a thread that has used a second instance since must still free the first one's
+/// blocks as their owner (back on its active span, reused at once), not as a remote free.
+#[test]
+fn a_thread_using_two_instances_frees_each_ones_blocks_as_their_owner() {
+    let first = WfSpan::new();
+    let second = WfSpan::new();
+    let l = layout(48, 16);
+    let kept = first.allocate(l).unwrap();
+    let a = first.allocate(l).unwrap();
+    // The second instance's heap is now the head of this thread's chain.
+    let b = second.allocate(l).unwrap();
+    for (heap, block) in [(&first, a), (&second, b)] {
+        // SAFETY: a live block of `heap`; freed once here.
+        let freed = unsafe { heap.try_deallocate_fast(block) };
+        if !freed {
+            // SAFETY: as above: the fast path changed nothing.
+            unsafe { heap.deallocate_unsized(block) };
+        }
+        let again = heap.allocate(l).unwrap();
+        assert_eq!(
+            again, block,
+            "the block went back to its owner's active span"
+        );
+        // SAFETY: live block of `heap`, freed once.
+        unsafe { heap.deallocate(again, l) };
+    }
+    // SAFETY: live block of `first`, freed once.
+    unsafe { first.deallocate(kept, l) };
+    assert_eq!(first.stats().live_bytes, Some(0));
+    assert_eq!(second.stats().live_bytes, Some(0));
+}

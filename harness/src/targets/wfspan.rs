@@ -251,6 +251,11 @@ pub(super) fn programs_checks(view: &Lookup<'_>) -> [Check; 3] {
 /// redis under the preload library serves every command of the benchmark at least as fast
 /// as under jemalloc's shared library (Debian's redis-server is linked with it: the
 /// allocator redis is built for), in less peak RSS.
+///
+/// A command's requests/s moves by tens of percent from run to run on a shared machine
+/// (the benchmark client and the server share its cores), so a command is judged slower
+/// only when wfspan's median lies below every one of jemalloc's runs; a lower median within
+/// jemalloc's own spread leaves the check undecided, saying so.
 pub(super) fn redis_check(view: &Lookup<'_>) -> Check {
     let what = format!(
         "`{PROGRAMS}/{REDIS}`: {WFSPAN}'s requests/s at least {LIBJEMALLOC}'s on every command, and the server's peak RSS at most {LIBJEMALLOC}'s"
@@ -261,31 +266,62 @@ pub(super) fn redis_check(view: &Lookup<'_>) -> Check {
     let Some(&t) = view.threads(PROGRAMS, WFSPAN).first() else {
         return not_here(&what, "no redis figures");
     };
-    let ratio = |metric: &str| {
-        let ours = view.median(PROGRAMS, REDIS, WFSPAN, t, metric)?;
-        let theirs = view.median(PROGRAMS, REDIS, LIBJEMALLOC, t, metric)?;
-        (theirs > 0.0).then(|| ours / theirs)
+    let get = |allocator: &str, metric: &str| {
+        view.view
+            .get(PROGRAMS, REDIS, allocator, t, metric)
+            .filter(|r| r.median.is_finite() && r.median > 0.0)
     };
     let mut parts = Vec::new();
-    let mut ok = true;
+    let mut slower = Vec::new();
+    let mut within = Vec::new();
     for command in alloclab_programs::redis::COMMANDS {
-        let Some(r) = ratio(&format!("{command}_rps")) else {
+        let metric = format!("{command}_rps");
+        let (Some(ours), Some(theirs)) = (get(WFSPAN, &metric), get(LIBJEMALLOC, &metric)) else {
             return not_here(&what, &format!("no {command} figure of both"));
         };
-        ok &= r >= REDIS_RPS_VS_JEMALLOC;
-        parts.push(format!("{} {r:.2}", command.to_uppercase()));
+        let name = command.to_uppercase();
+        let ratio = ours.median / theirs.median;
+        parts.push(format!("{name} {ratio:.2}"));
+        if ratio < REDIS_RPS_VS_JEMALLOC {
+            if ours.median < theirs.min {
+                slower.push(name);
+            } else {
+                within.push(format!(
+                    "{name} (its runs {:.2}–{:.2} of its median, jemalloc's {:.2}–{:.2})",
+                    ours.min / ours.median,
+                    ours.max / ours.median,
+                    theirs.min / theirs.median,
+                    theirs.max / theirs.median
+                ));
+            }
+        }
     }
-    let Some(rss) = ratio("peak_rss") else {
+    let (Some(ours), Some(theirs)) = (get(WFSPAN, "peak_rss"), get(LIBJEMALLOC, "peak_rss")) else {
         return not_here(&what, "no server peak RSS of both");
     };
-    ok &= rss <= REDIS_RSS_VS_JEMALLOC;
-    Check {
-        verdict: Verdict::of(ok),
-        line: format!(
-            "{what}: requests/s over {LIBJEMALLOC}'s {}; peak RSS {rss:.2}",
-            parts.join(", ")
-        ),
-    }
+    let rss = ours.median / theirs.median;
+    let mut line = format!(
+        "{what}: requests/s over {LIBJEMALLOC}'s {}; peak RSS {rss:.2}",
+        parts.join(", ")
+    );
+    let verdict = if !slower.is_empty() || rss > REDIS_RSS_VS_JEMALLOC {
+        if !slower.is_empty() {
+            line.push_str(&format!(
+                "; below every run of {LIBJEMALLOC}: {}",
+                slower.join(", ")
+            ));
+        }
+        Verdict::Fail
+    } else if !within.is_empty() {
+        line.push_str(&format!(
+            "; not decided by this run: lower within the runs' spread on {}",
+            within.join(", ")
+        ));
+        Verdict::NotHere
+    } else {
+        Verdict::Pass
+    };
+    Check { verdict, line }
 }
 
 /// The paper's claim that this crate checks on every run, and alloclab's own targets.
