@@ -33,8 +33,10 @@ pub struct Config {
     /// Address space reserved for spans (default 64 GiB; halved until the OS agrees, down
     /// to 1 GiB). Memory is committed only as spans are used.
     pub region_bytes: usize,
-    /// Whether a free span run that a heap publishes for other threads (its private cache
-    /// of that run class already full) first gives its pages back to the OS
+    /// Whether a free span run that a shrinking heap publishes for other threads (its
+    /// private cache of that run class full, and more than
+    /// [`PURGE_AFTER_SPANS`](crate::PURGE_AFTER_SPANS) spans of
+    /// the class published since it last needed one) first gives its pages back to the OS
     /// (`madvise(MADV_DONTNEED)`, all but the page of its header), so that memory a thread
     /// no longer needs does not stay resident. Off by default: that is a system call on a
     /// free path (the free that empties a span, or frees a run), outside the step bound

@@ -61,6 +61,15 @@ use crate::span_list::SpanList;
 /// count stays below the bound of its longest branch (see [`step_bound`](crate::step_bound)).
 pub const REMOTE_BATCH: u32 = 16;
 
+/// How many spans' worth of runs of one class a heap publishes, without needing any run its
+/// private cache could not give, before what it publishes gives its pages back
+/// (`Config::purge_published`): 16 spans, 1 MiB with the default span size. A heap that
+/// frees a few spans and takes them back (a program's batches) publishes and retakes them
+/// resident; one that keeps freeing is shrinking, and past this its memory goes back.
+/// (Giving back every published run made a loop of batches of 1,600 blocks fault three of
+/// its seven spans back in on every batch: glibc-simple took 1.19x as long.)
+pub const PURGE_AFTER_SPANS: u32 = 16;
+
 /// Empty active spans remembered as candidates for reuse by other classes.
 const IDLE_HINTS: usize = 8;
 
@@ -276,6 +285,11 @@ pub struct HeapLocal {
     idle_cursor: usize,
     /// Which heap to help next.
     help_cursor: usize,
+    /// Per run class, the spans of the runs this heap published since it last needed a
+    /// run its private cache could not give: past [`PURGE_AFTER_SPANS`] the heap is
+    /// shrinking, and (with `Config::purge_published`) what it publishes gives its pages
+    /// back.
+    published_unused: [u32; RUN_CLASSES],
 }
 
 /// Counters a heap's owner updates (plain load + store: one writer) and anyone may read.
@@ -356,6 +370,7 @@ impl Heap {
                     idle: [(ptr::null_mut(), 0); IDLE_HINTS],
                     idle_cursor: 0,
                     help_cursor: 0,
+                    published_unused: [0; RUN_CLASSES],
                 }),
             })
         }
@@ -810,12 +825,15 @@ impl Heap {
     pub unsafe fn give_run(&self, wf: &WfSpan, span: *mut SpanHeader, run: usize) -> u64 {
         // SAFETY: per the contract.
         unsafe {
-            let cache = &mut self.local().runs[run];
+            let local = self.local();
+            let cache = &mut local.runs[run];
             if cache.len >= wf.config.cached_runs {
-                if wf.config.purge_published {
+                let published = &mut local.published_unused[run];
+                if wf.config.purge_published && *published >= PURGE_AFTER_SPANS {
                     wf.purge_run(span, run);
                 }
                 if self.public[run].push_once((*span).index, &(*span).link) {
+                    *published = published.saturating_add(1 << run);
                     return 2;
                 }
             }
@@ -868,6 +886,8 @@ impl Heap {
                 cache.len -= 1;
                 return span;
             }
+            // The heap needs more than it keeps: it is not shrinking (see `give_run`).
+            local.published_unused[run] = 0;
             // An idle class's empty active span.
             if run == 0 {
                 let span = self.take_idle(steps);

@@ -83,6 +83,8 @@ pub use allocator::{
     Config, HUGE_CACHE_BYTES, HUGE_CACHE_SLOTS, MAX_SPANS_PER_CLASS, StepBound, WfSpan, step_bound,
     stranded_bound_bytes,
 };
+#[cfg(not(loom))]
+pub use heap::PURGE_AFTER_SPANS;
 
 #[cfg(all(test, loom))]
 mod loom_tests;

@@ -6,7 +6,9 @@ use core::ptr::NonNull;
 use std::sync::mpsc;
 
 use alloclab_core::{Allocator, Checked, HostAllocator, MallocHeap, Policy};
-use alloclab_wfspan::{Config, MAX_SPANS_PER_CLASS, WfSpan, step_bound, stranded_bound_bytes};
+use alloclab_wfspan::{
+    Config, MAX_SPANS_PER_CLASS, PURGE_AFTER_SPANS, WfSpan, step_bound, stranded_bound_bytes,
+};
 
 fn layout(size: usize, align: usize) -> Layout {
     Layout::from_size_align(size, align).unwrap()
@@ -102,11 +104,8 @@ fn the_aligned_fast_path_serves_the_general_paths_class() {
                 "{size} B aligned {align}"
             );
             // SAFETY: live block of ours.
-            assert_eq!(
-                unsafe { heap.usable_size(fast) },
-                usable,
-                "{size} B aligned {align}"
-            );
+            let fast_usable = unsafe { heap.usable_size(fast) };
+            assert_eq!(fast_usable, usable, "{size} B aligned {align}");
             fill(fast, usable, live.len() as u8);
             live.push((fast, usable, live.len() as u8));
         }
@@ -544,9 +543,9 @@ fn resident_pages(addr: usize, len: usize) -> Vec<bool> {
     resident.into_iter().map(|r| r & 1 == 1).collect()
 }
 
-/// With `purge_published`, the free span runs a heap publishes beyond its private cache
-/// give their pages back (all but the header's), and are handed out again zeroed where
-/// asked.
+/// With `purge_published`, a heap that keeps publishing free span runs beyond its private
+/// cache without taking any back gives their pages back (all but the header's) past
+/// `PURGE_AFTER_SPANS`, and they are handed out again zeroed where asked.
 #[test]
 fn published_runs_give_their_pages_back_and_come_back_zeroed() {
     let heap = WfSpan::with_config(Config {
@@ -555,9 +554,12 @@ fn published_runs_give_their_pages_back_and_come_back_zeroed() {
     });
     let span_bytes = heap.config().span_bytes;
     let cached = heap.config().cached_runs as usize;
-    // Runs of two spans: 100 KiB objects.
+    // Runs of two spans (100 KiB objects): the first 8 published stay resident.
+    let published_resident = PURGE_AFTER_SPANS as usize / 2;
     let l = layout(100 << 10, 16);
-    let runs: Vec<_> = (0..cached + 3).map(|_| heap.allocate(l).unwrap()).collect();
+    let runs: Vec<_> = (0..cached + published_resident + 4)
+        .map(|_| heap.allocate(l).unwrap())
+        .collect();
     for &p in &runs {
         fill(p, l.size(), 0xab);
     }
@@ -577,8 +579,9 @@ fn published_runs_give_their_pages_back_and_come_back_zeroed() {
         })
         .collect();
     assert!(
-        purged.len() >= 3 && purged.len() < runs.len(),
-        "{} of {} runs given back; the private cache keeps {cached}",
+        purged.len() >= 4 && purged.len() <= runs.len() - cached - published_resident,
+        "{} of {} runs given back; the private cache keeps {cached}, and {published_resident} \
+         are published resident",
         purged.len(),
         runs.len()
     );
@@ -591,6 +594,28 @@ fn published_runs_give_their_pages_back_and_come_back_zeroed() {
         // SAFETY: live block of ours, freed once.
         unsafe { heap.deallocate(p, l) };
     }
+}
+
+/// A heap that frees a batch of runs and takes them back, again and again, publishes the
+/// few its private cache cannot hold and retakes them resident: nothing is given back, so
+/// no page faults back in.
+#[test]
+fn batches_freed_and_taken_back_give_nothing_back() {
+    let heap = WfSpan::with_config(Config {
+        purge_published: true,
+        ..Config::DEFAULT
+    });
+    let l = layout(100 << 10, 16);
+    let batch = heap.config().cached_runs as usize + 3;
+    for _ in 0..50 {
+        let runs: Vec<_> = (0..batch).map(|_| heap.allocate(l).unwrap()).collect();
+        for p in runs {
+            fill(p, 64, 1);
+            // SAFETY: live block of ours, freed once.
+            unsafe { heap.deallocate(p, l) };
+        }
+    }
+    assert_eq!(heap.purged_bytes(), 0);
 }
 
 /// Without `purge_published` (the default) no free makes a system call; `trim` gives the
