@@ -17,6 +17,9 @@ use crate::workloads::cpu::common;
 pub const CASE_TIMEOUT: Duration = Duration::from_secs(2);
 /// The byte written over metadata and neighbours.
 const PATTERN: u8 = 0x41;
+/// The large block of the large-block cases: above every heap's size classes and runs, so
+/// that each heap serves it as it serves its largest blocks (its own mapping, in most).
+const LARGE: usize = 4 << 20;
 
 /// A misuse case.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,11 +45,28 @@ pub enum Case {
     /// An overflow from a block over everything up to 16 bytes into the block above it,
     /// then that block freed.
     OverwriteNeighbour,
+    /// `free(p)`, then 8 bytes written into the middle of the freed 64-byte block, then 64
+    /// allocations of its size (one of them may be handed it, or a block carved from it).
+    WriteAfterFree,
+    /// `free(p)` of a 4 MiB block, then 8 bytes written 1 MiB into it.
+    WriteAfterFreeLarge,
+    /// One byte written just past the end of a 64-byte block, then the block freed.
+    Overflow1,
+    /// 32 bytes written just past the end of a 64-byte block, then the block freed.
+    Overflow32,
+    /// One byte written just before a 64-byte block, then the block freed.
+    Underflow1,
+    /// 32 bytes written just before a 64-byte block, then the block freed.
+    Underflow32,
+    /// `memcpy` of 96 bytes into a 64-byte block, then the block freed.
+    OverflowMemcpy,
+    /// A linear overflow of 1 MiB past the end of a 4 MiB block.
+    OverflowLarge,
 }
 
 impl Case {
     /// Every case, in report order.
-    pub const ALL: [Case; 10] = [
+    pub const ALL: [Case; 18] = [
         Self::DoubleFreeImmediate,
         Self::DoubleFreeDelayed,
         Self::DoubleFreeInterleaved,
@@ -57,6 +77,14 @@ impl Case {
         Self::InvalidFreeStatic,
         Self::OverwriteHeader,
         Self::OverwriteNeighbour,
+        Self::WriteAfterFree,
+        Self::WriteAfterFreeLarge,
+        Self::Overflow1,
+        Self::Overflow32,
+        Self::Underflow1,
+        Self::Underflow32,
+        Self::OverflowMemcpy,
+        Self::OverflowLarge,
     ];
 
     /// The metric name of the case.
@@ -72,6 +100,14 @@ impl Case {
             Self::InvalidFreeStatic => "invalid_free_static",
             Self::OverwriteHeader => "overwrite_header",
             Self::OverwriteNeighbour => "overwrite_neighbour",
+            Self::WriteAfterFree => "write_after_free",
+            Self::WriteAfterFreeLarge => "write_after_free_large",
+            Self::Overflow1 => "overflow_1",
+            Self::Overflow32 => "overflow_32",
+            Self::Underflow1 => "underflow_1",
+            Self::Underflow32 => "underflow_32",
+            Self::OverflowMemcpy => "overflow_memcpy",
+            Self::OverflowLarge => "overflow_large",
         }
     }
 
@@ -215,6 +251,51 @@ fn perform<A: HostAllocator>(alloc: &A, case: Case, seed: u64) {
             let len = (high - (low + S)).min(4096) + 16;
             smear(end, len);
             free_as(alloc, high as *mut u8, S);
+        }
+        Case::WriteAfterFree => {
+            let p = alloc_block(alloc, S);
+            free_as(alloc, p.as_ptr(), S);
+            smear(p.as_ptr().wrapping_add(S / 2), 8);
+            let again: Vec<NonNull<u8>> = (0..64).map(|_| alloc_block(alloc, S)).collect();
+            for q in again {
+                free_as(alloc, q.as_ptr(), S);
+            }
+        }
+        Case::WriteAfterFreeLarge => {
+            let p = alloc_block(alloc, LARGE);
+            free_as(alloc, p.as_ptr(), LARGE);
+            smear(p.as_ptr().wrapping_add(1 << 20), 8);
+        }
+        Case::Overflow1 | Case::Overflow32 => {
+            let p = alloc_block(alloc, S);
+            let len = if case == Case::Overflow1 { 1 } else { 32 };
+            smear(p.as_ptr().wrapping_add(S), len);
+            free_as(alloc, p.as_ptr(), S);
+        }
+        Case::Underflow1 | Case::Underflow32 => {
+            let p = alloc_block(alloc, S);
+            let len = if case == Case::Underflow1 { 1 } else { 32 };
+            smear(p.as_ptr().wrapping_sub(len), len);
+            free_as(alloc, p.as_ptr(), S);
+        }
+        Case::OverflowMemcpy => {
+            let p = alloc_block(alloc, S);
+            let source = [PATTERN; S + 32];
+            // SAFETY: none: 32 bytes past the block are overwritten on purpose, in a
+            // disposable child.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    core::hint::black_box(source.as_ptr()),
+                    p.as_ptr(),
+                    source.len(),
+                )
+            };
+            free_as(alloc, p.as_ptr(), S);
+        }
+        Case::OverflowLarge => {
+            let p = alloc_block(alloc, LARGE);
+            smear(p.as_ptr().wrapping_add(LARGE), 1 << 20);
+            free_as(alloc, p.as_ptr(), LARGE);
         }
     }
     // Carry on as a program would.

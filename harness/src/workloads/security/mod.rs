@@ -82,7 +82,13 @@
 //! free(q); free(p)`), invalid free (a stack address; `p + 1`; `p + 16` inside a 256 B
 //! block; a pointer into an `mmap`ed page; one into a static array), and header overwrite
 //! (the 16 bytes before a block, then free it; an overflow from a block into its upper
-//! neighbour, then free the neighbour). The child then allocates a few blocks and exits.
+//! neighbour, then free the neighbour), then the classes a hardened allocator catches: a
+//! write after free (8 bytes into a freed 64 B block, then 64 allocations of its size; 8
+//! bytes 1 MiB into a freed 4 MiB block), a linear overflow or underflow of 1 and 32 bytes
+//! past either end of a 64 B block by store, and of 32 by `memcpy`, each followed by the
+//! block's free, and a 1 MiB overflow past a 4 MiB block. The child then allocates a few
+//! blocks and exits. A fault counts as crashed: for a freed or overflowed large block, that
+//! is how an allocator that unmaps or guards it shows the misuse.
 //! Verdicts ([`analysis::Verdict`]): **caught** (`SIGABRT`: the allocator noticed and
 //! aborted; a Rust panic also aborts the child, as it would inside a global allocator),
 //! **crashed** (another signal), **silent** (exit 0), **hung** (killed after
