@@ -139,6 +139,29 @@ pub(super) fn missing(
     (!absent.is_empty()).then(|| format!("not run on `{suite}`: {}", absent.join(", ")))
 }
 
+/// The ratios of [`ratios`], or the `·` check for `what` saying why there are none (the
+/// suite or an allocator not run, or no workload both measured).
+fn compared(
+    view: &Lookup<'_>,
+    suite: &str,
+    metric: &str,
+    what: &str,
+    ours: &str,
+    theirs: &str,
+) -> Result<Vec<(String, usize, f64)>, Check> {
+    if let Some(why) = missing(view, suite, ours, &[theirs]) {
+        return Err(not_here(what, &why));
+    }
+    let all = ratios(view, suite, metric, ours, theirs);
+    if all.is_empty() {
+        return Err(not_here(
+            what,
+            &format!("no workload with {metric} of both"),
+        ));
+    }
+    Ok(all)
+}
+
 /// `≤ limit` on the geometric mean of `ours / theirs` of `metric` over every workload (and
 /// thread count) of `suite` both ran; `what` names the figure.
 pub(super) fn mean_over_workloads_check(
@@ -150,13 +173,10 @@ pub(super) fn mean_over_workloads_check(
     theirs: &str,
     limit: f64,
 ) -> Check {
-    if let Some(why) = missing(view, suite, ours, &[theirs]) {
-        return not_here(&what, &why);
-    }
-    let all = ratios(view, suite, metric, ours, theirs);
-    if all.is_empty() {
-        return not_here(&what, &format!("no workload with {metric} of both"));
-    }
+    let all = match compared(view, suite, metric, &what, ours, theirs) {
+        Ok(all) => all,
+        Err(undecided) => return undecided,
+    };
     let mean = (all.iter().map(|(_, _, r)| r.ln()).sum::<f64>() / all.len() as f64).exp();
     Check {
         verdict: Verdict::of(mean <= limit),
@@ -211,10 +231,10 @@ pub(super) fn every_workload_check(
     theirs: &str,
     limit: f64,
 ) -> Check {
-    if let Some(why) = missing(view, suite, ours, &[theirs]) {
-        return not_here(&what, &why);
-    }
-    let all = ratios(view, suite, metric, ours, theirs);
+    let all = match compared(view, suite, metric, &what, ours, theirs) {
+        Ok(all) => all,
+        Err(undecided) => return undecided,
+    };
     let Some((workload, t, worst)) = all.iter().max_by(|a, b| a.2.total_cmp(&b.2)) else {
         return not_here(&what, &format!("no workload with {metric} of both"));
     };
