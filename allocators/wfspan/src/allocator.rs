@@ -450,25 +450,27 @@ impl WfSpan {
     /// (its header's, which lists and caches link through): the run stays where it is and
     /// reads zero past its first page. Nothing to do for a run that reads zero there
     /// already (fresh, or given back before). A system call: see [`Config::purge_published`].
+    /// Returns the bytes given back.
     ///
     /// # Safety
     ///
     /// The caller holds `span`, a free span run of class `run` of this allocator with no
     /// live block, exclusively.
-    pub(crate) unsafe fn purge_run(&self, span: *mut SpanHeader, run: usize) {
+    pub(crate) unsafe fn purge_run(&self, span: *mut SpanHeader, run: usize) -> u64 {
         let keep = os::page_bytes().max(MAX_COLOUR_BYTES + HEADER_BYTES);
         let len = self.config.span_bytes << run;
         // SAFETY: per the contract the run is ours alone and holds nothing but its header,
         // which lies in the first `keep` bytes.
         unsafe {
             if (*span).zero_from <= keep || len <= keep {
-                return;
+                return 0;
             }
             os::discard(span_base(span, self.config.span_bytes) + keep, len - keep);
             (*span).zero_from = keep;
         }
-        self.purged_bytes
-            .fetch_add((len - keep) as u64, Ordering::Relaxed);
+        let given = (len - keep) as u64;
+        self.purged_bytes.fetch_add(given, Ordering::Relaxed);
+        given
     }
 
     /// Bytes of free span runs given back to the OS so far ([`Config::purge_published`],
@@ -486,10 +488,8 @@ impl WfSpan {
         let mut given = 0;
         let heap = self.heap_if_any();
         if !heap.is_null() {
-            let before = self.purged_bytes();
             // SAFETY: our own heap (never unmapped), owner-only state touched by its owner.
-            unsafe { (*heap).purge_cached_runs(self) };
-            given += self.purged_bytes() - before;
+            given += unsafe { (*heap).purge_cached_runs(self) };
         }
         for slot in &self.huge_cache {
             let word = slot.swap(0, Ordering::Acquire);

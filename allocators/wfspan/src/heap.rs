@@ -845,22 +845,24 @@ impl Heap {
     }
 
     /// Gives back the pages of every free span run in this heap's private caches (see
-    /// [`WfSpan::purge_run`]); the runs stay cached.
+    /// [`WfSpan::purge_run`]); the runs stay cached. Returns the bytes given back.
     ///
     /// # Safety
     /// Owner only.
-    pub unsafe fn purge_cached_runs(&self, wf: &WfSpan) {
+    pub unsafe fn purge_cached_runs(&self, wf: &WfSpan) -> u64 {
+        let mut given = 0;
         // SAFETY: owner-only access; cached runs are free and held by this heap alone.
         unsafe {
             let local = self.local();
             for (run, cache) in local.runs.iter().enumerate() {
                 let mut span = cache.head;
                 while !span.is_null() {
-                    wf.purge_run(span, run);
+                    given += wf.purge_run(span, run);
                     span = (*span).local().next;
                 }
             }
         }
+        given
     }
 
     /// Takes a free span run of class `run` (one span for `run == 0`): see the module

@@ -125,7 +125,6 @@ fn the_aligned_fast_path_serves_the_general_paths_class() {
 fn a_span_with_one_small_block_out_has_one_page_resident() {
     let heap = WfSpan::new();
     let span_bytes = heap.config().span_bytes;
-    let page = 4096;
     let mut blocks = Vec::new();
     for size in [16, 48, 100, 128, 160, 256, 512, 640, 1024] {
         let block = heap.allocate(layout(size, 16)).unwrap();
@@ -134,18 +133,10 @@ fn a_span_with_one_small_block_out_has_one_page_resident() {
     }
     for &(block, size) in &blocks {
         let base = (block.as_ptr() as usize - 1) & !(span_bytes - 1);
-        let mut resident = vec![0u8; span_bytes / page];
-        // SAFETY: `base..base + span_bytes` is one span of the heap's mapped region;
-        // `resident` has one byte per page of it.
-        let rc = unsafe {
-            libc::mincore(
-                base as *mut libc::c_void,
-                span_bytes,
-                resident.as_mut_ptr().cast(),
-            )
-        };
-        assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
-        let pages = resident.iter().filter(|&&r| r & 1 == 1).count();
+        let pages = resident_pages(base, span_bytes)
+            .iter()
+            .filter(|&&r| r)
+            .count();
         assert_eq!(pages, 1, "a span of {size} B blocks with one block out");
     }
     for (block, size) in blocks {
