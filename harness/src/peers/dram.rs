@@ -2,23 +2,26 @@
 //! flushing disabled, as the storage-engine paper's jemalloc-on-DRAM baseline, behind
 //! [`PersistentAllocator`].
 //!
-//! Blocks come from `std::alloc` (the worker's global allocator, glibc malloc), 64-byte
-//! aligned and whole cache lines (a size is rounded up to 64 bytes, which
-//! [`PersistentAllocator::usable_size`] says), as the other heaps' blocks; a block's offset is its address (the heap's base is 0), so
-//! [`at`](PersistentAllocator::at) and [`offset_of`](PersistentAllocator::offset_of) are
-//! casts. [`flush`](PersistentAllocator::flush) and [`fence`](PersistentAllocator::fence)
-//! do nothing, [`allocate_into`](PersistentAllocator::allocate_into) and
+//! Blocks come from the C heap (`malloc`, glibc's in the harness), 64-byte aligned and
+//! whole cache lines (a size is rounded up to 64 bytes, which
+//! [`PersistentAllocator::usable_size`] says), as the other heaps' blocks; a block's offset
+//! is its address (the heap's base is 0), so [`at`](PersistentAllocator::at) and
+//! [`offset_of`](PersistentAllocator::offset_of) are casts.
+//! [`flush`](PersistentAllocator::flush) and [`fence`](PersistentAllocator::fence) do
+//! nothing, [`allocate_into`](PersistentAllocator::allocate_into) and
 //! [`free_from`](PersistentAllocator::free_from) are a plain allocation or free and a plain
-//! store, and nothing survives the process
-//! ([`DURABLE`](PersistentAllocator::DURABLE) is `false`;
-//! [`open`](PersistentAllocator::open) fails). The root is a zeroed, 64-byte-aligned DRAM block.
+//! store, and nothing survives the process ([`DURABLE`](PersistentAllocator::DURABLE) is
+//! `false`; [`open`](PersistentAllocator::open) fails). The root is a zeroed,
+//! 64-byte-aligned DRAM block.
 //!
-//! A block is cut from a plain host allocation 48 bytes larger, at its first cache line:
-//! glibc's aligned allocation path (`posix_memalign`) costs several times its plain one
-//! (88 against 12 ns for a free and an allocation here), which would make the baseline
-//! measure glibc's alignment code. A `BlockTable` remembers each block's size and where its
-//! host allocation starts (which `std::alloc::dealloc` needs), and refuses double frees and
-//! foreign offsets.
+//! A block is cut from a plain `malloc` of 48 bytes more, at its first cache line: glibc's
+//! aligned allocation path (`posix_memalign`) costs several times its plain one (88 against
+//! 12 ns for a free and an allocation here), which would make the baseline measure glibc's
+//! alignment code. A [`LineMap`] records each live block's line and how far above its host
+//! allocation it starts (which `free` needs), and refuses double frees and foreign offsets
+//! with one atomic instruction per allocation and per free and no lock: a baseline that
+//! paid a lock and a hash probe on every call (as PMDK's adapter does, whose heap cannot
+//! tell) would bound nothing from above.
 
 use std::alloc::Layout;
 use std::path::Path;
@@ -29,7 +32,7 @@ use alloclab_core::{
     PersistentAllocator, PersistentError, Stats,
 };
 
-use super::blocks::{BlockTable, Known};
+use super::lines::{LINE, LineMap, MAX_LEAD, Taken};
 
 /// Alignment of every block: a cache line, as alloclab-pmem's and PMDK's blocks here (the
 /// engines check that links are multiples of 64).
@@ -37,44 +40,29 @@ const ALIGN: usize = PERSISTENT_BLOCK_ALIGN;
 /// Alignment of the root (a cache line, as the contract asks).
 const ROOT_ALIGN: usize = 64;
 
-/// The host heap's own alignment: what `malloc` gives without its (several times slower)
-/// aligned path.
-const HOST_ALIGN: usize = 16;
-
-/// What is asked of the host heap for a block of `size` usable bytes (a multiple of
-/// [`ALIGN`]): room to start it at the first cache line of what comes back.
-fn host_layout(size: usize) -> Result<Layout, String> {
+/// What is asked of the C heap for a block of `size` usable bytes (a multiple of
+/// [`ALIGN`]): room to start it at the first cache line of what comes back (`malloc`
+/// returns 16-byte-aligned memory, so the block starts at most [`MAX_LEAD`] bytes in).
+fn host_bytes(size: usize) -> Result<usize, String> {
     if size == 0 {
         return Err("dram: cannot allocate 0 bytes".to_owned());
     }
-    size.checked_add(ALIGN - HOST_ALIGN)
-        .and_then(|bytes| Layout::from_size_align(bytes, HOST_ALIGN).ok())
+    size.checked_add(MAX_LEAD)
+        .filter(|&bytes| bytes <= isize::MAX as usize)
         .ok_or_else(|| format!("dram: {size} bytes is too large"))
 }
 
-/// A live block's table entry: its usable size (a multiple of [`ALIGN`]) and, in the low
-/// bits, how far its start lies above what the host heap returned (a multiple of
-/// [`HOST_ALIGN`], below [`ALIGN`]).
-fn entry(size: usize, lead: usize) -> u64 {
-    debug_assert!(size.is_multiple_of(ALIGN) && lead < ALIGN);
-    (size | lead) as u64
-}
-
-/// The (usable size, lead) of a table entry (see [`entry`]).
-fn unpack(entry: u64) -> (usize, usize) {
-    let entry = entry as usize;
-    (entry & !(ALIGN - 1), entry & (ALIGN - 1))
-}
+const _: () = assert!(ALIGN == LINE);
 
 /// The DRAM baseline (see the module documentation).
 pub struct DramHeap {
     root: NonNull<u8>,
     root_layout: Layout,
-    blocks: BlockTable,
+    blocks: LineMap,
 }
 
 // SAFETY: the root is a plain heap block owned by the heap (threads write disjoint parts of
-// it, as the engines' partitions do); the block table is behind mutexes; blocks are plain
+// it, as the engines' partitions do); the line map is shared through atomics; blocks are plain
 // memory whose sharing is the engines' business, as with any persistent heap.
 unsafe impl Send for DramHeap {}
 // SAFETY: as for `Send`.
@@ -100,10 +88,15 @@ impl DramHeap {
         // SAFETY: the layout has a non-zero size.
         let root = NonNull::new(unsafe { std::alloc::alloc_zeroed(root_layout) })
             .ok_or_else(|| format!("dram: out of memory for a root of {root_size} bytes"))?;
+        let blocks = LineMap::new().map_err(|e| {
+            // SAFETY: allocated above with this layout, not yet shared.
+            unsafe { std::alloc::dealloc(root.as_ptr(), root_layout) };
+            format!("dram: {e}")
+        })?;
         Ok(Self {
             root,
             root_layout,
-            blocks: BlockTable::new(),
+            blocks,
         })
     }
 }
@@ -175,30 +168,36 @@ impl PersistentAllocator for DramHeap {
 
     fn allocate_unlinked(&self, size: usize) -> Result<u64, PersistentError> {
         let size = self.usable_size(size);
-        let layout = host_layout(size)?;
-        // SAFETY: a non-zero size (checked by `host_layout`).
-        let p = unsafe { std::alloc::alloc(layout) };
+        let bytes = host_bytes(size)?;
+        // SAFETY: plain `malloc` of a non-zero size.
+        let p = unsafe { libc::malloc(bytes) }.cast::<u8>();
         if p.is_null() {
             return Err(PersistentError::new(format!(
                 "dram: out of memory for {size} bytes"
             )));
         }
         let lead = p.align_offset(ALIGN);
-        let off = p as usize as u64 + lead as u64;
-        self.blocks.insert(off, entry(size, lead));
-        Ok(off)
+        let block = p as usize + lead;
+        if let Err(e) = self.blocks.insert(block, lead) {
+            // SAFETY: just allocated by `malloc`, not handed out.
+            unsafe { libc::free(p.cast()) };
+            return Err(PersistentError::new(format!("dram: {e}")));
+        }
+        Ok(block as u64)
     }
 
     unsafe fn release(&self, off: u64) -> Result<(), PersistentError> {
-        match self.blocks.take(off).map_err(|e| format!("dram: {e}"))? {
-            Known::Live(entry) => {
-                // SAFETY: `off` is a live block, `lead` bytes into a host allocation of
-                // this layout (the table says so, and now marks it freed); the caller uses
-                // it no more.
-                unsafe { free_host(off, entry) };
+        match self.blocks.take(off as usize) {
+            Taken::Live { lead } => {
+                // SAFETY: `off` was a live block, `lead` bytes into its `malloc` allocation
+                // (the map says so, and now marks it freed); the caller uses it no more.
+                unsafe { libc::free((off as usize - lead) as *mut libc::c_void) };
                 Ok(())
             }
-            Known::Unknown => Err(PersistentError::new(format!(
+            Taken::Freed => Err(PersistentError::new(format!(
+                "dram: block at {off:#x} was freed already (double free refused)"
+            ))),
+            Taken::Unknown => Err(PersistentError::new(format!(
                 "dram: {off:#x} is not the start of a block of this heap"
             ))),
         }
@@ -242,30 +241,14 @@ impl PersistentAllocator for DramHeap {
 
 impl Drop for DramHeap {
     fn drop(&mut self) {
-        for (off, entry) in self.blocks.drain_live() {
-            // SAFETY: a live block of this heap with this entry; `&mut self` means no
-            // engine uses the heap any more.
-            unsafe { free_host(off, entry) };
+        for (block, lead) in self.blocks.drain_live() {
+            // SAFETY: a live block of this heap, `lead` bytes into its `malloc` allocation;
+            // `&mut self` means no engine uses the heap any more.
+            unsafe { libc::free((block - lead) as *mut libc::c_void) };
         }
         // SAFETY: allocated in `new` with this layout, freed only here.
         unsafe { std::alloc::dealloc(self.root.as_ptr(), self.root_layout) };
     }
-}
-
-/// Gives the host allocation of the block at `off` back.
-///
-/// # Safety
-///
-/// `off` and `entry` are a live block's, from the table, and the block is used no more.
-unsafe fn free_host(off: u64, entry: u64) {
-    let (size, lead) = unpack(entry);
-    // The layout was accepted when the block was allocated.
-    let Ok(layout) = host_layout(size) else {
-        return;
-    };
-    // SAFETY: the host allocation starts `lead` bytes below the block and has this layout
-    // (the caller's promise).
-    unsafe { std::alloc::dealloc((off as usize - lead) as *mut u8, layout) };
 }
 
 #[cfg(test)]
@@ -312,7 +295,6 @@ mod tests {
         // leak or a bad free).
         heap.allocate_unlinked(100).unwrap();
         drop(heap);
-        assert_eq!(unpack(entry(128, 48)), (128, 48));
     }
 
     #[test]

@@ -5,11 +5,11 @@
 //! statics (most of them are process-wide by nature); the harness runs each measurement in a
 //! fresh worker process, so one allocator's cached memory never shows in another's figures.
 
-mod blocks;
 pub mod dram;
 mod hls;
 pub mod libpmemobj;
 pub mod libraries;
+mod lines;
 pub mod pmdk;
 mod tlsf;
 
