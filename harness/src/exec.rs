@@ -157,7 +157,7 @@ pub fn exec(request: &Request) -> Result<(), String> {
     let names: Vec<&str> = request.allocators.iter().map(String::as_str).collect();
     for (i, name) in names.iter().enumerate() {
         if crate::peers::find(name).is_none() {
-            let known: Vec<&str> = libraries::PRELOAD_SOURCES.iter().map(|(n, _)| *n).collect();
+            let known: Vec<&str> = libraries::preloadable().map(|(n, _)| n).collect();
             return Err(format!(
                 "unknown allocator '{name}' (those a program can run on: {})",
                 known.join(", ")

@@ -17,7 +17,7 @@
 //! A block is cut from a plain `malloc` of 48 bytes more, at its first cache line: glibc's
 //! aligned allocation path (`posix_memalign`) costs several times its plain one (88 against
 //! 12 ns for a free and an allocation here), which would make the baseline measure glibc's
-//! alignment code. A [`LineMap`] records each live block's line and how far above its host
+//! alignment code. A `LineMap` records each live block's line and how far above its host
 //! allocation it starts (which `free` needs), and refuses double frees and foreign offsets
 //! with one atomic instruction per allocation and per free and no lock: a baseline that
 //! paid a lock and a hash probe on every call (as PMDK's adapter does, whose heap cannot

@@ -13,6 +13,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::Implementation;
+
 /// Where a heap's preload library comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
@@ -35,62 +37,31 @@ pub enum Source {
     },
 }
 
-/// The preload source of every allocator that can run a program, by allocator name.
-pub const PRELOAD_SOURCES: &[(&str, Source)] = &[
-    (
-        "wfspan",
-        Source::Alloclab {
-            package: "alloclab-preload-wfspan",
-            file: "liballoclab_preload_wfspan.so",
-        },
-    ),
-    (
-        "randomized",
-        Source::Alloclab {
-            package: "alloclab-preload-randomized",
-            file: "liballoclab_preload_randomized.so",
-        },
-    ),
-    ("system", Source::Nothing),
-    (
-        "libmimalloc",
-        Source::Distribution {
-            soname: "libmimalloc.so.2",
-            package: "libmimalloc2.0",
-        },
-    ),
-    (
-        "libjemalloc",
-        Source::Distribution {
-            soname: "libjemalloc.so.2",
-            package: "libjemalloc2",
-        },
-    ),
-    (
-        "libtcmalloc",
-        Source::Distribution {
-            soname: "libtcmalloc_minimal.so.4",
-            package: "libtcmalloc-minimal4",
-        },
-    ),
-];
-
 /// The environment variable that names the directory of alloclab's preload libraries.
 pub const PRELOAD_DIR_ENV: &str = "ALLOCLAB_PRELOAD_DIR";
 
-/// How `allocator` is preloaded, if it can be.
+/// How `allocator` is preloaded, if it can be: what its registry entry says.
 pub fn source(allocator: &str) -> Option<Source> {
-    PRELOAD_SOURCES
+    match super::find(allocator)?.imp {
+        Implementation::Host(heap) => heap.preload(),
+        Implementation::SharedLibrary { soname, package } => {
+            Some(Source::Distribution { soname, package })
+        }
+        _ => None,
+    }
+}
+
+/// Every allocator a program can be run on, in the registry's order, with its source.
+pub fn preloadable() -> impl Iterator<Item = (&'static str, Source)> {
+    super::ALLOCATORS
         .iter()
-        .find(|(name, _)| *name == allocator)
-        .map(|&(_, s)| s)
+        .filter_map(|a| Some((a.name, source(a.name)?)))
 }
 
 /// The one command that installs every distribution library that is missing here, if any.
 pub fn install_line_for_missing() -> Option<String> {
-    let missing: Vec<&str> = PRELOAD_SOURCES
-        .iter()
-        .filter_map(|(_, s)| match *s {
+    let missing: Vec<&str> = preloadable()
+        .filter_map(|(_, s)| match s {
             Source::Distribution { soname, package } if find_shared_library(soname).is_none() => {
                 Some(package)
             }
@@ -152,7 +123,7 @@ pub fn resolve(allocator: &str) -> Result<Option<PathBuf>, String> {
 
 /// The message for an allocator that cannot be put in front of a program.
 pub fn not_preloadable(allocator: &str) -> String {
-    let names: Vec<&str> = PRELOAD_SOURCES.iter().map(|(n, _)| *n).collect();
+    let names: Vec<&str> = preloadable().map(|(n, _)| n).collect();
     let hint = match allocator {
         "mimalloc" | "jemalloc" => {
             format!("; '{allocator}' is the in-process crate, 'lib{allocator}' its shared library")
@@ -297,11 +268,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_preload_source_names_a_registered_allocator() {
-        for (name, _) in PRELOAD_SOURCES {
-            let info = crate::peers::find(name).unwrap_or_else(|| panic!("{name}"));
-            assert!(info.fits(crate::peers::Capability::Program), "{name}");
-        }
+    fn exactly_the_allocators_that_claim_to_run_programs_have_a_preload_source() {
+        let names: Vec<&str> = preloadable().map(|(n, _)| n).collect();
+        assert_eq!(
+            names,
+            [
+                "wfspan",
+                "randomized",
+                "system",
+                "libmimalloc",
+                "libjemalloc",
+                "libtcmalloc"
+            ]
+        );
         for a in crate::peers::ALLOCATORS {
             assert_eq!(
                 a.fits(crate::peers::Capability::Program),

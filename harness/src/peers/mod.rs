@@ -119,9 +119,14 @@ pub enum Implementation {
     Caching(fn() -> CachingConfig),
     /// A persistent heap ([`with_persistent_heap`](crate::pmem::with_persistent_heap)).
     Persistent(crate::pmem::PersistentHeap),
-    /// A peer's shared library, which the `programs` suite preloads into programs
-    /// ([`libraries`]).
-    SharedLibrary,
+    /// A peer's shared library as the distribution ships it, which the `programs` suite
+    /// preloads into programs ([`libraries`]).
+    SharedLibrary {
+        /// Its soname.
+        soname: &'static str,
+        /// The Debian package that ships it.
+        package: &'static str,
+    },
 }
 
 /// The in-process host heaps, one per static of this module.
@@ -154,6 +159,24 @@ impl HostHeap {
             HostHeap::Jemalloc => task.run(&JEMALLOC),
             HostHeap::Rlsf => task.run(&RLSF),
             HostHeap::WfAlloc => task.run(&WF_ALLOC),
+        }
+    }
+
+    /// The library that puts this heap in front of a program's C library: alloclab's
+    /// preload libraries for its heaps, nothing for the C library's own malloc, `None` for
+    /// the in-process peers (whose shared libraries are registered under their own names).
+    pub const fn preload(self) -> Option<libraries::Source> {
+        match self {
+            HostHeap::Wfspan => Some(libraries::Source::Alloclab {
+                package: "alloclab-preload-wfspan",
+                file: "liballoclab_preload_wfspan.so",
+            }),
+            HostHeap::Randomized => Some(libraries::Source::Alloclab {
+                package: "alloclab-preload-randomized",
+                file: "liballoclab_preload_randomized.so",
+            }),
+            HostHeap::System => Some(libraries::Source::Nothing),
+            HostHeap::Mimalloc | HostHeap::Jemalloc | HostHeap::Rlsf | HostHeap::WfAlloc => None,
         }
     }
 
@@ -230,14 +253,20 @@ pub const ALLOCATORS: &[AllocatorInfo] = &[
     ),
     shared_library(
         "libmimalloc",
+        "libmimalloc.so.2",
+        "libmimalloc2.0",
         "mimalloc 2.0 as Debian ships it (libmimalloc.so.2), preloaded into programs",
     ),
     shared_library(
         "libjemalloc",
+        "libjemalloc.so.2",
+        "libjemalloc2",
         "jemalloc 5.3 as Debian ships it (libjemalloc.so.2), preloaded into programs",
     ),
     shared_library(
         "libtcmalloc",
+        "libtcmalloc_minimal.so.4",
+        "libtcmalloc-minimal4",
         "gperftools' tcmalloc as Debian ships it (libtcmalloc_minimal.so.4), preloaded into programs",
     ),
     AllocatorInfo {
@@ -363,13 +392,18 @@ const fn gpu(
     }
 }
 
-const fn shared_library(name: &'static str, description: &'static str) -> AllocatorInfo {
+const fn shared_library(
+    name: &'static str,
+    soname: &'static str,
+    package: &'static str,
+    description: &'static str,
+) -> AllocatorInfo {
     AllocatorInfo {
         name,
         description,
         origin: Origin::Peer,
         capabilities: &[Capability::Program],
-        imp: Implementation::SharedLibrary,
+        imp: Implementation::SharedLibrary { soname, package },
     }
 }
 
@@ -536,7 +570,7 @@ mod tests {
                 Implementation::Gpu(GpuAllocator::Pages(..)) => (Capability::GpuPagePool, true),
                 Implementation::Gpu(_) => (Capability::GpuMalloc, true),
                 Implementation::Persistent(_) => (Capability::PersistentHeap, true),
-                Implementation::SharedLibrary => (Capability::Program, true),
+                Implementation::SharedLibrary { .. } => (Capability::Program, true),
             };
             assert_eq!(info.fits(capability), expected, "{}", info.name);
         }

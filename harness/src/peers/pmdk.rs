@@ -39,7 +39,7 @@
 //! in their `Split`s).
 //!
 //! PMDK's release build does not detect a double free (it corrupts its heap), so a
-//! [`LineMap`] in DRAM, with a leaf for every line of the pool made when the pool is
+//! `LineMap` in DRAM, with a leaf for every line of the pool made when the pool is
 //! opened, remembers the blocks handed out and freed in this session and refuses a second
 //! free: one atomic instruction per allocation and per free, as for the DRAM baseline.
 //! Blocks from before a reopen are not in it: their first free is checked only for being
