@@ -88,8 +88,8 @@ pub struct PmdkHeap {
 }
 
 // SAFETY: libpmemobj's allocation, free, action, flush and drain functions are thread-safe;
-// the pool handle, UUID and root are only read after construction; the block table is
-// behind mutexes.
+// the pool handle, UUID and root are only read after construction; the line map is shared
+// through atomics.
 unsafe impl Send for PmdkHeap {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for PmdkHeap {}
