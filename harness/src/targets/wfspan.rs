@@ -93,10 +93,12 @@ fn progress_threads(view: &Lookup<'_>, allocator: &str) -> Option<usize> {
 
 /// wfspan, frozen inside a call, blocks no other thread: no blocked freeze in any run, of
 /// at least [`PROGRESS_MIN_FREEZES`] a run, and the others' longest call during freezes
-/// under [`PROGRESS_OTHERS_MAX_NS`].
+/// under [`PROGRESS_OTHERS_MAX_NS`] or no longer than the longest gap between two calls in
+/// the same windows (the harness's own code, which waits for no thread: a call no longer
+/// than that met only what any code met, the machine's pauses).
 pub(super) fn progress_check(view: &Lookup<'_>) -> Check {
     let what = format!(
-        "`{REALTIME}/{PROGRESS}`: {WFSPAN}, frozen inside a call, blocks no other thread (0 blocked of at least {PROGRESS_MIN_FREEZES:.0} freezes; the others' longest call during freezes under {})",
+        "`{REALTIME}/{PROGRESS}`: {WFSPAN}, frozen inside a call, blocks no other thread (0 blocked of at least {PROGRESS_MIN_FREEZES:.0} freezes; the others' longest call during freezes under {}, or no longer than the longest gap between their calls in the same windows)",
         fmt_duration_ns(PROGRESS_OTHERS_MAX_NS)
     );
     if let Some(why) = missing(view, REALTIME, WFSPAN, &[]) {
@@ -120,14 +122,22 @@ pub(super) fn progress_check(view: &Lookup<'_>) -> Check {
             fmt_duration_ns(f.max)
         )
     });
-    // The worst run decides: most blocked, longest call; the fewest freezes.
+    let gaps = get("gaps_max_during_freeze");
+    let gaps_line = gaps.map_or(String::new(), |g| {
+        format!(
+            "; the longest gap between their calls during freezes {}",
+            fmt_duration_ns(g.max)
+        )
+    });
+    // The worst run decides: most blocked, longest call (against the longest gap of any
+    // run); the fewest freezes.
     let ok = blocked.max == 0.0
         && freezes.min >= PROGRESS_MIN_FREEZES
-        && others.max < PROGRESS_OTHERS_MAX_NS;
+        && (others.max < PROGRESS_OTHERS_MAX_NS || gaps.is_some_and(|g| others.max <= g.max));
     Check {
         verdict: Verdict::of(ok),
         line: format!(
-            "{what}: {t} threads, blocked on {:.0} of {:.0} freezes (most over the runs), others' longest call during freezes {} (longest over the runs){floor}",
+            "{what}: {t} threads, blocked on {:.0} of {:.0} freezes (most over the runs), others' longest call during freezes {} (longest over the runs){gaps_line}{floor}",
             blocked.max,
             freezes.min,
             fmt_duration_ns(others.max)

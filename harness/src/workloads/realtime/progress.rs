@@ -52,6 +52,14 @@
 //!   the same for an empty call timed once a step, what the machine does to any code in the
 //!   same windows (with two workers, freezes take about seven eighths of the run, so a
 //!   host interruption lands in one far more often than outside);
+//! * `gaps_max_during_freeze` and `gaps_max_outside_freeze` (ns) — the longest stretch
+//!   between two calls of a worker not frozen (the harness's own code: touching the block,
+//!   drawing the next step, the empty call), among those that overlapped a freeze, and
+//!   none. The floor's window is a few nanoseconds a step, so it catches few of the
+//!   machine's pauses; the gaps take about as much of a worker's time as its calls, so a
+//!   pause of the machine is about as likely to land in one as in a call. A call much
+//!   longer than the longest gap in the same windows waited for something the gaps did not:
+//!   the allocator; a call about as long as it met what any code met;
 //! * `others_throughput_during_freeze` (×) — calls per worker and second by the workers not
 //!   frozen while a freeze lasted, over calls per worker and second outside the freezes
 //!   (1: the others went on as before; 0: they stopped).
@@ -139,6 +147,11 @@ pub struct Progress {
     pub floor_max_during_freeze: u64,
     /// The longest empty call that overlapped none, in ns.
     pub floor_max_outside_freeze: u64,
+    /// The longest stretch between two calls of a worker not frozen that overlapped a
+    /// freeze, in ns: the harness's own code in the same windows as the calls.
+    pub gaps_max_during_freeze: u64,
+    /// The longest that overlapped none, in ns.
+    pub gaps_max_outside_freeze: u64,
     /// Calls per worker and second of the workers not frozen during freezes, over calls per
     /// worker and second outside them; `None` without others or without time outside.
     pub others_throughput_during_freeze: Option<f64>,
@@ -198,6 +211,18 @@ impl Progress {
                 "floor_max_outside_freeze",
                 "ns",
                 self.floor_max_outside_freeze as f64,
+                true,
+            ),
+            sample(
+                "gaps_max_during_freeze",
+                "ns",
+                self.gaps_max_during_freeze as f64,
+                true,
+            ),
+            sample(
+                "gaps_max_outside_freeze",
+                "ns",
+                self.gaps_max_outside_freeze as f64,
                 true,
             ),
         ]);
@@ -389,6 +414,9 @@ struct Tally {
     /// The longest empty call that overlapped a freeze, and none, in ns.
     floor_max_during: u64,
     floor_max_outside: u64,
+    /// The longest stretch between two calls that overlapped a freeze, and none, in ns.
+    gaps_max_during: u64,
+    gaps_max_outside: u64,
 }
 
 /// Whether a call that saw freeze generations `before` and `after` overlapped a freeze: one
@@ -432,6 +460,19 @@ impl Tally {
         };
         *max = (*max).max(took);
     }
+
+    /// Tallies the stretch from the end of one call to the start of the next, as
+    /// [`Tally::record`] a call.
+    #[inline]
+    fn record_gap(&mut self, start: u64, end: u64, before: u64, after: u64) {
+        let took = end.saturating_sub(start);
+        let max = if overlapped(before, after) {
+            &mut self.gaps_max_during
+        } else {
+            &mut self.gaps_max_outside
+        };
+        *max = (*max).max(took);
+    }
 }
 
 /// A worker's handle on its slot and tally: makes allocator calls with the in-call flag
@@ -440,6 +481,12 @@ struct Caller<'a> {
     slot: &'a Slot,
     shared: &'a Shared,
     tally: Tally,
+    /// The end of the last call (0 before the first) and the freeze generation after it,
+    /// for the gap to the next; whether this worker was frozen in that call (the freeze
+    /// may land after the call's end was read, in the gap).
+    last_end: u64,
+    last_after: u64,
+    last_frozen: bool,
 }
 
 impl Caller<'_> {
@@ -457,13 +504,24 @@ impl Caller<'_> {
         compiler_fence(Ordering::SeqCst);
         self.slot.in_call.store(false, Ordering::Relaxed);
         let after = self.shared.generation.load(Ordering::Acquire);
-        // This worker's own frozen call is the freeze, not a figure of the others.
-        if self.slot.frozen.load(Ordering::Relaxed) == frozen
-            && self.shared.measuring.load(Ordering::Relaxed)
-        {
-            self.tally
-                .record(start, end, before, after, self.shared.freeze_ns);
+        let frozen_after = self.slot.frozen.load(Ordering::Relaxed);
+        if self.shared.measuring.load(Ordering::Relaxed) {
+            // This worker's own frozen call is the freeze, not a figure of the others.
+            if frozen_after == frozen {
+                self.tally
+                    .record(start, end, before, after, self.shared.freeze_ns);
+            }
+            // The flag is up a little before the start is read and after the end is, so
+            // this worker's own freeze can land in the gap: a gap next to one of its frozen
+            // calls is left out, as the call is.
+            if self.last_end != 0 && !self.last_frozen && frozen_after == frozen {
+                self.tally
+                    .record_gap(self.last_end, start, self.last_after, before);
+            }
         }
+        self.last_end = end;
+        self.last_after = after;
+        self.last_frozen = frozen_after != frozen;
         result
     }
 
@@ -555,6 +613,9 @@ pub fn measure<A: HostAllocator>(
                         long_calls: Vec::with_capacity(LONG_CALLS),
                         ..Tally::default()
                     },
+                    last_end: 0,
+                    last_after: 0,
+                    last_frozen: false,
                 };
                 CURRENT.with(|c| c.set(slot));
                 // SAFETY: no preconditions.
@@ -830,6 +891,16 @@ impl Control {
                 .map(|(_, t)| t.floor_max_outside)
                 .max()
                 .unwrap_or(0),
+            gaps_max_during_freeze: tallies
+                .iter()
+                .map(|(_, t)| t.gaps_max_during)
+                .max()
+                .unwrap_or(0),
+            gaps_max_outside_freeze: tallies
+                .iter()
+                .map(|(_, t)| t.gaps_max_outside)
+                .max()
+                .unwrap_or(0),
             long_calls_dropped: tallies.iter().map(|(_, t)| t.long_calls_dropped).sum(),
         }
     }
@@ -898,6 +969,8 @@ mod tests {
             "others_max_during_freeze",
             "others_throughput_during_freeze",
             "floor_max_during_freeze",
+            "gaps_max_during_freeze",
+            "gaps_max_outside_freeze",
         ] {
             assert!(
                 names.iter().any(|n| n == metric),
@@ -909,13 +982,14 @@ mod tests {
     #[test]
     fn a_lock_held_by_a_frozen_thread_blocks_the_others() {
         // A thread frozen while it waits for the lock holds nothing; one frozen while it
-        // holds it stops the other: over 16 freezes some must be of the second kind.
+        // holds it stops the other: over 32 freezes some must be of the second kind (16
+        // found none in one of four runs beside the other tests).
         // Tests run beside each other: a woken waiter may wait for a core, so the blocked
         // call is allowed longer to end than on a quiet machine.
         let heap = OneLock(Mutex::new(SystemHeap::new()));
         let loaded = Config {
             line_up: Duration::from_millis(10),
-            ..config(16)
+            ..config(32)
         };
         let progress = measure(&heap, &params(2), &loaded).unwrap();
         assert!(progress.blocked >= 1, "{progress:?}");
@@ -931,6 +1005,12 @@ mod tests {
         let progress = measure(&heap, &params(2), &config(8)).unwrap();
         assert_eq!(progress.freezes, 8);
         assert_eq!(progress.blocked, 0, "{progress:?}");
+        // A worker's own freeze never counts as a gap of its: the signal can land just
+        // after a call's end is read, and that gap is left out.
+        assert!(
+            progress.gaps_max_outside_freeze < FREEZE.as_nanos() as u64,
+            "{progress:?}"
+        );
     }
 
     #[test]
@@ -958,6 +1038,10 @@ mod tests {
         tally.record(0, 700, 2, 2, 1000);
         assert_eq!(tally.long_calls_dropped, 1);
         // Empty calls are classified alike, apart from the calls.
+        tally.record_gap(0, 70, 5, 5);
+        tally.record_gap(0, 20, 4, 6);
+        tally.record_gap(0, 50, 6, 6);
+        assert_eq!((tally.gaps_max_during, tally.gaps_max_outside), (70, 50));
         tally.record_floor(0, 40, 5, 5);
         tally.record_floor(0, 30, 6, 6);
         assert_eq!((tally.floor_max_during, tally.floor_max_outside), (40, 30));

@@ -202,6 +202,7 @@ fn progress_section(out: &mut String, view: &View<'_>) {
         "freezes",
         "blocked",
         "others' longest call, during / outside freezes (an empty call's)",
+        "others' longest gap between calls, during / outside",
         "others' throughput during / outside",
         "what a frozen thread holds up",
     ]
@@ -235,6 +236,8 @@ fn progress_section(out: &mut String, view: &View<'_>) {
                 (Some(calls), None) => calls,
                 _ => "—".to_owned(),
             };
+            let gaps = pair("gaps_max_during_freeze", "gaps_max_outside_freeze")
+                .unwrap_or_else(|| "—".to_owned());
             let throughput = get("others_throughput_during_freeze")
                 .map_or("—".to_owned(), |r| format!("{:.2}", r.median));
             let holds = BLOCKS_ON
@@ -249,6 +252,7 @@ fn progress_section(out: &mut String, view: &View<'_>) {
                     format!("{:.0}", freezes.median),
                     blocked,
                     longest,
+                    gaps,
                     throughput,
                     escape_cell(holds),
                 ],
