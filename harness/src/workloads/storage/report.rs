@@ -915,7 +915,7 @@ mod tests {
 
     #[test]
     fn every_point_met_passes_and_says_the_spread_behind_the_deciding_figure() {
-        let c = checks(points(&ENGINES, 2e5, 9.0));
+        let c = checks(points(ENGINES, 2e5, 9.0));
         assert_eq!(c[0].verdict, Verdict::Pass, "{}", c[0].line);
         assert!(c[0].line.contains("highest 9.0%"), "{}", c[0].line);
         assert!(
@@ -951,7 +951,7 @@ mod tests {
         assert_eq!(c[0].verdict, Verdict::Fail, "{}", c[0].line);
         assert_eq!(c[1].verdict, Verdict::Fail, "{}", c[1].line);
         // A missing mix of an engine measured is a gap too.
-        let mut records = points(&ENGINES, 2e5, 9.0);
+        let mut records = points(ENGINES, 2e5, 9.0);
         records.retain(|r| !(r.workload == "cow-g" && r.threads == 2));
         let c = checks(records);
         assert_eq!(c[1].verdict, Verdict::NotHere, "{}", c[1].line);
