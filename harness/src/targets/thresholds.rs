@@ -11,7 +11,7 @@
 //! | [`WFSPAN_PROGRAMS_WALL_WORST_VS_MIMALLOC`] | 1.25 | alloclab |
 //! | [`WFSPAN_PROGRAMS_RSS_VS_MIMALLOC`] | 1.0 | alloclab |
 //! | [`REDIS_RPS_VS_JEMALLOC`], [`REDIS_RSS_VS_JEMALLOC`] | at least jemalloc's requests/s on every command, at most its peak RSS | alloclab (redis is built for jemalloc) |
-//! | [`REALTIME_PEERS`], [`REALTIME_FIFO_METRICS`] | the lowest p99.999 of alloc and free under `SCHED_FIFO`, one thread per core | alloclab (the wfspan paper: bounded steps for every call, so the shortest tail where the scheduler does not time-slice) |
+//! | [`REALTIME_PEERS`], [`REALTIME_FIFO_METRICS`] | the lowest p99.999 of alloc and free under `SCHED_FIFO`, one thread per core | alloclab (the wfspan paper: bounded steps for every call, so the shortest tail where the scheduler does not time-slice); a lower figure of a peer where wfspan's is within the floor of the same runs (an empty call's p99.999) is a tie |
 //! | [`PROGRESS_MIN_FREEZES`], [`PROGRESS_OTHERS_MAX_NS`] | no freeze of at least 200 blocks another thread; the others' longest call during freezes under 1 ms, or no longer than the longest stretch of the harness's own code between two calls in the same windows (what the machine does to any code there: on a shared 2-core VM, pauses of 1–4 ms) | the wfspan paper: no thread waits for another |
 //! | [`PROGRESS_LOCK`], [`PROGRESS_LOCK_MIN_BLOCKED`] | rlsf, its one lock, blocks on at least 5% of the freezes | alloclab: the measure sees a lock (the share is the lock's hold time over the time a thread spends in calls, waiting included) |
 //! | [`ENTROPY_MIN_BITS`] up to [`ENTROPY_MAX_SIZE`] | 8 bits, 1 KiB | the hardened allocators' figure (Guarder, FreeGuard, SlimGuard: 8–10 bits) |
