@@ -16,17 +16,17 @@ const PROGRESS: &str = "progress";
 /// The redis program of the `programs` suite.
 const REDIS: &str = "redis";
 
-/// Under `SCHED_FIFO` at one thread per core, wfspan's p99.999 of alloc and free are the
-/// lowest of every allocator's; the floor (an empty call timed the same way) beside them.
-/// A figure no higher than the floor's highest in the same runs (the median over each
-/// allocator's runs) is what the machine adds to any call: a peer lower than wfspan there
-/// is noise, not a shorter tail, and does not fail the check. On the 2-core VM here an
-/// empty call's p99.999 is 16–25 µs under `SCHED_FIFO`, the level of the three lowest
-/// allocators' figures.
+/// Under `SCHED_FIFO` at one thread per core, wfspan's alloc and free tails are the lowest
+/// of every allocator's, at the deepest of [`REALTIME_FIFO_PERCENTILES`] where the floor
+/// (an empty call timed the same way, its median over each allocator's runs, the highest of
+/// them) stays under [`REALTIME_FIFO_FLOOR_NS`]: deeper, the figure is the host's
+/// interrupts, which land in a call in proportion to its length, and an empty call shows
+/// them too. The floor at p99.999 is printed beside the figures.
 pub(super) fn fifo_tails_check(view: &Lookup<'_>, cores: usize) -> Check {
     let what = format!(
-        "`{REALTIME}/{LATENCY_FIFO}` under SCHED_FIFO at {cores} threads: {WFSPAN}'s {} the lowest of all allocators",
-        REALTIME_FIFO_METRICS.join(" and ")
+        "`{REALTIME}/{LATENCY_FIFO}` under SCHED_FIFO at {cores} threads: {WFSPAN}'s {} tails the lowest of all allocators, at p99.999 or, where an empty call's p99.999 reaches {}, at the deepest percentile it stays under that",
+        REALTIME_FIFO_CALLS.join(" and "),
+        fmt_duration_ns(REALTIME_FIFO_FLOOR_NS)
     );
     if let Some(why) = missing(view, REALTIME, WFSPAN, REALTIME_PEERS) {
         return not_here(&what, &why);
@@ -40,12 +40,43 @@ pub(super) fn fifo_tails_check(view: &Lookup<'_>, cores: usize) -> Check {
     if realtime::report::policy(&view.view, LATENCY_FIFO, cores) != "SCHED_FIFO" {
         return not_here(&what, "its threads did not all run under SCHED_FIFO");
     }
-    let mut others = view.view.allocators_in(REALTIME, Some(LATENCY_FIFO));
+    let allocators = view.view.allocators_in(REALTIME, Some(LATENCY_FIFO));
+    let floor_at = |pct: &str| {
+        allocators
+            .iter()
+            .filter_map(|a| view.median(REALTIME, LATENCY_FIFO, a, cores, &format!("floor_{pct}")))
+            .max_by(f64::total_cmp)
+    };
+    let Some((pct, floor)) = REALTIME_FIFO_PERCENTILES
+        .iter()
+        .filter_map(|&p| Some((p, floor_at(p)?)))
+        .find(|&(_, f)| f < REALTIME_FIFO_FLOOR_NS)
+    else {
+        return not_here(
+            &what,
+            &format!(
+                "an empty call's tail reaches {} or more at every percentile compared: the machine's, not the allocators'",
+                fmt_duration_ns(REALTIME_FIFO_FLOOR_NS)
+            ),
+        );
+    };
+    let deepest = REALTIME_FIFO_PERCENTILES[0];
+    let floor_note = if pct == deepest {
+        format!(", the floor {}", fmt_duration_ns(floor))
+    } else {
+        format!(
+            ", the floor {} (at {deepest} {}: the host's interrupts)",
+            fmt_duration_ns(floor),
+            floor_at(deepest).map_or("—".to_owned(), fmt_duration_ns)
+        )
+    };
+    let mut others = allocators;
     others.retain(|a| *a != WFSPAN);
     let mut parts = Vec::new();
     let mut ok = true;
-    for &metric in REALTIME_FIFO_METRICS {
-        let Some(ours) = view.median(REALTIME, LATENCY_FIFO, WFSPAN, cores, metric) else {
+    for call in REALTIME_FIFO_CALLS {
+        let metric = format!("{call}_{pct}");
+        let Some(ours) = view.median(REALTIME, LATENCY_FIFO, WFSPAN, cores, &metric) else {
             return not_here(
                 &what,
                 &format!("no {metric} of {WFSPAN} at {cores} threads"),
@@ -53,49 +84,29 @@ pub(super) fn fifo_tails_check(view: &Lookup<'_>, cores: usize) -> Check {
         };
         let best = others
             .iter()
-            .filter_map(|a| Some((*a, view.median(REALTIME, LATENCY_FIFO, a, cores, metric)?)))
+            .filter_map(|a| Some((*a, view.median(REALTIME, LATENCY_FIFO, a, cores, &metric)?)))
             .min_by(|a, b| a.1.total_cmp(&b.1));
-        let floor_metric = metric.replacen(metric.split('_').next().unwrap_or(""), "floor", 1);
-        let floor = view
-            .median(REALTIME, LATENCY_FIFO, WFSPAN, cores, &floor_metric)
-            .map_or(String::new(), |f| {
-                format!(", floor in its runs {}", fmt_duration_ns(f))
-            });
-        // The highest floor of any allocator's runs: below it, the machine's.
-        let floor_level = others
-            .iter()
-            .chain([&WFSPAN])
-            .filter_map(|a| view.median(REALTIME, LATENCY_FIFO, a, cores, &floor_metric))
-            .max_by(f64::total_cmp);
         match best {
-            Some((peer, theirs)) if theirs < ours && floor_level.is_some_and(|f| ours <= f) => {
-                parts.push(format!(
-                    "{metric} {} vs {peer} {}, both within the floor (an empty call's {metric} up to {} in these runs: the machine's, a tie){floor}",
-                    fmt_duration_ns(ours),
-                    fmt_duration_ns(theirs),
-                    fmt_duration_ns(floor_level.unwrap_or(0.0))
-                ));
-            }
             Some((peer, theirs)) if theirs < ours => {
                 ok = false;
                 parts.push(format!(
-                    "{metric} {} vs {peer} {} ({peer} {:.2}x){floor}",
+                    "{metric} {} vs {peer} {} ({peer} {:.2}x)",
                     fmt_duration_ns(ours),
                     fmt_duration_ns(theirs),
                     theirs / ours
                 ));
             }
             Some((peer, theirs)) => parts.push(format!(
-                "{metric} {} (next {peer} {:.2}x){floor}",
+                "{metric} {} (next {peer} {:.2}x)",
                 fmt_duration_ns(ours),
                 theirs / ours
             )),
-            None => parts.push(format!("{metric} {}{floor}", fmt_duration_ns(ours))),
+            None => parts.push(format!("{metric} {}", fmt_duration_ns(ours))),
         }
     }
     Check {
         verdict: Verdict::of(ok),
-        line: format!("{what}: {}", parts.join("; ")),
+        line: format!("{what}: {}{floor_note}", parts.join("; ")),
     }
 }
 
@@ -112,12 +123,12 @@ fn progress_threads(view: &Lookup<'_>, allocator: &str) -> Option<usize> {
 
 /// wfspan, frozen inside a call, blocks no other thread: no blocked freeze in any run, of
 /// at least [`PROGRESS_MIN_FREEZES`] a run, and the others' longest call during freezes
-/// under [`PROGRESS_OTHERS_MAX_NS`] or no longer than the longest gap between two calls in
-/// the same windows (the harness's own code, which waits for no thread: a call no longer
-/// than that met only what any code met, the machine's pauses).
+/// under [`PROGRESS_OTHERS_MAX_NS`] beyond the longest gap between two calls in the same
+/// windows (the harness's own code, which waits for no thread: what the machine's pauses
+/// did to any code there; about 0.2 ms on a quiet machine, tens of ms on a busy VM).
 pub(super) fn progress_check(view: &Lookup<'_>) -> Check {
     let what = format!(
-        "`{REALTIME}/{PROGRESS}`: {WFSPAN}, frozen inside a call, blocks no other thread (0 blocked of at least {PROGRESS_MIN_FREEZES:.0} freezes; the others' longest call during freezes under {}, or no longer than the longest gap between their calls in the same windows)",
+        "`{REALTIME}/{PROGRESS}`: {WFSPAN}, frozen inside a call, blocks no other thread (0 blocked of at least {PROGRESS_MIN_FREEZES:.0} freezes; the others' longest call during freezes at most {} beyond the longest gap between their calls in the same windows, the machine's pauses)",
         fmt_duration_ns(PROGRESS_OTHERS_MAX_NS)
     );
     if let Some(why) = missing(view, REALTIME, WFSPAN, &[]) {
@@ -150,9 +161,10 @@ pub(super) fn progress_check(view: &Lookup<'_>) -> Check {
     });
     // The worst run decides: most blocked, longest call (against the longest gap of any
     // run); the fewest freezes.
+    let pauses = gaps.map_or(0.0, |g| g.max);
     let ok = blocked.max == 0.0
         && freezes.min >= PROGRESS_MIN_FREEZES
-        && (others.max < PROGRESS_OTHERS_MAX_NS || gaps.is_some_and(|g| others.max <= g.max));
+        && others.max < PROGRESS_OTHERS_MAX_NS + pauses;
     Check {
         verdict: Verdict::of(ok),
         line: format!(
