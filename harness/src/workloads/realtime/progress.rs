@@ -60,6 +60,10 @@
 //!   pause of the machine is about as likely to land in one as in a call. A call much
 //!   longer than the longest gap in the same windows waited for something the gaps did not:
 //!   the allocator; a call about as long as it met what any code met;
+//! * `gap_blocked_freezes` — the blocked test applied to those gaps: freezes that a gap of
+//!   at least D/2, ending within [`LINE_UP`] after the freeze, lined up with. No gap waits
+//!   for the frozen thread, so this counts the coincidences the machine's own pauses make
+//!   (on a busy VM, pauses of tens of ms): the control for `blocked_freezes`;
 //! * `others_throughput_during_freeze` (×) — calls per worker and second by the workers not
 //!   frozen while a freeze lasted, over calls per worker and second outside the freezes
 //!   (1: the others went on as before; 0: they stopped).
@@ -158,6 +162,9 @@ pub struct Progress {
     /// Calls of at least D/2 that were counted but not kept for the blocked test (0 unless
     /// a heap is slow all the time).
     pub long_calls_dropped: u64,
+    /// Freezes that a gap between two calls of another worker lined up with as a blocked
+    /// call would (the machine's coincidences).
+    pub gap_blocked: u64,
 }
 
 impl Progress {
@@ -223,6 +230,12 @@ impl Progress {
                 "gaps_max_outside_freeze",
                 "ns",
                 self.gaps_max_outside_freeze as f64,
+                true,
+            ),
+            sample(
+                "gap_blocked_freezes",
+                "freezes",
+                self.gap_blocked as f64,
                 true,
             ),
         ]);
@@ -417,6 +430,8 @@ struct Tally {
     /// The longest stretch between two calls that overlapped a freeze, and none, in ns.
     gaps_max_during: u64,
     gaps_max_outside: u64,
+    /// (end, duration) of the gaps of at least D/2, for the same test as `long_calls`.
+    long_gaps: Vec<(u64, u64)>,
 }
 
 /// Whether a call that saw freeze generations `before` and `after` overlapped a freeze: one
@@ -464,8 +479,11 @@ impl Tally {
     /// Tallies the stretch from the end of one call to the start of the next, as
     /// [`Tally::record`] a call.
     #[inline]
-    fn record_gap(&mut self, start: u64, end: u64, before: u64, after: u64) {
+    fn record_gap(&mut self, start: u64, end: u64, before: u64, after: u64, freeze_ns: u64) {
         let took = end.saturating_sub(start);
+        if took >= freeze_ns / 2 && self.long_gaps.len() < self.long_gaps.capacity() {
+            self.long_gaps.push((end, took));
+        }
         let max = if overlapped(before, after) {
             &mut self.gaps_max_during
         } else {
@@ -515,8 +533,13 @@ impl Caller<'_> {
             // this worker's own freeze can land in the gap: a gap next to one of its frozen
             // calls is left out, as the call is.
             if self.last_end != 0 && !self.last_frozen && frozen_after == frozen {
-                self.tally
-                    .record_gap(self.last_end, start, self.last_after, before);
+                self.tally.record_gap(
+                    self.last_end,
+                    start,
+                    self.last_after,
+                    before,
+                    self.shared.freeze_ns,
+                );
             }
         }
         self.last_end = end;
@@ -611,6 +634,7 @@ pub fn measure<A: HostAllocator>(
                     shared: &shared,
                     tally: Tally {
                         long_calls: Vec::with_capacity(LONG_CALLS),
+                        long_gaps: Vec::with_capacity(LONG_CALLS),
                         ..Tally::default()
                     },
                     last_end: 0,
@@ -848,17 +872,20 @@ impl Control {
     ) -> Progress {
         let half = shared.freeze_ns / 2;
         let line_up = u64::try_from(config.line_up.as_nanos()).unwrap_or(u64::MAX);
-        let blocked = self
-            .freezes
-            .iter()
-            .filter(|f| {
-                tallies
-                    .iter()
-                    .filter(|(w, _)| *w != f.worker)
-                    .flat_map(|(_, t)| &t.long_calls)
-                    .any(|&(end, took)| took >= half && end >= f.end && end - f.end <= line_up)
-            })
-            .count() as u64;
+        let lined_up = |long: fn(&Tally) -> &[(u64, u64)]| {
+            self.freezes
+                .iter()
+                .filter(|f| {
+                    tallies
+                        .iter()
+                        .filter(|(w, _)| *w != f.worker)
+                        .flat_map(|(_, t)| long(t))
+                        .any(|&(end, took)| took >= half && end >= f.end && end - f.end <= line_up)
+                })
+                .count() as u64
+        };
+        let blocked = lined_up(|t| &t.long_calls);
+        let gap_blocked = lined_up(|t| &t.long_gaps);
         let frozen_ns: u64 = self.freezes.iter().map(|f| f.end - f.start).sum();
         let outside_ns = self.window.saturating_sub(frozen_ns);
         let during: u64 = tallies.iter().map(|(_, t)| t.during).sum();
@@ -902,6 +929,7 @@ impl Control {
                 .max()
                 .unwrap_or(0),
             long_calls_dropped: tallies.iter().map(|(_, t)| t.long_calls_dropped).sum(),
+            gap_blocked,
         }
     }
 }
@@ -1038,10 +1066,14 @@ mod tests {
         tally.record(0, 700, 2, 2, 1000);
         assert_eq!(tally.long_calls_dropped, 1);
         // Empty calls are classified alike, apart from the calls.
-        tally.record_gap(0, 70, 5, 5);
-        tally.record_gap(0, 20, 4, 6);
-        tally.record_gap(0, 50, 6, 6);
+        tally.long_gaps.reserve(1);
+        tally.record_gap(0, 70, 5, 5, 1000);
+        tally.record_gap(0, 20, 4, 6, 1000);
+        tally.record_gap(0, 50, 6, 6, 1000);
         assert_eq!((tally.gaps_max_during, tally.gaps_max_outside), (70, 50));
+        assert!(tally.long_gaps.is_empty(), "no gap of D/2");
+        tally.record_gap(100, 700, 6, 6, 1000);
+        assert_eq!(tally.long_gaps, [(700, 600)]);
         tally.record_floor(0, 40, 5, 5);
         tally.record_floor(0, 30, 6, 6);
         assert_eq!((tally.floor_max_during, tally.floor_max_outside), (40, 30));

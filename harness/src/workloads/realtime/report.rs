@@ -200,7 +200,7 @@ fn progress_section(out: &mut String, view: &View<'_>) {
         "allocator",
         "threads",
         "freezes",
-        "blocked",
+        "blocked (the same test on the gaps between calls)",
         "others' longest call, during / outside freezes (an empty call's)",
         "others' longest gap between calls, during / outside",
         "others' throughput during / outside",
@@ -218,7 +218,9 @@ fn progress_section(out: &mut String, view: &View<'_>) {
             };
             let blocked = get("blocked_freezes").map_or("—".to_owned(), |r| {
                 let share = get("blocked_fraction").map_or(f64::NAN, |f| f.median);
-                format!("{:.0} ({:.0}%)", r.max, share * 100.0)
+                let gaps = get("gap_blocked_freezes")
+                    .map_or(String::new(), |g| format!(" ({:.0})", g.max));
+                format!("{:.0} ({:.0}%){gaps}", r.max, share * 100.0)
             });
             let pair = |during: &str, outside: &str| match (get(during), get(outside)) {
                 (Some(d), Some(o)) => Some(format!(
