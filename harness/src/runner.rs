@@ -21,7 +21,7 @@
 //!
 //! A run whose peak footprint reached [`SETTLE_AFTER_MIB`] (wf_alloc's `latency` at 8
 //! threads maps about 5 GiB) is followed by a wait until the machine is quiet again
-//! ([`settle`]): on the 2-core VM this project is measured on, two threads of the next
+//! (`settle`): on the 2-core VM this project is measured on, two threads of the next
 //! process stalled each other for 20–30 ms at a time for seconds after such a run (a
 //! single thread, reading the clock or faulting pages in, saw nothing), and the `progress`
 //! runs that followed, whichever allocator they measured, showed those stalls as their
@@ -317,13 +317,13 @@ pub struct Outcome {
 }
 
 /// Whether any thread of the run that produced `samples` ran under `SCHED_FIFO`.
-/// The peak footprint (MiB) from which a run is followed by [`settle`].
+/// The peak footprint (MiB) from which a run is followed by `settle`.
 pub const SETTLE_AFTER_MIB: f64 = 1024.0;
 /// How long the machine must run without a pause of [`QUIET_PAUSE`] to count as quiet.
 const QUIET_WINDOW: Duration = Duration::from_secs(2);
 /// The pause that a quiet machine does not make within [`QUIET_WINDOW`].
 const QUIET_PAUSE: Duration = Duration::from_millis(5);
-/// The longest [`settle`] waits.
+/// The longest `settle` waits.
 const SETTLE_MAX: Duration = Duration::from_secs(15);
 
 /// Whether a run's peak footprint reached [`SETTLE_AFTER_MIB`].
