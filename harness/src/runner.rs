@@ -317,7 +317,6 @@ pub struct Outcome {
     pub failures: Vec<Failure>,
 }
 
-/// Whether any thread of the run that produced `samples` ran under `SCHED_FIFO`.
 /// The peak footprint (MiB) from which a run is followed by `settle`.
 pub const SETTLE_AFTER_MIB: f64 = 1024.0;
 /// How long the machine must run without a pause of [`QUIET_PAUSE`] to count as quiet.
@@ -382,6 +381,7 @@ fn quiet_for(window: Duration, pause: Duration) -> bool {
     quiet.load(Ordering::Relaxed)
 }
 
+/// Whether any thread of the run that produced `samples` ran under `SCHED_FIFO`.
 fn ran_real_time(samples: &[Sample]) -> bool {
     samples
         .iter()
@@ -656,15 +656,10 @@ mod tests {
     }
 
     #[test]
-    fn only_a_run_that_mapped_a_gib_is_followed_by_settling_and_settling_ends() {
+    fn only_a_run_that_mapped_a_gib_is_followed_by_settling() {
         assert!(mapped_much(&[sample("peak_footprint", "MiB", 5092.8)]));
         assert!(!mapped_much(&[sample("peak_footprint", "MiB", 48.5)]));
         assert!(!mapped_much(&[sample("time", "ms", 5000.0)]));
-        // A pause of zero is met by any hand-over.
-        assert!(!quiet_for(Duration::from_millis(5), Duration::ZERO));
-        assert!(quiet_for(Duration::from_millis(5), Duration::from_secs(1)));
-        // On a busy machine it still gives up after its bound.
-        assert!(settle() <= SETTLE_MAX + Duration::from_secs(1));
     }
 
     fn worker(workload: &str) -> Vec<Sample> {

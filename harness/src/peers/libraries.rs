@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::Implementation;
+use super::{AllocatorInfo, Implementation};
 
 /// Where a heap's preload library comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +42,12 @@ pub const PRELOAD_DIR_ENV: &str = "ALLOCLAB_PRELOAD_DIR";
 
 /// How `allocator` is preloaded, if it can be: what its registry entry says.
 pub fn source(allocator: &str) -> Option<Source> {
-    match super::find(allocator)?.imp {
+    source_of(super::find(allocator)?)
+}
+
+/// How the registry entry `info` is preloaded, if it can be.
+fn source_of(info: &AllocatorInfo) -> Option<Source> {
+    match info.imp {
         Implementation::Host(heap) => heap.preload(),
         Implementation::SharedLibrary { soname, package } => {
             Some(Source::Distribution { soname, package })
@@ -55,7 +60,7 @@ pub fn source(allocator: &str) -> Option<Source> {
 pub fn preloadable() -> impl Iterator<Item = (&'static str, Source)> {
     super::ALLOCATORS
         .iter()
-        .filter_map(|a| Some((a.name, source(a.name)?)))
+        .filter_map(|a| Some((a.name, source_of(a)?)))
 }
 
 /// The one command that installs every distribution library that is missing here, if any.

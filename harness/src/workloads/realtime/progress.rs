@@ -1033,12 +1033,40 @@ mod tests {
         let progress = measure(&heap, &params(2), &config(8)).unwrap();
         assert_eq!(progress.freezes, 8);
         assert_eq!(progress.blocked, 0, "{progress:?}");
-        // A worker's own freeze never counts as a gap of its: the signal can land just
-        // after a call's end is read, and that gap is left out.
-        assert!(
-            progress.gaps_max_outside_freeze < FREEZE.as_nanos() as u64,
-            "{progress:?}"
-        );
+    }
+
+    #[test]
+    fn a_worker_s_own_frozen_call_and_the_gaps_beside_it_are_not_the_others_figures() {
+        // With D = 0 every call and gap counts as long, so the kept ones are all tallied.
+        let shared = Shared {
+            generation: AtomicU64::new(0),
+            freeze_ns: 0,
+            ready: AtomicUsize::new(0),
+            measuring: AtomicBool::new(true),
+            stop: AtomicBool::new(false),
+        };
+        let slot = Slot::new(&shared);
+        let mut caller = Caller {
+            slot: &slot,
+            shared: &shared,
+            tally: Tally {
+                long_calls: Vec::with_capacity(8),
+                long_gaps: Vec::with_capacity(8),
+                ..Tally::default()
+            },
+            last_end: 0,
+            last_after: 0,
+            last_frozen: false,
+        };
+        caller.call(|| ()); // the first call: no gap before it
+        caller.call(|| ()); // one gap
+        // Frozen inside (as the handler counts it): neither the call nor the gap before it,
+        // where the signal may have landed after the last call's end was read.
+        caller.call(|| slot.frozen.fetch_add(1, Ordering::Relaxed));
+        caller.call(|| ()); // nor the gap after it
+        caller.call(|| ()); // one gap
+        assert_eq!(caller.tally.long_calls.len(), 4);
+        assert_eq!(caller.tally.long_gaps.len(), 2);
     }
 
     #[test]
