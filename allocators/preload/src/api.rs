@@ -12,7 +12,9 @@
 //!   x86_64, glibc's `MALLOC_ALIGNMENT`), whatever its size; smaller alignments asked of
 //!   `memalign`/`aligned_alloc`/`posix_memalign` get 16 too.
 //! * **Zero sizes.** `malloc(0)`, `calloc(0, n)`, `posix_memalign(&p, a, 0)` and friends
-//!   return a unique, freeable pointer (a 1-byte request), never `NULL`.
+//!   return a unique, freeable pointer, never `NULL`: the heap is asked for a zero-size
+//!   layout, and gives a unique block of its smallest size (wfspan) or a unique pointer to
+//!   no bytes, which faults when used (randomized).
 //! * **`realloc(p, 0)`** with `p` non-null frees `p` and returns `NULL` without setting
 //!   `errno` (glibc's behaviour; C23 makes it undefined, POSIX lets it be either).
 //!   `realloc(NULL, n)` is `malloc(n)`.
@@ -363,11 +365,13 @@ pub fn page_size() -> usize {
     page
 }
 
-/// The layout of a C request: at least one byte (so that zero sizes get unique blocks) and
-/// at least [`MALLOC_ALIGNMENT`]. `None` if it cannot be represented (size too large).
+/// The layout of a C request: aligned to at least [`MALLOC_ALIGNMENT`]. A zero size stays
+/// zero: every host heap gives a zero-size layout a unique live block (see
+/// [`Allocator`](alloclab_core::Allocator)), and a heap may make it one that no access can
+/// use. `None` if it cannot be represented (size too large).
 #[inline(always)]
 fn layout(size: usize, alignment: usize) -> Option<Layout> {
-    Layout::from_size_align(size.max(1), alignment.max(MALLOC_ALIGNMENT)).ok()
+    Layout::from_size_align(size, alignment.max(MALLOC_ALIGNMENT)).ok()
 }
 
 /// A block of `size` bytes aligned to `alignment` (a power of two), with the C rules of

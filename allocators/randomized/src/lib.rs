@@ -89,6 +89,8 @@ mod lock;
 mod remote;
 
 #[cfg(not(loom))]
+mod checks;
+#[cfg(not(loom))]
 mod heap;
 #[cfg(not(loom))]
 mod os;
@@ -98,7 +100,11 @@ mod randomized;
 mod rng;
 #[cfg(not(loom))]
 mod root;
+#[cfg(not(loom))]
+mod zero;
 
+#[cfg(not(loom))]
+pub use checks::Checks;
 #[cfg(not(loom))]
 pub use heap::{Corruption, Counters, HeapShape};
 #[cfg(not(loom))]

@@ -54,6 +54,16 @@ pub(crate) unsafe fn unmap(base: NonNull<u8>, len: usize) {
     unsafe { libc::munmap(base.as_ptr().cast(), len) };
 }
 
+/// Makes `[start, start + len)` inaccessible (a guard); whether the OS agreed.
+///
+/// # Safety
+///
+/// The range is whole pages of a mapping of [`map_aligned`] that hold nothing anyone uses.
+pub(crate) unsafe fn protect_none(start: usize, len: usize) -> bool {
+    // SAFETY: forwarded from the caller.
+    unsafe { libc::mprotect(start as *mut libc::c_void, len, libc::PROT_NONE) == 0 }
+}
+
 /// Gives the whole pages of `[start, end)` back to the OS: they stay mapped and read as
 /// zero when next touched. Pages only partly inside the range are kept.
 ///
@@ -105,15 +115,35 @@ pub(crate) fn entropy() -> [u8; 32] {
 /// half-updated heap.
 #[cold]
 pub(crate) fn fatal(message: &str, address: usize) -> ! {
+    say(message, "", address);
+    // SAFETY: aborting touches no heap.
+    unsafe { libc::abort() }
+}
+
+/// Writes `alloclab-randomized: <message>` to standard error and goes on.
+#[cold]
+pub(crate) fn warn(message: &str) {
+    say(message, "", 0);
+}
+
+/// Writes `alloclab-randomized: <message><detail>` to standard error and goes on.
+#[cold]
+pub(crate) fn warn_with(message: &str, detail: &str) {
+    say(message, detail, 0);
+}
+
+/// One line to standard error, built on the stack and written with one `write(2)`.
+fn say(message: &str, detail: &str, address: usize) {
     let mut line = [0u8; 256];
     let mut len = 0;
     let mut push = |bytes: &[u8]| {
-        let n = bytes.len().min(line.len() - len);
+        let n = bytes.len().min(line.len() - 1 - len);
         line[len..len + n].copy_from_slice(&bytes[..n]);
         len += n;
     };
     push(b"alloclab-randomized: ");
     push(message.as_bytes());
+    push(detail.as_bytes());
     if address != 0 {
         push(b" (pointer 0x");
         let mut hex = [0u8; 16];
@@ -125,10 +155,8 @@ pub(crate) fn fatal(message: &str, address: usize) -> ! {
         push(&hex[first..]);
         push(b")");
     }
-    push(b"\n");
-    // SAFETY: writing a local buffer to fd 2, then aborting; neither touches the heap.
-    unsafe {
-        libc::write(2, line.as_ptr().cast(), len);
-        libc::abort()
-    }
+    line[len] = b'\n';
+    len += 1;
+    // SAFETY: writing a local buffer to fd 2 touches no heap.
+    unsafe { libc::write(2, line.as_ptr().cast(), len) };
 }

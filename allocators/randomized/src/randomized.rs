@@ -8,6 +8,7 @@ use alloclab_core::{
     resized_layout,
 };
 
+use crate::Checks;
 use crate::heap::{CHUNK, Corruption, Counters, GRANULE, HEADER, HeapShape, Invalid, LARGE_MAX};
 use crate::lock::StateWord;
 use crate::os;
@@ -27,7 +28,8 @@ pub struct Randomized {
 }
 
 impl Randomized {
-    /// A heap that maps nothing until its first allocation, then seeds itself from the OS.
+    /// A heap that maps nothing until its first allocation, then seeds itself from the OS
+    /// and runs every detection class that [`Checks::ENV`] does not switch off.
     pub const fn new() -> Self {
         Self {
             state: StateWord::new(),
@@ -36,17 +38,28 @@ impl Randomized {
 
     /// A heap built now and seeded with `seed` instead of the OS's entropy: the same seed
     /// and the same requests, from one thread, give the same placements. For experiments
-    /// and tests; a heap meant to resist attacks must use [`new`](Self::new).
+    /// and tests; a heap meant to resist attacks must use [`new`](Self::new). It runs
+    /// every detection class that [`Checks::ENV`] does not switch off.
     ///
     /// # Errors
     ///
     /// [`AllocErrorKind::OutOfMemory`] if the OS refuses the first chunk.
     pub fn with_seed(seed: u64) -> Result<Self, AllocError> {
+        Self::with_seed_and_checks(seed, Checks::from_env())
+    }
+
+    /// As [`with_seed`](Self::with_seed), running exactly `checks` whatever the
+    /// environment says: to measure what each class costs, or to test a heap without one.
+    ///
+    /// # Errors
+    ///
+    /// [`AllocErrorKind::OutOfMemory`] if the OS refuses the first chunk.
+    pub fn with_seed_and_checks(seed: u64, checks: Checks) -> Result<Self, AllocError> {
         let heap = Self::new();
         let mut bytes = [0u8; 32];
         bytes[..8].copy_from_slice(&seed.to_le_bytes());
         bytes[8..16].copy_from_slice(b"alloclab");
-        let root = Root::create(bytes).ok_or(AllocError::new(
+        let root = Root::create(bytes, checks).ok_or(AllocError::new(
             Layout::new::<u8>(),
             AllocErrorKind::OutOfMemory,
         ))?;
@@ -74,7 +87,7 @@ impl Randomized {
             self.state.unlock(root);
             return Some(root);
         }
-        match Root::create(os::entropy()) {
+        match Root::create(os::entropy(), Checks::from_env()) {
             Some(created) => {
                 self.state.unlock(created as usize);
                 Some(created as usize)
@@ -93,10 +106,20 @@ impl Randomized {
         (root != 0).then(|| unsafe { &*(root as *const Root) })
     }
 
+    /// The detection classes this heap runs (those of [`Checks::ENV`] if it is not built
+    /// yet: it will read them then).
+    pub fn checks(&self) -> Checks {
+        self.existing_root()
+            .map_or_else(Checks::from_env, Root::checks)
+    }
+
     /// Allocates a block for `layout`.
     #[inline]
     fn allocate_block(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
-        let size = layout.size().max(1);
+        if layout.size() == 0 {
+            return self.allocate_zero_size(layout);
+        }
+        let size = layout.size();
         let align = layout.align().max(GRANULE);
         if align > MAX_ALIGN {
             return Err(AllocError::new(
@@ -121,6 +144,24 @@ impl Randomized {
         .ok_or_else(oom)?;
         // SAFETY: payload addresses are never 0.
         Ok(unsafe { NonNull::new_unchecked(payload as *mut u8) })
+    }
+
+    /// A zero-size block: a unique pointer into the inaccessible region, or (with the class
+    /// off, an alignment above 16, or every slot live) an ordinary block of one byte.
+    #[cold]
+    fn allocate_zero_size(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+        let oom = || AllocError::new(layout, AllocErrorKind::OutOfMemory);
+        let root = self.root().ok_or_else(oom)?;
+        if root.checks().contains(Checks::ZERO_SIZE)
+            && layout.align() <= GRANULE
+            && let Some(address) = root.allocate_zero_size()
+        {
+            // SAFETY: region addresses are never 0.
+            return Ok(unsafe { NonNull::new_unchecked(address as *mut u8) });
+        }
+        // One byte, at the layout's alignment: always representable.
+        let one = Layout::from_size_align(1, layout.align()).map_err(|_| oom())?;
+        self.allocate_block(one)
     }
 
     /// Frees `ptr` after checking it; aborts on a double or invalid free.
@@ -238,6 +279,20 @@ impl Allocator for Randomized {
 }
 
 impl HostAllocator for Randomized {
+    /// Without a memset when freed memory is zero-filled ([`Checks::ZERO_FILL`]): every
+    /// block reads zero when handed out (checked), and huge blocks are fresh mappings.
+    fn allocate_zeroed(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+        let block = self.allocate_block(layout)?;
+        let zeroed = self
+            .existing_root()
+            .is_some_and(|root| root.checks().contains(Checks::ZERO_FILL));
+        if !zeroed {
+            // SAFETY: a live block of at least `layout.size()` bytes.
+            unsafe { block.as_ptr().write_bytes(0, layout.size()) };
+        }
+        Ok(block)
+    }
+
     /// In place when the block shrinks or its right neighbour is free and large enough;
     /// otherwise allocate, copy, free.
     unsafe fn reallocate(

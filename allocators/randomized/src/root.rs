@@ -14,14 +14,16 @@ use core::cell::UnsafeCell;
 use core::ptr;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+use crate::Checks;
 use crate::heap::{
-    Arena, BUSY, CHUNK, CHUNK_HEADER, ChunkSource, Corruption, Counters, HEADER, HUGE, HeapShape,
-    Invalid, Lists, Live, claim_remote, get, put, rd, validate_in_chunk, wr,
+    Arena, BUSY, CHUNK, CHUNK_HEADER, ChunkSource, Corruption, Counters, GRANULE, HEADER, HUGE,
+    HeapShape, Invalid, Lists, Live, claim_remote, get, put, rd, validate_in_chunk, wr,
 };
 use crate::lock::StateWord;
 use crate::os;
 use crate::remote::{Outbox, RemoteFrees};
 use crate::rng::Rng;
+use crate::zero::ZeroSize;
 
 /// Arenas per heap.
 pub(crate) const ARENAS: usize = 16;
@@ -77,6 +79,8 @@ pub(crate) struct Root {
     remote: [Padded<RemoteFrees>; ARENAS],
     /// Key of the header tags.
     key: u64,
+    /// The detection classes this heap runs ([`Checks`] bits), fixed at creation.
+    checks: u8,
     /// Seed of the arenas' generators: arena `i` draws from its stream `i + 1` (the key
     /// came from stream 0), set up when a thread first locks it. Replaced in a forked
     /// child (under every lock), so that the arenas it sets up later do not repeat the
@@ -91,6 +95,9 @@ pub(crate) struct Root {
     huge_deallocations: AtomicU64,
     slots: [Slot; ARENAS],
     table: [AtomicUsize; TABLE],
+    /// Zero-size blocks: their region and bitmap, last, so that a program that never asks
+    /// for zero bytes never touches these pages.
+    zero: ZeroSize,
 }
 
 // SAFETY: every arena is reached only through its lock; the rest is atomics and the key,
@@ -153,7 +160,8 @@ impl ArenaGuard<'_> {
         let seed = unsafe { *root.seed.get() };
         let rng = Rng::from_seed_stream(seed, index as u64 + 1);
         let slot = self.slot;
-        self.init(index, root.key, rng, &slot.lists);
+        let zero_fill = root.checks().contains(Checks::ZERO_FILL);
+        self.init(index, root.key, zero_fill, rng, &slot.lists);
         if index == 0 {
             // Arena 0's first memory is the first chunk's, after the control block; set up
             // only when a thread uses arena 0 (one in sixteen, as a rule), so that a heap
@@ -222,8 +230,9 @@ fn thread_pointer() -> usize {
 }
 
 impl Root {
-    /// Maps the first chunk and builds the heap in it. `None` if the OS gives no memory.
-    pub(crate) fn create(seed: [u8; 32]) -> Option<*mut Root> {
+    /// Maps the first chunk and builds the heap in it, running `checks`. `None` if the OS
+    /// gives no memory.
+    pub(crate) fn create(seed: [u8; 32], checks: Checks) -> Option<*mut Root> {
         let base = os::map_aligned(CHUNK, CHUNK)?.as_ptr() as usize;
         let root = base as *mut Root;
         let key = Rng::from_seed_stream(seed, 0).next_u64();
@@ -231,10 +240,26 @@ impl Root {
         // aligned, and larger than `Root`; nothing else refers to it yet.
         unsafe {
             ptr::addr_of_mut!((*root).key).write(key);
+            ptr::addr_of_mut!((*root).checks).write(checks.bits());
             ptr::addr_of_mut!((*root).seed).write(UnsafeCell::new(seed));
             (*root).table_insert(base | KIND_BLOCKS);
         }
         Some(root)
+    }
+
+    /// The detection classes this heap runs.
+    #[inline(always)]
+    pub(crate) fn checks(&self) -> Checks {
+        Checks::from_bits(self.checks)
+    }
+
+    /// The length of the inaccessible page after each huge block (0 without guard pages).
+    fn guard(&self) -> usize {
+        if self.checks().contains(Checks::GUARD_PAGES) {
+            os::page_size()
+        } else {
+            0
+        }
     }
 
     /// Locks the arena this thread prefers, or the next free one if it is busy (then waits
@@ -329,31 +354,54 @@ impl Root {
     /// Every mapping but the first chunk, as `(base, len)`.
     pub(crate) fn other_mappings(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
         let own = self as *const Root as usize;
-        self.table.iter().filter_map(move |e| {
-            let e = e.load(Ordering::Acquire);
-            if e == 0 || e == TOMBSTONE || e & !(CHUNK - 1) == own {
-                return None;
-            }
-            let base = e & !(CHUNK - 1);
-            Some(if e & (CHUNK - 1) == KIND_HUGE {
-                // SAFETY: a huge mapping starts with its length (see `allocate_huge`).
-                (base, unsafe { rd(base) })
-            } else {
-                (base, CHUNK)
+        self.table
+            .iter()
+            .filter_map(move |e| {
+                let e = e.load(Ordering::Acquire);
+                if e == 0 || e == TOMBSTONE || e & !(CHUNK - 1) == own {
+                    return None;
+                }
+                let base = e & !(CHUNK - 1);
+                Some(if e & (CHUNK - 1) == KIND_HUGE {
+                    // SAFETY: a huge mapping starts with its accessible length (see
+                    // `allocate_huge`); its guard page follows.
+                    (base, unsafe { rd(base) } + self.guard())
+                } else {
+                    (base, CHUNK)
+                })
             })
-        })
+            .chain(self.zero.mapping())
     }
 
     // ----- huge blocks ---------------------------------------------------------------
 
     /// A block with a mapping of its own: `size` bytes aligned to `align`. The mapping
-    /// starts with a descriptor (its length, the payload's offset), then the header.
+    /// starts with a descriptor (its accessible length, the payload's offset), then the
+    /// header. With guard pages, an inaccessible page follows, and the payload is placed
+    /// as close to it as the alignment allows (within 15 bytes for `malloc`'s), so that an
+    /// overflow past the block faults at once.
     pub(crate) fn allocate_huge(&self, size: usize, align: usize) -> Option<usize> {
-        let offset = align.max(2 * HEADER);
-        let len = offset
+        let least = align.max(2 * HEADER);
+        let len = least
             .checked_add(size)?
             .checked_next_multiple_of(os::page_size())?;
-        let base = os::map_aligned(len, CHUNK)?.as_ptr() as usize;
+        let guard = self.guard();
+        // `least` is a multiple of `align` (a power of two, at least 16), and the payload
+        // may move up by less than a page: it stays in the mapping's first chunk-sized
+        // unit, where `locate` finds it (`align` is at most half a chunk).
+        let offset = if guard > 0 {
+            (len - size) & !(align.max(GRANULE) - 1)
+        } else {
+            least
+        };
+        debug_assert!(offset >= least && offset + size <= len && offset < CHUNK);
+        let base = os::map_aligned(len.checked_add(guard)?, CHUNK)?.as_ptr() as usize;
+        // SAFETY: the last page of the mapping just made, which nothing refers to yet.
+        if guard > 0 && !unsafe { os::protect_none(base + len, guard) } {
+            // SAFETY: the mapping was just made and is referred to by nothing.
+            unsafe { os::unmap(ptr::NonNull::new_unchecked(base as *mut u8), len + guard) };
+            return None;
+        }
         self.table_lock.lock();
         // SAFETY: the mapping is fresh and `offset >= 32`: descriptor and header are apart.
         unsafe {
@@ -365,7 +413,7 @@ impl Root {
         self.table_lock.unlock(0);
         if !ok {
             // SAFETY: the mapping was just made and is referred to by nothing.
-            unsafe { os::unmap(ptr::NonNull::new_unchecked(base as *mut u8), len) };
+            unsafe { os::unmap(ptr::NonNull::new_unchecked(base as *mut u8), len + guard) };
             return None;
         }
         self.huge_live_bytes
@@ -396,6 +444,12 @@ impl Root {
             prev: offset,
             huge: true,
         })
+    }
+
+    /// A unique pointer for a zero-size request (see `zero.rs`), or `None` to serve it as
+    /// an ordinary block.
+    pub(crate) fn allocate_zero_size(&self) -> Option<usize> {
+        self.zero.allocate(self.key)
     }
 
     // ----- blocks by address ---------------------------------------------------------
@@ -438,7 +492,13 @@ impl Root {
     // `Arena::alloc`.
     #[inline(always)]
     pub(crate) fn free(&self, payload: usize) -> Result<(), Invalid> {
-        let (base, kind) = self.locate(payload)?;
+        let (base, kind) = match self.locate(payload) {
+            Ok(found) => found,
+            Err(Invalid::Foreign) if self.zero.contains(payload) => {
+                return self.zero.free(payload);
+            }
+            Err(why) => return Err(why),
+        };
         if kind == KIND_HUGE {
             self.table_lock.lock();
             // SAFETY: under the table lock the mapping stays registered.
@@ -455,7 +515,12 @@ impl Root {
                 .fetch_sub(live.size as u64, Ordering::Relaxed);
             self.huge_deallocations.fetch_add(1, Ordering::Relaxed);
             // SAFETY: removed from the table; the block was live and its owner frees it.
-            unsafe { os::unmap(ptr::NonNull::new_unchecked(base as *mut u8), live.size) };
+            unsafe {
+                os::unmap(
+                    ptr::NonNull::new_unchecked(base as *mut u8),
+                    live.size + self.guard(),
+                )
+            };
             return Ok(());
         }
         let index = self.arena_of(base);
@@ -492,7 +557,13 @@ impl Root {
 
     /// Checks `payload` as `free` would, without freeing; its usable size if live.
     pub(crate) fn usable_size(&self, payload: usize) -> Result<usize, Invalid> {
-        let (base, kind) = self.locate(payload)?;
+        let (base, kind) = match self.locate(payload) {
+            Ok(found) => found,
+            Err(Invalid::Foreign) if self.zero.contains(payload) => {
+                return self.zero.is_live(payload).map(|()| 0);
+            }
+            Err(why) => return Err(why),
+        };
         if kind == KIND_HUGE {
             self.table_lock.lock();
             // SAFETY: under the table lock the mapping stays registered.
@@ -508,7 +579,18 @@ impl Root {
     /// Resizes `payload` in place to `size` bytes if its arena can; `Ok(false)` if not
     /// (huge blocks never are).
     pub(crate) fn resize_in_place(&self, payload: usize, size: usize) -> Result<bool, Invalid> {
-        let (base, kind) = self.locate(payload)?;
+        let (base, kind) = match self.locate(payload) {
+            Ok(found) => found,
+            Err(Invalid::Foreign) if self.zero.contains(payload) => {
+                // A zero-size block never grows in place: it has no bytes.
+                self.zero.is_live(payload)?;
+                if size == 0 {
+                    self.zero.count_resize();
+                }
+                return Ok(size == 0);
+            }
+            Err(why) => return Err(why),
+        };
         if kind == KIND_HUGE {
             return Ok(false);
         }
@@ -608,6 +690,9 @@ impl Root {
         total.peak_mapped_bytes += huge;
         total.allocations += self.huge_allocations.load(Ordering::Relaxed);
         total.deallocations += self.huge_deallocations.load(Ordering::Relaxed);
+        let (zero_allocations, zero_deallocations, _) = self.zero.counts();
+        total.allocations += zero_allocations;
+        total.deallocations += zero_deallocations;
         total
     }
 
@@ -707,6 +792,7 @@ impl Root {
             ));
         }
         total.live_bytes += huge_bytes;
+        total.zero_size_blocks = self.zero.counts().2;
         Ok(total)
     }
 }

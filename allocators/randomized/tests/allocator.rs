@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::mpsc;
 
 use alloclab_core::{AllocErrorKind, Allocator, HostAllocator, MallocHeap};
-use alloclab_randomized::Randomized;
+use alloclab_randomized::{Checks, Randomized};
 use common::{Rng, blocks_with_a_sandwich, expect_filled, fill, layout, log_uniform};
 use proptest::prelude::*;
 
@@ -209,7 +209,7 @@ impl<'a> Model<'a> {
             .unwrap_or_else(|c| panic!("heap check: {c}"));
         let counters = self.heap.counters();
         assert_eq!(
-            shape.live_blocks + shape.huge_blocks,
+            shape.live_blocks + shape.huge_blocks + shape.zero_size_blocks,
             self.live.len() as u64,
             "{shape:?}"
         );
@@ -343,8 +343,8 @@ fn blocks_up_to_a_mebibyte_are_recycled_in_chunks_without_mappings_of_their_own(
 }
 
 #[test]
-fn zero_size_requests_get_unique_live_blocks() {
-    let heap = Randomized::with_seed(21).unwrap();
+fn zero_size_requests_get_unique_pointers_without_bytes() {
+    let heap = Randomized::with_seed_and_checks(21, Checks::ALL).unwrap();
     let blocks: Vec<_> = (0..100)
         .map(|_| heap.allocate(layout(0, 1)).unwrap())
         .collect();
@@ -352,10 +352,53 @@ fn zero_size_requests_get_unique_live_blocks() {
     addrs.sort_unstable();
     addrs.dedup();
     assert_eq!(addrs.len(), 100, "zero-size blocks share addresses");
+    // Not consecutive: the slots are handed out in a scrambled order.
+    let consecutive = blocks
+        .windows(2)
+        .filter(|w| w[1].as_ptr() as usize == w[0].as_ptr() as usize + 16)
+        .count();
+    assert!(
+        consecutive < 10,
+        "{consecutive} of 99 zero-size pointers follow the last"
+    );
+    for p in &blocks {
+        assert_eq!(heap.check_pointer(p.as_ptr()), Ok(0));
+    }
+    let shape = heap.check().unwrap();
+    assert_eq!((shape.zero_size_blocks, shape.live_blocks), (100, 0));
+    // A zero-size block reallocates to a real one, its (no) contents kept.
+    let first = blocks[0];
+    // SAFETY: live, with the layout it was allocated with.
+    let grown = unsafe { heap.reallocate(first, layout(0, 1), 64) }.unwrap();
+    assert_ne!(grown, first);
+    assert_eq!(
+        heap.check_pointer(first.as_ptr()),
+        Err("free(): double free detected")
+    );
+    assert!(heap.check_pointer(grown.as_ptr()).unwrap() >= 64);
+    // SAFETY: live, freed once.
+    unsafe { heap.deallocate(grown, layout(64, 1)) };
+    for p in blocks.into_iter().skip(1) {
+        // SAFETY: live, freed once.
+        unsafe { heap.deallocate(p, layout(0, 1)) };
+    }
+    assert_eq!(heap.counters().live_bytes, 0);
+    assert_eq!(heap.check().unwrap().zero_size_blocks, 0);
+    let counters = heap.counters();
+    assert_eq!(counters.allocations, counters.deallocations);
+}
+
+#[test]
+fn without_the_zero_size_class_zero_size_requests_get_ordinary_blocks() {
+    let heap =
+        Randomized::with_seed_and_checks(21, Checks::ALL.without(Checks::ZERO_SIZE)).unwrap();
+    let blocks: Vec<_> = (0..20)
+        .map(|_| heap.allocate(layout(0, 1)).unwrap())
+        .collect();
     for p in &blocks {
         assert!(heap.check_pointer(p.as_ptr()).unwrap() >= 16);
     }
-    assert_eq!(heap.check().unwrap().live_blocks, 100);
+    assert_eq!(heap.check().unwrap().live_blocks, 20);
     for p in blocks {
         // SAFETY: live, freed once.
         unsafe { heap.deallocate(p, layout(0, 1)) };

@@ -1,8 +1,10 @@
 //! Misuse of the randomized heap, each case in a forked child: double frees (immediate,
 //! delayed, interleaved, of another thread's block), invalid frees (stack, unaligned, interior, foreign mapping,
-//! static, never returned, freed huge block) and overwritten headers (the block's own, its
-//! right neighbour's, its previous-size field alone). Every one must abort the child with
-//! `SIGABRT` and the message glibc users expect; a child that survives fails the test.
+//! static, never returned, freed huge block), overwritten headers (the block's own, its
+//! right neighbour's, its previous-size field alone) and writes after free. Every one must
+//! abort the child with `SIGABRT` and the message glibc users expect; a child that survives
+//! fails the test. Accesses the heap makes impossible (through a zero-size pointer, past a
+//! huge block into its guard page, into a freed huge block) must fault instead.
 //!
 //! All setup (allocations, first frees, churn) happens in the parent, with heaps built by
 //! `with_seed` so that the layouts are reproducible; the child only performs the final
@@ -13,14 +15,15 @@ mod common;
 use core::ptr::NonNull;
 
 use alloclab_core::{Allocator, HostAllocator, MallocHeap};
-use alloclab_randomized::Randomized;
-use common::{Rng, blocks_with_a_sandwich, expect_abort, fill, layout, log_uniform};
+use alloclab_randomized::{Checks, Randomized};
+use common::{Rng, blocks_with_a_sandwich, expect_abort, expect_fault, fill, layout, log_uniform};
 
 const DOUBLE: &str = "free(): double free detected";
 const BAD_HEADER: &str = "free(): invalid pointer or corrupted block header";
 const FOREIGN: &str = "free(): invalid pointer (not from this heap)";
 const MISALIGNED: &str = "free(): invalid pointer (not 16-byte aligned)";
 const NEIGHBOUR: &str = "corrupted block header (heap overflow?)";
+const WRITE_AFTER_FREE: &str = "write after free detected";
 
 /// Frees `ptr` through the unsized (C `free`) entry point.
 fn free(heap: &Randomized, ptr: *mut u8) {
@@ -319,4 +322,136 @@ fn a_child_that_survives_fails_the_test() {
     let heap = Randomized::with_seed(16).unwrap();
     let p = heap.allocate(layout(64, 16)).unwrap();
     expect_abort(&[DOUBLE], || free(&heap, p.as_ptr()));
+}
+
+/// Allocates blocks of `size` bytes until the process dies (or `limit` blocks): sooner or
+/// later one of them is carved from the memory a dangling write hit.
+fn allocate_until_caught(heap: &Randomized, size: usize, limit: usize) {
+    for _ in 0..limit {
+        let p = heap.allocate(layout(size, 16)).unwrap();
+        core::hint::black_box(p);
+    }
+}
+
+#[test]
+fn a_write_after_free_aborts_when_the_memory_is_handed_out_again() {
+    let heap = Randomized::with_seed_and_checks(17, Checks::ALL).unwrap();
+    let (blocks, (p, _, _)) = blocks_with_a_sandwich(&heap, 64, 3000);
+    free(&heap, blocks[p].as_ptr());
+    let stale = blocks[p].as_ptr();
+    let message = expect_abort(&[WRITE_AFTER_FREE], || {
+        // SAFETY: none: a write through a dangling pointer, on purpose, in the child.
+        unsafe { stale.add(32).cast::<u64>().write(0x4141_4141_4141_4141) };
+        allocate_until_caught(&heap, 64, 100_000);
+    });
+    // The message names the word written.
+    let written = format!("{:x}", stale as usize + 32);
+    assert!(
+        message.contains(&written),
+        "{message:?} does not name 0x{written}"
+    );
+    free_rest(&heap, &blocks, &[p]);
+}
+
+#[test]
+fn the_heap_walk_reports_a_write_after_free() {
+    let heap = Randomized::with_seed_and_checks(18, Checks::ALL).unwrap();
+    let (blocks, (p, _, _)) = blocks_with_a_sandwich(&heap, 256, 3000);
+    free(&heap, blocks[p].as_ptr());
+    heap.check().expect("freed memory reads zero");
+    // SAFETY: none: a write through a dangling pointer, into a free block of a heap this
+    // test owns and checks (no allocation follows that could be carved from it).
+    unsafe { blocks[p].as_ptr().add(100).write(1) };
+    let corruption = heap.check().unwrap_err();
+    assert!(
+        corruption.to_string().contains("free memory modified"),
+        "{corruption}"
+    );
+    // SAFETY: the byte written back as it was: the heap is whole again.
+    unsafe { blocks[p].as_ptr().add(100).write(0) };
+    free_rest(&heap, &blocks, &[p]);
+}
+
+#[test]
+fn without_zero_fill_freed_memory_keeps_its_data_and_is_not_checked() {
+    let heap =
+        Randomized::with_seed_and_checks(19, Checks::ALL.without(Checks::ZERO_FILL)).unwrap();
+    let (blocks, (p, _, _)) = blocks_with_a_sandwich(&heap, 256, 3000);
+    free(&heap, blocks[p].as_ptr());
+    // SAFETY: a read of freed memory, still mapped, that the class would have zeroed.
+    let stale = unsafe { blocks[p].as_ptr().add(100).read() };
+    assert_ne!(stale, 0, "the filled pattern was zeroed without the class");
+    heap.check()
+        .expect("nothing checks free memory without the class");
+    free_rest(&heap, &blocks, &[p]);
+}
+
+#[test]
+fn a_grow_that_moves_frees_the_old_block_and_a_write_through_it_is_caught() {
+    let heap = Randomized::with_seed_and_checks(20, Checks::ALL).unwrap();
+    let (blocks, (p, _, _)) = blocks_with_a_sandwich(&heap, 64, 3000);
+    let old = blocks[p];
+    // Both neighbours are live: the block cannot grow in place.
+    // SAFETY: a live 64-byte block of this heap.
+    let new = unsafe { heap.reallocate(old, layout(64, 16), 4096) }.unwrap();
+    assert_ne!(new, old, "a grow with no room returned the old address");
+    assert_eq!(heap.check_pointer(old.as_ptr()), Err(DOUBLE));
+    expect_abort(&[WRITE_AFTER_FREE], || {
+        // SAFETY: none: a write through the pointer realloc replaced, on purpose.
+        unsafe { old.as_ptr().add(16).write(0x41) };
+        allocate_until_caught(&heap, 64, 100_000);
+    });
+    free(&heap, new.as_ptr());
+    free_rest(&heap, &blocks, &[p]);
+}
+
+#[test]
+fn a_zero_size_pointer_faults_when_read_or_written_and_its_double_free_aborts() {
+    let heap = Randomized::with_seed_and_checks(21, Checks::ALL).unwrap();
+    let z = heap.allocate(layout(0, 1)).unwrap();
+    expect_fault(|| {
+        // SAFETY: none: a write through a zero-size pointer, on purpose.
+        unsafe { core::ptr::write_volatile(z.as_ptr(), 1) };
+    });
+    expect_fault(|| {
+        // SAFETY: none: a read through a zero-size pointer, on purpose.
+        core::hint::black_box(unsafe { core::ptr::read_volatile(z.as_ptr()) });
+    });
+    free(&heap, z.as_ptr());
+    expect_abort(&[DOUBLE], || free(&heap, z.as_ptr()));
+    expect_abort(&[MISALIGNED], || free(&heap, z.as_ptr().wrapping_add(1)));
+}
+
+#[test]
+fn an_overflow_past_a_huge_block_faults_at_its_first_byte() {
+    let heap = Randomized::with_seed_and_checks(22, Checks::ALL).unwrap();
+    let size = 4 << 20;
+    let p = heap.allocate(layout(size, 16)).unwrap();
+    fill(p, size, 0x5a);
+    expect_fault(|| {
+        // SAFETY: none: one byte past the block, on purpose.
+        unsafe { core::ptr::write_volatile(p.as_ptr().add(size), 1) };
+    });
+    // A size that is not a multiple of 16 leaves at most 15 bytes before the guard.
+    let odd = (3 << 20) + 5;
+    let q = heap.allocate(layout(odd, 16)).unwrap();
+    expect_fault(|| {
+        // SAFETY: none: 16 bytes past the block, on purpose.
+        unsafe { core::ptr::write_volatile(q.as_ptr().add(odd + 15), 1) };
+    });
+    free(&heap, q.as_ptr());
+    free(&heap, p.as_ptr());
+    assert_eq!(heap.counters().live_bytes, 0);
+}
+
+#[test]
+fn a_write_into_a_freed_huge_block_faults() {
+    let heap = Randomized::with_seed_and_checks(23, Checks::ALL).unwrap();
+    let size = 4 << 20;
+    let p = heap.allocate(layout(size, 16)).unwrap();
+    free(&heap, p.as_ptr());
+    expect_fault(|| {
+        // SAFETY: none: a write into an unmapped block, on purpose.
+        unsafe { core::ptr::write_volatile(p.as_ptr().add(1 << 20), 1) };
+    });
 }

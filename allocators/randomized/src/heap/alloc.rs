@@ -245,6 +245,19 @@ impl Arena {
         let obj = h + offset;
         let after = obj + obj_size;
         let end = h + size;
+        if self.zero_fill {
+            debug_assert!(offset == 0 || offset >= MIN_BLOCK);
+            // SAFETY: the object's bytes lie in the free block being cut, off every list;
+            // the block's own header and links are its first MIN_BLOCK bytes.
+            unsafe {
+                if offset == 0 {
+                    self.scrub(obj + HEADER, h + MIN_BLOCK);
+                    self.take_clean(h + MIN_BLOCK, after);
+                } else {
+                    self.take_clean(obj + HEADER, after);
+                }
+            }
+        }
         // SAFETY: all addresses are boundaries inside the block being cut, or `end`, the
         // block after it.
         unsafe {

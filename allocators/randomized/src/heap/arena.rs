@@ -30,6 +30,9 @@ pub(crate) struct Arena {
     /// arena is set up by the first thread that locks it, so that the arenas no thread
     /// uses never touch their pages (about 4 KiB of resident memory each).
     pub(super) ready: bool,
+    /// Whether freed memory is zero-filled and checked when handed out again (see
+    /// `fill.rs`); the heap's setting, copied here.
+    pub(super) zero_fill: bool,
     /// This arena's index (written in the first word of its chunks).
     pub(super) index: usize,
     /// Key of the header tags (the heap's; copied here to keep it on the arena's lines).
@@ -75,7 +78,14 @@ impl Arena {
     /// `Arena` that is not ready: every field is an integer, a flag or uninitialised), with
     /// `lists` as the sentinels of its free lists, every list empty.
     #[cold]
-    pub(crate) fn init(&mut self, index: usize, key: u64, rng: Rng, lists: &Lists) {
+    pub(crate) fn init(
+        &mut self,
+        index: usize,
+        key: u64,
+        zero_fill: bool,
+        rng: Rng,
+        lists: &Lists,
+    ) {
         self.lists = lists.0.as_ptr() as usize - NEXT;
         for class in 0..CLASSES {
             let s = self.sentinel(class);
@@ -85,6 +95,7 @@ impl Arena {
         self.rng.write(rng);
         self.index = index;
         self.key = key;
+        self.zero_fill = zero_fill;
         self.ready = true;
     }
 

@@ -102,6 +102,15 @@ impl Arena {
             if free && prev_free {
                 return Err(Corruption::at("two free neighbours not coalesced", h));
             }
+            if free && self.zero_fill {
+                // SAFETY: a free block of this chunk, past its header and links.
+                if let Some(at) = unsafe { self.first_dirty(h + MIN_BLOCK, h + size) } {
+                    return Err(Corruption::at(
+                        "free memory modified (a write after free, or a heap bug)",
+                        at,
+                    ));
+                }
+            }
             if w0 & WILD != 0 {
                 if h != self.wild || h + size != sentinel {
                     return Err(Corruption::at(
@@ -310,4 +319,6 @@ pub struct HeapShape {
     pub free_bytes: u64,
     /// Bytes in the wilderness.
     pub wilderness_bytes: u64,
+    /// Live zero-size blocks (pointers into the inaccessible region, no bytes).
+    pub zero_size_blocks: u64,
 }

@@ -68,12 +68,20 @@ impl Arena {
                 self.unlink(right, rsize);
                 total += rsize;
             }
+            if self.zero_fill && (wild || rw0 & BUSY == 0) {
+                // Inside free memory only poisoned headers may be left (see `fill.rs`):
+                // the merged neighbour's header is poisoned and its links cleared.
+                self.poison(right);
+                self.scrub(right + HEADER, right + MIN_BLOCK);
+            }
             // Large free regions give their whole pages back, once the arena holds more
             // free memory than live (and at least TRIM_MIN), or when a block of at least
             // RELEASE_BLOCK leaves one: all of them the first time, then only around each
             // block freed into it (when that is worth a system call). A heap that frees and
             // reallocates the same small blocks over and over keeps their memory.
             let mut released = false;
+            // The pages given back, which read zero afterwards without a memset.
+            let mut given_back = (0, 0);
             // One comparison on the common path: both rules need `2 * RELEASE_BLOCK`.
             if total >= 2 * RELEASE_BLOCK
                 && (size >= RELEASE_BLOCK
@@ -90,8 +98,21 @@ impl Arena {
                 };
                 if hi >= lo + RELEASE_SPAN || !neighbours_released {
                     self.released_bytes += os::release_pages(lo, hi) as u64;
+                    given_back = (lo.next_multiple_of(page), hi & !(page - 1));
                 }
                 released = true;
+            }
+            if self.zero_fill {
+                // The freed payload reads zero from now on: the pages given back already
+                // do; the rest is zeroed.
+                let (payload, end) = (h + HEADER, h + size);
+                let (gone_lo, gone_hi) = given_back;
+                if gone_lo < gone_hi && gone_lo < end && gone_hi > payload {
+                    self.scrub(payload, gone_lo.max(payload));
+                    self.scrub(gone_hi.min(end), end);
+                } else {
+                    self.scrub(payload, end);
+                }
             }
             if wild {
                 // Its end is the chunk's sentinel, not written yet (see

@@ -70,6 +70,7 @@ mod alloc;
 mod arena;
 mod audit;
 mod class;
+mod fill;
 mod free;
 mod header;
 mod resize;

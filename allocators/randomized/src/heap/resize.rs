@@ -58,6 +58,19 @@ impl Arena {
                 self.unlink(right, rsize);
             }
             self.poison(right);
+            if self.zero_fill {
+                // The neighbour's links and body become the block's: its body must read
+                // zero, as any memory handed out (see `fill.rs`); its links are cleared.
+                self.scrub(right + HEADER, right + MIN_BLOCK);
+                let grown_end = if total - need >= MIN_BLOCK {
+                    h + need
+                } else {
+                    h + total
+                };
+                if grown_end > right + MIN_BLOCK {
+                    self.take_clean(right + MIN_BLOCK, grown_end);
+                }
+            }
             let grown = if total - need >= MIN_BLOCK {
                 need
             } else {

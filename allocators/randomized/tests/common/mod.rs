@@ -113,6 +113,39 @@ const PANICKED: i32 = 101;
 /// then `_exit`s if it is still alive. A child that survives (or panics, or hangs for 20 s
 /// and dies of `SIGALRM`) fails the test with a message saying so.
 pub fn expect_abort(expected: &[&str], misuse: impl FnOnce()) -> String {
+    let (status, stderr) = run_misuse(misuse);
+    assert!(
+        libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGABRT,
+        "the child died of signal {} instead of SIGABRT ({}); its stderr: {stderr:?}",
+        libc::WTERMSIG(status),
+        libc::SIGABRT
+    );
+    assert!(
+        stderr.contains("alloclab-randomized: "),
+        "the abort message lacks the heap's prefix: {stderr:?}"
+    );
+    assert!(
+        expected.iter().any(|m| stderr.contains(m)),
+        "the child aborted, but its message {stderr:?} contains none of {expected:?}"
+    );
+    stderr
+}
+
+/// Runs `misuse` as [`expect_abort`] does, and asserts that the child died of a memory
+/// fault (`SIGSEGV` or `SIGBUS`): an access the heap made impossible.
+pub fn expect_fault(misuse: impl FnOnce()) {
+    let (status, stderr) = run_misuse(misuse);
+    assert!(
+        libc::WIFSIGNALED(status)
+            && [libc::SIGSEGV, libc::SIGBUS].contains(&libc::WTERMSIG(status)),
+        "the child did not fault (signal {}); its stderr: {stderr:?}",
+        libc::WTERMSIG(status),
+    );
+}
+
+/// Runs `misuse` in a forked child (see [`expect_abort`]); panics if it exits, else returns
+/// its wait status and standard error.
+fn run_misuse(misuse: impl FnOnce()) -> (i32, String) {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: `fds` has room for the two descriptors.
     assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe failed");
@@ -176,25 +209,9 @@ pub fn expect_abort(expected: &[&str], misuse: impl FnOnce()) -> String {
             PANICKED => "panicked instead of aborting",
             _ => "exited",
         };
-        panic!(
-            "the child {how}: exit status {code}; expected an abort with one of {expected:?}; its stderr: {stderr:?}"
-        );
+        panic!("the child {how}: exit status {code}; its stderr: {stderr:?}");
     }
-    assert!(
-        libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGABRT,
-        "the child died of signal {} instead of SIGABRT ({}); its stderr: {stderr:?}",
-        libc::WTERMSIG(status),
-        libc::SIGABRT
-    );
-    assert!(
-        stderr.contains("alloclab-randomized: "),
-        "the abort message lacks the heap's prefix: {stderr:?}"
-    );
-    assert!(
-        expected.iter().any(|m| stderr.contains(m)),
-        "the child aborted, but its message {stderr:?} contains none of {expected:?}"
-    );
-    stderr
+    (status, stderr)
 }
 
 /// A page of anonymous memory that no heap handed out, unmapped on drop: the "foreign

@@ -1,0 +1,130 @@
+//! The detection classes a heap runs, and the environment variable that switches them off.
+//!
+//! Every class is on by default. `ALLOCLAB_RANDOMIZED_OFF` names the ones to switch off,
+//! separated by commas: `zero-fill`, `guard-pages`, `zero-size`, or `all`. It is read once,
+//! when the heap builds itself at its first allocation; an unknown name is reported on
+//! standard error (one line) and ignored.
+//!
+//! The checks that keep the heap itself sound (the keyed header tags, the link checks
+//! before every unlink, double and invalid frees) are not switches: without them a
+//! corrupted heap would be trusted.
+
+/// A set of detection classes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Checks(u8);
+
+impl Checks {
+    /// Freed memory is zero-filled, and every block handed out is checked to read zero
+    /// first: a write through a dangling pointer aborts the process when the memory it hit
+    /// is handed out again (at the latest), and stale data never leaks into a new block.
+    /// `calloc` then needs no memset.
+    pub const ZERO_FILL: Checks = Checks(1);
+    /// Every block with a mapping of its own (above 1 MiB) ends at, or within 15 bytes of,
+    /// an inaccessible page: a linear overflow past it faults at once.
+    pub const GUARD_PAGES: Checks = Checks(2);
+    /// A zero-size request gets a unique pointer into an inaccessible region, so that
+    /// reading or writing through it faults; freeing it works (and a second free of it is
+    /// caught).
+    pub const ZERO_SIZE: Checks = Checks(4);
+    /// Every class.
+    pub const ALL: Checks = Checks(7);
+    /// No class.
+    pub const NONE: Checks = Checks(0);
+
+    /// The environment variable that switches classes off.
+    pub const ENV: &'static str = "ALLOCLAB_RANDOMIZED_OFF";
+
+    /// Each class with its name in [`ENV`](Self::ENV).
+    pub const NAMED: [(&'static str, Checks); 3] = [
+        ("zero-fill", Self::ZERO_FILL),
+        ("guard-pages", Self::GUARD_PAGES),
+        ("zero-size", Self::ZERO_SIZE),
+    ];
+
+    /// Whether every class of `other` is in `self`.
+    pub const fn contains(self, other: Checks) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// `self` without the classes of `other`.
+    pub const fn without(self, other: Checks) -> Checks {
+        Checks(self.0 & !other.0)
+    }
+
+    /// `self` with the classes of `other`.
+    pub const fn with(self, other: Checks) -> Checks {
+        Checks(self.0 | other.0)
+    }
+
+    pub(crate) const fn bits(self) -> u8 {
+        self.0
+    }
+
+    pub(crate) const fn from_bits(bits: u8) -> Checks {
+        Checks(bits & Self::ALL.0)
+    }
+
+    /// Every class except those `off` names (the syntax of [`ENV`](Self::ENV)), and the
+    /// names it did not know.
+    pub fn parse_off(off: &str) -> (Checks, impl Iterator<Item = &str>) {
+        let mut checks = Self::ALL;
+        for name in off.split(',').map(str::trim) {
+            if name == "all" {
+                checks = Self::NONE;
+            } else if let Some((_, class)) = Self::NAMED.iter().find(|(n, _)| *n == name) {
+                checks = checks.without(*class);
+            }
+        }
+        let unknown = off
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty() && *n != "all" && !Self::NAMED.iter().any(|(k, _)| k == n));
+        (checks, unknown)
+    }
+
+    /// The classes the environment leaves on. Reads the variable with `getenv`, which does
+    /// not allocate, so this runs inside `malloc`.
+    pub(crate) fn from_env() -> Checks {
+        // SAFETY: `getenv` with a NUL-terminated name; the result, if not null, is a
+        // NUL-terminated string that stays valid while the environment is not changed,
+        // and it is read at once.
+        let value = unsafe { libc::getenv(c"ALLOCLAB_RANDOMIZED_OFF".as_ptr()) };
+        if value.is_null() {
+            return Self::ALL;
+        }
+        // SAFETY: as above.
+        let bytes = unsafe { core::ffi::CStr::from_ptr(value) }.to_bytes();
+        let Ok(text) = core::str::from_utf8(bytes) else {
+            crate::os::warn("ALLOCLAB_RANDOMIZED_OFF is not UTF-8; every check stays on");
+            return Self::ALL;
+        };
+        let (checks, unknown) = Self::parse_off(text);
+        for name in unknown {
+            crate::os::warn_with(
+                "ALLOCLAB_RANDOMIZED_OFF names an unknown check (known: zero-fill, guard-pages, zero-size, all): ",
+                name,
+            );
+        }
+        checks
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_switch_their_class_off_and_unknown_names_are_returned() {
+        let (checks, unknown) = Checks::parse_off("zero-fill, guard-pages,bogus");
+        assert_eq!(checks, Checks::ZERO_SIZE);
+        assert_eq!(unknown.collect::<Vec<_>>(), ["bogus"]);
+        assert_eq!(Checks::parse_off("all").0, Checks::NONE);
+        assert_eq!(Checks::parse_off("").0, Checks::ALL);
+        assert!(Checks::ALL.contains(Checks::ZERO_FILL.with(Checks::ZERO_SIZE)));
+        assert!(
+            !Checks::ALL
+                .without(Checks::GUARD_PAGES)
+                .contains(Checks::GUARD_PAGES)
+        );
+    }
+}

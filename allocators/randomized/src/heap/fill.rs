@@ -1,0 +1,106 @@
+//! Zero-filled free memory: freed blocks are zeroed, and every block is checked to read
+//! zero before it is handed out again ([`Checks::ZERO_FILL`](crate::Checks::ZERO_FILL)).
+//!
+//! The invariant, while the class is on: every byte of a free block (on a list, or the
+//! wilderness) reads zero, except
+//!
+//! * its first 32 bytes: its header and its list links;
+//! * headers that stopped being block boundaries when their block merged into a free
+//!   neighbour: each is *poisoned* (a free header of size 0 with a valid keyed tag, see
+//!   [`Arena::poison`]) so that a second free through the old pointer reads as the double
+//!   free it is. A poisoned header is the one non-zero pattern allowed inside free memory;
+//!   a write through a dangling pointer would have to forge a keyed tag to pass as one.
+//!
+//! Fresh memory from the OS and pages given back with `madvise` read zero, so the invariant
+//! holds from the start. A write after free breaks it, and the next allocation that carves
+//! a block from that memory finds the write and aborts, naming the address written. A
+//! block handed out reads zero in full, which makes `calloc` free of a memset.
+
+use super::header::*;
+use super::*;
+use crate::os;
+
+/// The message a write after free aborts with.
+const WRITE_AFTER_FREE: &str = "write after free detected (freed memory was modified)";
+
+impl Arena {
+    /// Zeroes `[from, to)`: freed bytes (the payload of a block being freed).
+    ///
+    /// # Safety
+    ///
+    /// The range lies in a block of this arena that nobody uses any more.
+    #[inline(always)]
+    pub(super) unsafe fn scrub(&self, from: usize, to: usize) {
+        if to > from {
+            // SAFETY: forwarded from the caller; the lock orders these stores before any
+            // reuse of the memory.
+            unsafe { (from as *mut u8).write_bytes(0, to - from) };
+        }
+    }
+
+    /// Checks that `[from, to)` of free memory reads zero, except for poisoned headers,
+    /// which it clears; aborts on anything else: a write after free. Afterwards the range
+    /// reads zero.
+    ///
+    /// # Safety
+    ///
+    /// `from` and `to` are 16-byte aligned, and the range lies in free memory of this
+    /// arena (under its lock) that is being handed out.
+    #[inline(always)]
+    pub(super) unsafe fn take_clean(&self, from: usize, to: usize) {
+        debug_assert!(from.is_multiple_of(GRANULE) && to.is_multiple_of(GRANULE));
+        let mut at = from;
+        // A group of four granules at a time, the common case (nothing but zeros) with
+        // one branch per 64 bytes.
+        while at + 64 <= to {
+            // SAFETY: forwarded from the caller: 64 readable bytes at a 16-byte-aligned
+            // address.
+            let group = unsafe { (at as *const [u64; 8]).read() };
+            if group.iter().fold(0, |acc, w| acc | w) != 0 {
+                // SAFETY: forwarded.
+                unsafe { self.clear_granules(at, at + 64) };
+            }
+            at += 64;
+        }
+        // SAFETY: forwarded.
+        unsafe { self.clear_granules(at, to) };
+    }
+
+    /// The granule-by-granule check of [`take_clean`](Self::take_clean).
+    ///
+    /// # Safety
+    ///
+    /// As `take_clean`.
+    #[inline(always)]
+    unsafe fn clear_granules(&self, from: usize, to: usize) {
+        let mut at = from;
+        while at < to {
+            // SAFETY: forwarded from the caller.
+            let (w0, w1) = unsafe { (rd(at), rd(at + 8)) };
+            if w0 | w1 != 0 {
+                if w0 != 0 || w1 != tag(self.key, at, 0) as usize {
+                    let word = if w0 != 0 { at } else { at + 8 };
+                    os::fatal(WRITE_AFTER_FREE, word);
+                }
+                // SAFETY: as above: a poisoned header inside the memory being handed out.
+                unsafe { wr(at + 8, 0) };
+            }
+            at += GRANULE;
+        }
+    }
+
+    /// Whether `[from, to)` of free memory keeps the invariant (for the heap walk): the
+    /// address of the first word that breaks it, if any.
+    ///
+    /// # Safety
+    ///
+    /// As [`take_clean`](Self::take_clean), except that nothing is handed out or changed.
+    pub(super) unsafe fn first_dirty(&self, from: usize, to: usize) -> Option<usize> {
+        (from..to).step_by(GRANULE).find_map(|at| {
+            // SAFETY: forwarded from the caller.
+            let (w0, w1) = unsafe { (rd(at), rd(at + 8)) };
+            let clean = w0 == 0 && (w1 == 0 || w1 == tag(self.key, at, 0) as usize);
+            (!clean).then_some(if w0 != 0 { at } else { at + 8 })
+        })
+    }
+}
