@@ -324,11 +324,12 @@ fn a_child_that_survives_fails_the_test() {
     expect_abort(&[DOUBLE], || free(&heap, p.as_ptr()));
 }
 
-/// Allocates blocks of `size` bytes until the process dies (or `limit` blocks): sooner or
-/// later one of them is carved from the memory a dangling write hit.
-fn allocate_until_caught(heap: &Randomized, size: usize, limit: usize) {
-    for _ in 0..limit {
-        let p = heap.allocate(layout(size, 16)).unwrap();
+/// Allocates blocks of 16 to 64 bytes until the process dies (or `limit` blocks): sooner
+/// or later one of them is carved from the memory a dangling write hit (the smaller sizes
+/// reach slacks too small for a 64-byte block).
+fn allocate_until_caught(heap: &Randomized, limit: usize) {
+    for i in 0..limit {
+        let p = heap.allocate(layout(16 * (1 + i % 4), 16)).unwrap();
         core::hint::black_box(p);
     }
 }
@@ -342,7 +343,7 @@ fn a_write_after_free_aborts_when_the_memory_is_handed_out_again() {
     let message = expect_abort(&[WRITE_AFTER_FREE], || {
         // SAFETY: none: a write through a dangling pointer, on purpose, in the child.
         unsafe { stale.add(32).cast::<u64>().write(0x4141_4141_4141_4141) };
-        allocate_until_caught(&heap, 64, 100_000);
+        allocate_until_caught(&heap, 100_000);
     });
     // The message names the word written.
     let written = format!("{:x}", stale as usize + 32);
@@ -399,7 +400,7 @@ fn a_grow_that_moves_frees_the_old_block_and_a_write_through_it_is_caught() {
     expect_abort(&[WRITE_AFTER_FREE], || {
         // SAFETY: none: a write through the pointer realloc replaced, on purpose.
         unsafe { old.as_ptr().add(16).write(0x41) };
-        allocate_until_caught(&heap, 64, 100_000);
+        allocate_until_caught(&heap, 100_000);
     });
     free(&heap, new.as_ptr());
     free_rest(&heap, &blocks, &[p]);

@@ -5,6 +5,7 @@ use super::lookup::*;
 use super::thresholds::*;
 use super::{Check, Claimant, Goal, Verdict};
 use crate::report::fmt_value;
+use crate::workloads::security::misuse::Case;
 
 /// The entropy target over the steady-state heap's sizes up to 1 KiB.
 pub(super) fn entropy_check(view: &Lookup<'_>) -> Check {
@@ -77,10 +78,26 @@ pub(super) fn reuse_check(view: &Lookup<'_>) -> Check {
     }
 }
 
-/// The misuse target: every double-free and invalid-free case caught.
-pub(super) fn misuse_check(view: &Lookup<'_>) -> Check {
-    let what =
-        format!("`{SECURITY}`: {RANDOMIZED} catches every double-free and invalid-free case");
+/// The misuse cases a check covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum MisuseScope {
+    /// The double frees and invalid frees ([`CAUGHT_PREFIXES`]): the paper's claim.
+    DoubleAndInvalidFrees,
+    /// Every case of the `misuse` workload: alloclab's claim of a hardened allocator.
+    Every,
+}
+
+/// The misuse target: every case of `scope` caught (an abort, or a fault at the bad access
+/// itself) in every run.
+pub(super) fn misuse_check(view: &Lookup<'_>, scope: MisuseScope) -> Check {
+    let what = match scope {
+        MisuseScope::DoubleAndInvalidFrees => {
+            format!("`{SECURITY}`: {RANDOMIZED} catches every double-free and invalid-free case")
+        }
+        MisuseScope::Every => format!(
+            "`{SECURITY}`: {RANDOMIZED} catches every misuse case (write after free, overflows and underflows, zero-size blocks, realloc, double and invalid frees), by an abort or by a fault at the bad access"
+        ),
+    };
     if let Some(why) = missing(view, SECURITY, RANDOMIZED, &[]) {
         return not_here(&what, &why);
     }
@@ -88,7 +105,13 @@ pub(super) fn misuse_check(view: &Lookup<'_>) -> Check {
     let mut not_caught = Vec::new();
     for workload in view.workloads(SECURITY) {
         for metric in view.metrics(SECURITY, workload, RANDOMIZED) {
-            if !CAUGHT_PREFIXES.iter().any(|p| metric.starts_with(p)) {
+            let covered = match scope {
+                MisuseScope::DoubleAndInvalidFrees => {
+                    CAUGHT_PREFIXES.iter().any(|p| metric.starts_with(p))
+                }
+                MisuseScope::Every => Case::from_name(metric).is_some(),
+            };
+            if !covered {
                 continue;
             }
             // Score 1 is caught; the worst run decides.
@@ -131,7 +154,7 @@ pub(super) fn goals(view: &Lookup<'_>) -> [Goal; 2] {
         by: Claimant::Paper(
             "the randomized allocator's paper: random placement protects against misuse",
         ),
-        checks: vec![misuse_check(view)],
+        checks: vec![misuse_check(view, MisuseScope::DoubleAndInvalidFrees)],
     };
     let ours = Goal {
         title: "randomized",
@@ -151,6 +174,7 @@ pub(super) fn goals(view: &Lookup<'_>) -> [Goal; 2] {
                 SYSTEM,
                 RANDOMIZED_FOOTPRINT_VS_SYSTEM,
             ),
+            misuse_check(view, MisuseScope::Every),
         ],
     };
     [paper, ours]

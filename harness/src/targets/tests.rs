@@ -516,7 +516,7 @@ fn security_checks_cover_every_size_and_every_misuse_case() {
             1.0,
         ),
         record(SECURITY, "misuse", RANDOMIZED, 1, "invalid_free_stack", 1.0),
-        // Not a double or invalid free: not covered.
+        // Not a double or invalid free: covered by alloclab's check only.
         record(
             SECURITY,
             "misuse",
@@ -535,13 +535,22 @@ fn security_checks_cover_every_size_and_every_misuse_case() {
         checks[0].line
     );
     assert_eq!(checks[1].verdict, Verdict::Pass, "{}", checks[1].line);
-    assert_eq!(checks[4].verdict, Verdict::Pass, "{}", checks[4].line);
-    assert!(checks[4].line.contains("2 of 2"), "{}", checks[4].line);
+    // The paper's check covers the double and invalid frees; alloclab's every case.
+    assert_eq!(checks[5].verdict, Verdict::Pass, "{}", checks[5].line);
+    assert!(checks[5].line.contains("2 of 2"), "{}", checks[5].line);
+    assert_eq!(checks[4].verdict, Verdict::Fail, "{}", checks[4].line);
+    assert!(
+        checks[4]
+            .line
+            .contains("2 of 3 caught in every run; not: overwrite_neighbour"),
+        "{}",
+        checks[4].line
+    );
 
     // A case that crashed in one run (score 0.5) is not caught.
     recs[6].min = 0.5;
     let goals = host_heap_goals(&results(recs));
-    let misuse = &goal(&goals, RANDOMIZED).checks[4];
+    let misuse = &goal(&goals, RANDOMIZED).checks[5];
     assert_eq!(misuse.verdict, Verdict::Fail);
     assert!(
         misuse.line.contains("not: invalid_free_stack"),

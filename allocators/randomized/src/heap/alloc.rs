@@ -247,14 +247,23 @@ impl Arena {
         let end = h + size;
         if self.zero_fill {
             debug_assert!(offset == 0 || offset >= MIN_BLOCK);
-            // SAFETY: the object's bytes lie in the free block being cut, off every list;
-            // the block's own header and links are its first MIN_BLOCK bytes.
+            // The object, its header included, and the header and links of the slack
+            // after it: every new block boundary would otherwise overwrite whatever a
+            // dangling write left there unseen.
+            let checked_end = if after < end {
+                after + MIN_BLOCK
+            } else {
+                after
+            };
+            // SAFETY: the object and the slack's first MIN_BLOCK bytes lie in the free
+            // block being cut, off every list; the block's own header and links are its
+            // first MIN_BLOCK bytes.
             unsafe {
                 if offset == 0 {
                     self.scrub(obj + HEADER, h + MIN_BLOCK);
-                    self.take_clean(h + MIN_BLOCK, after);
+                    self.take_clean(h + MIN_BLOCK, checked_end);
                 } else {
-                    self.take_clean(obj + HEADER, after);
+                    self.take_clean(obj, checked_end);
                 }
             }
         }

@@ -62,13 +62,15 @@ impl Arena {
                 // The neighbour's links and body become the block's: its body must read
                 // zero, as any memory handed out (see `fill.rs`); its links are cleared.
                 self.scrub(right + HEADER, right + MIN_BLOCK);
-                let grown_end = if total - need >= MIN_BLOCK {
-                    h + need
+                // With the header and links of the rest, if any, which would otherwise
+                // overwrite whatever a dangling write left there unseen.
+                let checked_end = if total - need >= MIN_BLOCK {
+                    h + need + MIN_BLOCK
                 } else {
                     h + total
                 };
-                if grown_end > right + MIN_BLOCK {
-                    self.take_clean(right + MIN_BLOCK, grown_end);
+                if checked_end > right + MIN_BLOCK {
+                    self.take_clean(right + MIN_BLOCK, checked_end);
                 }
             }
             let grown = if total - need >= MIN_BLOCK {

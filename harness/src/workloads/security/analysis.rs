@@ -152,9 +152,11 @@ impl LiveSet {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
     /// It died of `SIGABRT`: the allocator (or a check inside it) detected the misuse and
-    /// stopped the process.
+    /// stopped the process. The `misuse` workload also counts a memory fault at a bad
+    /// access itself as caught (the allocator made that memory inaccessible).
     Caught,
-    /// It died of another signal (`SIGSEGV`, `SIGBUS` ...): not detected, but not silent.
+    /// It died of another signal (`SIGSEGV`, `SIGBUS` ...) elsewhere: not detected, but not
+    /// silent.
     Crashed,
     /// It ran on and exited normally: the misuse went unnoticed.
     Silent,

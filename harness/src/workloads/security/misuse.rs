@@ -9,7 +9,7 @@ use alloclab_core::HostAllocator;
 use rand::Rng;
 
 use super::analysis::Verdict;
-use super::child;
+use super::child::{self, DataPipe};
 use crate::results::Sample;
 use crate::workloads::cpu::common;
 
@@ -20,6 +20,16 @@ const PATTERN: u8 = 0x41;
 /// The large block of the large-block cases: above every heap's size classes and runs, so
 /// that each heap serves it as it serves its largest blocks (its own mapping, in most).
 const LARGE: usize = 4 << 20;
+/// How many blocks a write-after-free case allocates after the write, all live at once
+/// (16, 32, 48 and 64 bytes in turn, 2.5 MiB): a heap that checks freed memory when it
+/// hands it out again, but places blocks at random, reaches the memory written within this
+/// many (randomized did in 300 seeds of 300), as a program that goes on allocating would.
+/// The smaller sizes matter: a random cut can leave the word written in a slack too small
+/// for the freed block's own size.
+const AFTER_FREE_ALLOCATIONS: usize = 65_536;
+/// The byte a child writes to its data pipe once the bad access of an access case is done:
+/// a child that died of a memory fault without writing it faulted at the access itself.
+const ACCESS_DONE: u8 = b'A';
 
 /// A misuse case.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,8 +55,9 @@ pub enum Case {
     /// An overflow from a block over everything up to 16 bytes into the block above it,
     /// then that block freed.
     OverwriteNeighbour,
-    /// `free(p)`, then 8 bytes written into the middle of the freed 64-byte block, then 64
-    /// allocations of its size (one of them may be handed it, or a block carved from it).
+    /// `free(p)`, then 8 bytes written into the middle of the freed 64-byte block, then
+    /// 65 536 allocations of 16 to 64 bytes (some may be handed the memory written, or
+    /// blocks carved from it).
     WriteAfterFree,
     /// `free(p)` of a 4 MiB block, then 8 bytes written 1 MiB into it.
     WriteAfterFreeLarge,
@@ -62,11 +73,21 @@ pub enum Case {
     OverflowMemcpy,
     /// A linear overflow of 1 MiB past the end of a 4 MiB block.
     OverflowLarge,
+    /// One byte written through the pointer a zero-size request returned (`malloc(0)`),
+    /// then the pointer freed.
+    ZeroSizeWrite,
+    /// One byte read through the pointer a zero-size request returned, then the pointer
+    /// freed.
+    ZeroSizeRead,
+    /// A 64-byte block grown to 64 KiB (a larger block was allocated just after it, so
+    /// that it moves), then 8 bytes written through the old pointer, then allocations of
+    /// 16 to 64 bytes as after [`WriteAfterFree`](Self::WriteAfterFree).
+    ReallocWriteAfterMove,
 }
 
 impl Case {
     /// Every case, in report order.
-    pub const ALL: [Case; 18] = [
+    pub const ALL: [Case; 21] = [
         Self::DoubleFreeImmediate,
         Self::DoubleFreeDelayed,
         Self::DoubleFreeInterleaved,
@@ -85,6 +106,9 @@ impl Case {
         Self::Underflow32,
         Self::OverflowMemcpy,
         Self::OverflowLarge,
+        Self::ZeroSizeWrite,
+        Self::ZeroSizeRead,
+        Self::ReallocWriteAfterMove,
     ];
 
     /// The metric name of the case.
@@ -108,7 +132,29 @@ impl Case {
             Self::Underflow32 => "underflow_32",
             Self::OverflowMemcpy => "overflow_memcpy",
             Self::OverflowLarge => "overflow_large",
+            Self::ZeroSizeWrite => "zero_size_write",
+            Self::ZeroSizeRead => "zero_size_read",
+            Self::ReallocWriteAfterMove => "realloc_write_after_move",
         }
+    }
+
+    /// Whether the misuse is a bad memory access (not a call): a heap that made the memory
+    /// inaccessible stops it with a fault at the access, which counts as caught.
+    pub fn is_access(self) -> bool {
+        matches!(
+            self,
+            Self::WriteAfterFree
+                | Self::WriteAfterFreeLarge
+                | Self::Overflow1
+                | Self::Overflow32
+                | Self::Underflow1
+                | Self::Underflow32
+                | Self::OverflowMemcpy
+                | Self::OverflowLarge
+                | Self::ZeroSizeWrite
+                | Self::ZeroSizeRead
+                | Self::ReallocWriteAfterMove
+        )
     }
 
     /// Looks a case up by metric name.
@@ -165,8 +211,38 @@ fn smear(at: *mut u8, len: usize) {
     unsafe { at.write_bytes(PATTERN, len) };
 }
 
-/// Performs `case` on `alloc`, then a few ordinary allocations.
-fn perform<A: HostAllocator>(alloc: &A, case: Case, seed: u64) {
+/// Tells the parent that the bad access is done (see [`ACCESS_DONE`]).
+fn access_done(pipe: &mut DataPipe) {
+    // A pipe that cannot be written only costs the fault its attribution.
+    let _ = pipe.write_all(&[ACCESS_DONE]);
+}
+
+/// A zero-size block, as C's `malloc(0)` gets one: the heap's zero-size layout, or one byte
+/// where the heap refuses zero sizes (as their C layers ask for). Returns the block and the
+/// size to free it with.
+fn zero_size_block<A: HostAllocator>(alloc: &A) -> (NonNull<u8>, usize) {
+    let zero = core::alloc::Layout::from_size_align(0, 1).expect("a valid layout");
+    match alloc.allocate(zero) {
+        Ok(p) => (core::hint::black_box(p), 0),
+        Err(_) => (alloc_block(alloc, 1), 1),
+    }
+}
+
+/// After a write through a dangling pointer: allocates [`AFTER_FREE_ALLOCATIONS`] blocks
+/// of 16 to 64 bytes, all live at once, then frees them.
+fn allocate_after_free<A: HostAllocator>(alloc: &A) {
+    let size = |i: usize| 16 * (1 + i % 4);
+    let again: Vec<NonNull<u8>> = (0..AFTER_FREE_ALLOCATIONS)
+        .map(|i| alloc_block(alloc, size(i)))
+        .collect();
+    for (i, q) in again.into_iter().enumerate() {
+        free_as(alloc, q.as_ptr(), size(i));
+    }
+}
+
+/// Performs `case` on `alloc`, then a few ordinary allocations. An access case writes
+/// [`ACCESS_DONE`] to `pipe` right after its bad access.
+fn perform<A: HostAllocator>(alloc: &A, case: Case, seed: u64, pipe: &mut DataPipe) {
     const S: usize = 64;
     match case {
         Case::DoubleFreeImmediate => {
@@ -256,26 +332,27 @@ fn perform<A: HostAllocator>(alloc: &A, case: Case, seed: u64) {
             let p = alloc_block(alloc, S);
             free_as(alloc, p.as_ptr(), S);
             smear(p.as_ptr().wrapping_add(S / 2), 8);
-            let again: Vec<NonNull<u8>> = (0..64).map(|_| alloc_block(alloc, S)).collect();
-            for q in again {
-                free_as(alloc, q.as_ptr(), S);
-            }
+            access_done(pipe);
+            allocate_after_free(alloc);
         }
         Case::WriteAfterFreeLarge => {
             let p = alloc_block(alloc, LARGE);
             free_as(alloc, p.as_ptr(), LARGE);
             smear(p.as_ptr().wrapping_add(1 << 20), 8);
+            access_done(pipe);
         }
         Case::Overflow1 | Case::Overflow32 => {
             let p = alloc_block(alloc, S);
             let len = if case == Case::Overflow1 { 1 } else { 32 };
             smear(p.as_ptr().wrapping_add(S), len);
+            access_done(pipe);
             free_as(alloc, p.as_ptr(), S);
         }
         Case::Underflow1 | Case::Underflow32 => {
             let p = alloc_block(alloc, S);
             let len = if case == Case::Underflow1 { 1 } else { 32 };
             smear(p.as_ptr().wrapping_sub(len), len);
+            access_done(pipe);
             free_as(alloc, p.as_ptr(), S);
         }
         Case::OverflowMemcpy => {
@@ -290,12 +367,41 @@ fn perform<A: HostAllocator>(alloc: &A, case: Case, seed: u64) {
                     source.len(),
                 )
             };
+            access_done(pipe);
             free_as(alloc, p.as_ptr(), S);
         }
         Case::OverflowLarge => {
             let p = alloc_block(alloc, LARGE);
             smear(p.as_ptr().wrapping_add(LARGE), 1 << 20);
+            access_done(pipe);
             free_as(alloc, p.as_ptr(), LARGE);
+        }
+        Case::ZeroSizeWrite | Case::ZeroSizeRead => {
+            let (p, size) = zero_size_block(alloc);
+            if case == Case::ZeroSizeWrite {
+                // SAFETY: none: a write to a block of no bytes, on purpose.
+                unsafe { core::ptr::write_volatile(p.as_ptr(), PATTERN) };
+            } else {
+                // SAFETY: none: a read of a block of no bytes, on purpose.
+                core::hint::black_box(unsafe { core::ptr::read_volatile(p.as_ptr()) });
+            }
+            access_done(pipe);
+            free_as(alloc, p.as_ptr(), size);
+        }
+        Case::ReallocWriteAfterMove => {
+            const GROWN: usize = 64 << 10;
+            let p = alloc_block(alloc, S);
+            let after = alloc_block(alloc, 256);
+            // SAFETY: `p` is a live block of `S` bytes; it is dead once moved.
+            let q = unsafe { alloc.reallocate(p, common::layout(S), GROWN) }
+                .unwrap_or_else(|e| panic!("{e}"));
+            if q != p {
+                smear(p.as_ptr().wrapping_add(S / 2), 8);
+            }
+            access_done(pipe);
+            allocate_after_free(alloc);
+            free_as(alloc, q.as_ptr(), GROWN);
+            free_as(alloc, after.as_ptr(), 256);
         }
     }
     // Carry on as a program would.
@@ -328,17 +434,33 @@ pub fn measure<A: HostAllocator>(alloc: &A, seed: u64) -> Vec<Outcome> {
         .into_iter()
         .map(|case| {
             // SAFETY: single-threaded (checked above); the child writes only to stderr.
-            let ended =
-                unsafe { child::run_child(CASE_TIMEOUT, true, |_| perform(alloc, case, seed)) }
-                    .unwrap_or_else(|e| panic!("misuse case {}: cannot fork: {e}", case.name()));
+            let ended = unsafe {
+                child::run_child(CASE_TIMEOUT, true, |pipe| perform(alloc, case, seed, pipe))
+            }
+            .unwrap_or_else(|e| panic!("misuse case {}: cannot fork: {e}", case.name()));
+            let mut verdict = Verdict::from_wait_status(ended.status, ended.timed_out);
+            let mut how = ended.describe(CASE_TIMEOUT);
+            if verdict == Verdict::Crashed && faulted_at_the_access(case, &ended) {
+                verdict = Verdict::Caught;
+                how.push_str(" at the bad access");
+            }
             Outcome {
                 case,
-                verdict: Verdict::from_wait_status(ended.status, ended.timed_out),
-                ended: ended.describe(CASE_TIMEOUT),
+                verdict,
+                ended: how,
                 evidence: ended.first_stderr_line(),
             }
         })
         .collect()
+}
+
+/// Whether a child of an access case died of a memory fault at the bad access itself (it
+/// never reported the access done): the heap made that memory inaccessible, which stops the
+/// misuse on the spot, as an abort does.
+fn faulted_at_the_access(case: Case, ended: &child::Ended) -> bool {
+    let fault = libc::WIFSIGNALED(ended.status)
+        && [libc::SIGSEGV, libc::SIGBUS].contains(&libc::WTERMSIG(ended.status));
+    case.is_access() && fault && !ended.data.contains(&ACCESS_DONE)
 }
 
 /// The `misuse` workload's samples: one per case, the [`Verdict::score`] (1 caught, 0.5
@@ -378,4 +500,49 @@ pub fn misuse<A: HostAllocator>(alloc: &A, seed: u64) -> Vec<Sample> {
         lower_is_better: true,
     });
     samples
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(status: i32, data: &[u8]) -> child::Ended {
+        child::Ended {
+            status,
+            timed_out: false,
+            data: data.to_vec(),
+            stderr: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn only_a_fault_at_the_bad_access_of_an_access_case_counts_as_caught() {
+        // A raw wait status of a signal death is the signal's number.
+        let at_access = ended(libc::SIGSEGV, b"");
+        let after_access = ended(libc::SIGSEGV, &[ACCESS_DONE]);
+        assert!(faulted_at_the_access(Case::OverflowLarge, &at_access));
+        assert!(faulted_at_the_access(
+            Case::ZeroSizeRead,
+            &ended(libc::SIGBUS, b"")
+        ));
+        assert!(!faulted_at_the_access(Case::OverflowLarge, &after_access));
+        // A free that faults is a crash inside the allocator, not a guard.
+        assert!(!faulted_at_the_access(Case::InvalidFreeStack, &at_access));
+        // An abort is not a fault.
+        assert!(!faulted_at_the_access(
+            Case::Overflow1,
+            &ended(libc::SIGABRT, b"")
+        ));
+    }
+
+    #[test]
+    fn every_case_has_a_unique_name_that_finds_it() {
+        for case in Case::ALL {
+            assert_eq!(Case::from_name(case.name()), Some(case));
+        }
+        let mut names: Vec<&str> = Case::ALL.iter().map(|c| c.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Case::ALL.len());
+    }
 }

@@ -83,15 +83,18 @@
 //! block; a pointer into an `mmap`ed page; one into a static array), and header overwrite
 //! (the 16 bytes before a block, then free it; an overflow from a block into its upper
 //! neighbour, then free the neighbour), then the classes a hardened allocator catches: a
-//! write after free (8 bytes into a freed 64 B block, then 64 allocations of its size; 8
-//! bytes 1 MiB into a freed 4 MiB block), a linear overflow or underflow of 1 and 32 bytes
-//! past either end of a 64 B block by store, and of 32 by `memcpy`, each followed by the
-//! block's free, and a 1 MiB overflow past a 4 MiB block. The child then allocates a few
-//! blocks and exits. A fault counts as crashed: for a freed or overflowed large block, that
-//! is how an allocator that unmaps or guards it shows the misuse.
+//! write after free (8 bytes into a freed 64 B block, then 65 536 allocations of 16 to
+//! 64 B; 8 bytes 1 MiB into a freed 4 MiB block; 8 bytes through the old pointer of a block
+//! that `realloc` moved), a linear overflow or underflow of 1 and 32 bytes past either end
+//! of a 64 B block by store, and of 32 by `memcpy`, each followed by the block's free, a
+//! 1 MiB overflow past a 4 MiB block, and a write and a read through the pointer of a
+//! zero-size request. The child then allocates a few blocks and exits.
 //! Verdicts ([`analysis::Verdict`]): **caught** (`SIGABRT`: the allocator noticed and
-//! aborted; a Rust panic also aborts the child, as it would inside a global allocator),
-//! **crashed** (another signal), **silent** (exit 0), **hung** (killed after
+//! aborted; a Rust panic also aborts the child, as it would inside a global allocator; or,
+//! in a case whose misuse is a memory access, a `SIGSEGV` or `SIGBUS` at that access itself,
+//! before the child reported it done: the allocator unmapped or guarded that memory, which
+//! stops the misuse on the spot), **crashed** (another signal, or a fault later on),
+//! **silent** (exit 0), **hung** (killed after
 //! [`misuse::CASE_TIMEOUT`]). One sample per case: 1 caught, 0.5 crashed, 0.25 hung, 0
 //! silent; plus `caught` and `silent` (counts of cases). The first line of each child's
 //! stderr — glibc's `free(): double free detected in tcache 2`, say — is printed on the
