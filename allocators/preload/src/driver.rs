@@ -42,6 +42,56 @@ pub const STRESS_C_SOURCE: &str = include_str!("driver/stress.c");
 /// The C++ program [`cxx_program_under_preload`] compiles and runs.
 pub const CXX_SOURCE: &str = include_str!("driver/cxx.cc");
 
+/// The C program [`misuse_under_preload`] compiles and runs, once per case.
+pub const MISUSE_C_SOURCE: &str = include_str!("driver/misuse.c");
+
+/// The cases of [`MISUSE_C_SOURCE`]: those of alloclab's `security` suite, by the same
+/// names.
+pub const MISUSE_CASES: [&str; 21] = [
+    "double_free_immediate",
+    "double_free_delayed",
+    "double_free_interleaved",
+    "invalid_free_stack",
+    "invalid_free_unaligned",
+    "invalid_free_interior",
+    "invalid_free_mmap",
+    "invalid_free_static",
+    "overwrite_header",
+    "overwrite_neighbour",
+    "write_after_free",
+    "write_after_free_large",
+    "overflow_1",
+    "overflow_32",
+    "underflow_1",
+    "underflow_32",
+    "overflow_memcpy",
+    "overflow_large",
+    "zero_size_write",
+    "zero_size_read",
+    "realloc_write_after_move",
+];
+
+/// How a misuse case of [`MISUSE_C_SOURCE`] ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MisuseEnd {
+    /// Killed by `SIGABRT`, with the first line of its standard error.
+    Aborted(String),
+    /// Killed by `SIGSEGV` or `SIGBUS` at the bad access itself (before it said it was
+    /// done): the heap had made that memory inaccessible.
+    FaultedAtAccess,
+    /// Killed otherwise, or by a fault elsewhere: how.
+    Crashed(String),
+    /// It ran to the end: the misuse went unnoticed.
+    Survived,
+}
+
+impl MisuseEnd {
+    /// Whether the heap stopped the misuse: an abort, or a fault at the access.
+    pub fn caught(&self) -> bool {
+        matches!(self, Self::Aborted(_) | Self::FaultedAtAccess)
+    }
+}
+
 /// How long any one program may run before it is killed and the test fails (a deadlock in
 /// the heap shows up as a timeout, not a hung test run).
 pub const PROGRAM_TIMEOUT: Duration = Duration::from_secs(300);
@@ -366,6 +416,68 @@ macro_rules! preload_tests {
             let _ = $crate::driver::sqlite3_under_preload(&preloaded_library());
         }
     };
+}
+
+/// Compiles [`MISUSE_C_SOURCE`] and runs each case of [`MISUSE_CASES`] under
+/// `LD_PRELOAD=so` (core dumps off), returning how each ended. `Err` (after saying so on
+/// stderr) if `cc` is not installed.
+///
+/// # Panics
+///
+/// If the program fails to compile, or a case exits with a status other than 0.
+pub fn misuse_under_preload(so: &Path) -> Result<Vec<(&'static str, MisuseEnd)>, Outcome> {
+    use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+    if let Some(skip) = require_tools("misuse_under_preload", &["cc"]) {
+        return Err(skip);
+    }
+    let dir = ScratchDir::new("misuse");
+    let source = dir.path().join("misuse.c");
+    let binary = dir.path().join("misuse");
+    fs::write(&source, MISUSE_C_SOURCE).expect("write misuse.c");
+    let compiled = run(Command::new("cc")
+        .args(["-std=gnu11", "-O1", "-fno-builtin", "-w", "-o"])
+        .arg(&binary)
+        .arg(&source));
+    assert_success("cc misuse.c", &compiled);
+    let ends = MISUSE_CASES
+        .iter()
+        .map(|&case| {
+            let mut command = Command::new(&binary);
+            command.arg(case);
+            // SAFETY: the closure runs in the child between fork and exec and only calls
+            // `setrlimit`, which is async-signal-safe.
+            unsafe {
+                command.pre_exec(|| {
+                    let none = libc::rlimit {
+                        rlim_cur: 0,
+                        rlim_max: 0,
+                    };
+                    libc::setrlimit(libc::RLIMIT_CORE, &none);
+                    Ok(())
+                });
+            }
+            let ran = run(preloaded(&mut command, so));
+            let first_line = ran.stderr.lines().next().unwrap_or("").to_owned();
+            let end = match ran.status.signal() {
+                Some(libc::SIGABRT) => MisuseEnd::Aborted(first_line),
+                Some(libc::SIGSEGV | libc::SIGBUS) if !ran.stdout.contains("access done") => {
+                    MisuseEnd::FaultedAtAccess
+                }
+                Some(signal) => MisuseEnd::Crashed(format!("signal {signal}: {first_line}")),
+                None => {
+                    assert!(
+                        ran.status.success() && ran.stdout.contains("survived"),
+                        "misuse {case} ended with {}: {}",
+                        ran.status,
+                        ran.stderr
+                    );
+                    MisuseEnd::Survived
+                }
+            };
+            (case, end)
+        })
+        .collect();
+    Ok(ends)
 }
 
 /// What a finished program printed.
