@@ -9,7 +9,9 @@ use alloclab_core::{
 };
 
 use crate::Checks;
-use crate::heap::{CHUNK, Corruption, Counters, GRANULE, HEADER, HeapShape, Invalid, LARGE_MAX};
+use crate::heap::{
+    CHUNK, Corruption, Counters, GRANULE, HEADER, HeapShape, Invalid, LARGE_MAX, ZEROED_PAYLOAD_MAX,
+};
 use crate::lock::StateWord;
 use crate::os;
 use crate::root::Root;
@@ -279,13 +281,26 @@ impl Allocator for Randomized {
 }
 
 impl HostAllocator for Randomized {
-    /// Without a memset when freed memory is zero-filled ([`Checks::ZERO_FILL`]): every
-    /// block reads zero when handed out (checked), and huge blocks are fresh mappings.
+    /// Without a memset when freed memory is zero-filled ([`Checks::ZERO_FILL`]) and the
+    /// block is small enough to be checked in full when handed out (it reads zero then),
+    /// or has a fresh mapping of its own.
     fn allocate_zeroed(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
         let block = self.allocate_block(layout)?;
-        let zeroed = self
+        let fills = self
             .existing_root()
             .is_some_and(|root| root.checks().contains(Checks::ZERO_FILL));
+        // As `allocate_block` decides it.
+        let extra = if layout.align() > GRANULE {
+            layout.align()
+        } else {
+            0
+        };
+        let own_mapping = layout
+            .size()
+            .next_multiple_of(GRANULE)
+            .saturating_add(HEADER + extra)
+            > LARGE_MAX;
+        let zeroed = fills && (layout.size() <= ZEROED_PAYLOAD_MAX || own_mapping);
         if !zeroed {
             // SAFETY: a live block of at least `layout.size()` bytes.
             unsafe { block.as_ptr().write_bytes(0, layout.size()) };

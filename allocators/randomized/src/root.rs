@@ -17,7 +17,8 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use crate::Checks;
 use crate::heap::{
     Arena, BUSY, CHUNK, CHUNK_HEADER, ChunkSource, Corruption, Counters, GRANULE, HEADER, HUGE,
-    HeapShape, Invalid, Lists, Live, claim_remote, get, put, rd, validate_in_chunk, wr,
+    HeapShape, Invalid, Lists, Live, claim_remote, get, put, rd, scrub_queued, validate_in_chunk,
+    wr,
 };
 use crate::lock::StateWord;
 use crate::os;
@@ -532,6 +533,10 @@ impl Root {
             let mut arena = ArenaGuard::drained(self, own);
             // SAFETY: `payload` lies in a chunk of this heap (checked by `locate`).
             let size = unsafe { claim_remote(self.key, payload) }?;
+            if self.checks().contains(Checks::ZERO_FILL) {
+                // SAFETY: claimed just above, not published yet.
+                unsafe { scrub_queued(payload, size) };
+            }
             // SAFETY: the claimed block's first payload word is ours to link through.
             let link = |node: usize, next: usize| unsafe { wr(node, next) };
             if let Some((first, last)) = arena.outbox().add(index, payload, size, link) {
@@ -542,7 +547,11 @@ impl Root {
         if slot.lock.try_lock().is_none() {
             // Busy: queue the free for the arena's next holder rather than wait.
             // SAFETY: `payload` lies in a chunk of this heap (checked by `locate`).
-            unsafe { claim_remote(self.key, payload) }?;
+            let size = unsafe { claim_remote(self.key, payload) }?;
+            if self.checks().contains(Checks::ZERO_FILL) {
+                // SAFETY: claimed just above, not published yet.
+                unsafe { scrub_queued(payload, size) };
+            }
             // SAFETY: the claimed block's first payload word is ours to link through.
             self.remote[index].push(payload, |next| unsafe { wr(payload, next) });
             return Ok(());

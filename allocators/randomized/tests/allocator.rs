@@ -760,7 +760,10 @@ fn freeing_many_small_blocks_gives_their_pages_back_once_a_large_region_forms() 
 
 #[test]
 fn a_freed_block_of_128_kib_or_more_gives_its_pages_back_a_smaller_one_keeps_them() {
-    let heap = Randomized::with_seed(62).unwrap();
+    // Without zero-fill, which gives back the pages of every freed payload of 64 KiB or
+    // more (see the next test).
+    let heap =
+        Randomized::with_seed_and_checks(62, Checks::ALL.without(Checks::ZERO_FILL)).unwrap();
     // Live small blocks: a heap that did not shrink, where free regions of a mebibyte and
     // more keep their pages (see the test above).
     let small = layout(1024, 16);
@@ -780,6 +783,41 @@ fn a_freed_block_of_128_kib_or_more_gives_its_pages_back_a_smaller_one_keeps_the
         "a 200 KiB block gave back only {released} bytes"
     );
     heap.check().expect("consistent after the release");
+    for p in live {
+        // SAFETY: allocated above with `small`, freed once.
+        unsafe { heap.deallocate(p, small) };
+    }
+}
+
+#[test]
+fn with_zero_fill_a_freed_payload_of_64_kib_or_more_gives_its_pages_back_and_reads_zero() {
+    let heap = Randomized::with_seed_and_checks(63, Checks::ALL).unwrap();
+    let small = layout(1024, 16);
+    let live: Vec<NonNull<u8>> = (0..1024).map(|_| heap.allocate(small).unwrap()).collect();
+    let free_touched = |size: usize| {
+        let l = layout(size, 16);
+        let p = heap.allocate(l).unwrap();
+        fill(p, size, 0x5a);
+        let before = heap.counters().released_bytes;
+        // SAFETY: allocated just above with `l`, freed once.
+        unsafe { heap.deallocate(p, l) };
+        // SAFETY: a read of freed memory, still mapped by the heap: the test's point.
+        let stale = unsafe { p.as_ptr().add(size / 2).read_volatile() };
+        (heap.counters().released_bytes - before, stale)
+    };
+    let (released, stale) = free_touched(32 << 10);
+    assert_eq!(
+        (released, stale),
+        (0, 0),
+        "a 32 KiB payload is zeroed with stores"
+    );
+    let (released, stale) = free_touched(96 << 10);
+    assert!(
+        released >= 88 << 10,
+        "a 96 KiB payload gave back only {released} bytes"
+    );
+    assert_eq!(stale, 0);
+    heap.check().expect("freed memory reads zero");
     for p in live {
         // SAFETY: allocated above with `small`, freed once.
         unsafe { heap.deallocate(p, small) };

@@ -261,9 +261,9 @@ impl Arena {
             unsafe {
                 if offset == 0 {
                     self.scrub(obj + HEADER, h + MIN_BLOCK);
-                    self.take_clean(h + MIN_BLOCK, checked_end);
+                    self.take_block(h + MIN_BLOCK, checked_end);
                 } else {
-                    self.take_clean(obj, checked_end);
+                    self.take_block(obj, checked_end);
                 }
             }
         }

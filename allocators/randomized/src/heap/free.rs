@@ -13,20 +13,33 @@ impl Arena {
     /// As said; the block is in a chunk of this arena.
     #[inline(always)]
     pub(crate) unsafe fn free(&mut self, live: Live) {
+        // SAFETY: forwarded.
+        unsafe { self.free_block(live, false) };
+    }
+
+    /// [`free`](Self::free), told whether the payload reads zero already (zeroed by the
+    /// thread that queued a remote free, see [`prescrubbed`]).
+    ///
+    /// # Safety
+    ///
+    /// As `free`.
+    #[inline(always)]
+    unsafe fn free_block(&mut self, live: Live, scrubbed: bool) {
         self.live_bytes -= live.size as u64;
         self.deallocations += 1;
         // SAFETY: `live` is a block of this arena.
-        unsafe { self.release(live.header, live.size, live.prev) };
+        unsafe { self.release(live.header, live.size, live.prev, scrubbed) };
     }
 
     /// Returns the block at `h` (`size` bytes, previous size `prev`, no longer counted as
-    /// live) to the free memory, merged with free neighbours.
+    /// live) to the free memory, merged with free neighbours. `scrubbed`: its payload reads
+    /// zero already (with zero-fill, it is zeroed here otherwise).
     ///
     /// # Safety
     ///
     /// `h` is a block of this arena that nobody uses any more.
     #[inline(always)]
-    pub(super) unsafe fn release(&mut self, h: usize, size: usize, prev: usize) {
+    pub(super) unsafe fn release(&mut self, h: usize, size: usize, prev: usize, scrubbed: bool) {
         let (mut start, mut total, mut start_prev) = (h, size, prev);
         // Whether every free neighbour merged here had its pages given back already.
         let mut neighbours_released = true;
@@ -102,10 +115,16 @@ impl Arena {
                 }
                 released = true;
             }
-            if self.zero_fill {
+            if self.zero_fill && !scrubbed {
                 // The freed payload reads zero from now on: the pages given back already
-                // do; the rest is zeroed.
+                // do; a large payload's whole pages are given back now; the rest is
+                // zeroed.
                 let (payload, end) = (h + HEADER, h + size);
+                if given_back.0 >= given_back.1 && end - payload >= fill::SCRUB_RELEASE {
+                    let page = os::page_size();
+                    self.released_bytes += os::release_pages(payload, end) as u64;
+                    given_back = (payload.next_multiple_of(page), end & !(page - 1));
+                }
                 let (gone_lo, gone_hi) = given_back;
                 if gone_lo < gone_hi && gone_lo < end && gone_hi > payload {
                     self.scrub(payload, gone_lo.max(payload));
@@ -149,14 +168,51 @@ impl Arena {
                     os::fatal("corrupted remote-free queue", payload);
                 }
                 wr(h, w0 & !HUGE);
-                self.free(Live {
-                    header: h,
-                    size: w0 & !FLAGS,
-                    prev,
-                    huge: false,
-                });
+                let size = w0 & !FLAGS;
+                let scrubbed = self.zero_fill && prescrubbed(size);
+                if scrubbed {
+                    // The queue's link: the one word the freeing thread left.
+                    wr(payload, 0);
+                }
+                self.free_block(
+                    Live {
+                        header: h,
+                        size,
+                        prev,
+                        huge: false,
+                    },
+                    scrubbed,
+                );
                 payload = next;
             }
         }
+    }
+}
+
+/// Whether a block of `size` bytes queued for a remote free has its payload zeroed, but for
+/// its first word (the queue's link), by the thread that queued it, when zero-fill is on:
+/// that thread was using the block, so its lines are likely in its cache, where the owner
+/// that drains the queue would pull each one across. Payloads of
+/// [`SCRUB_RELEASE`](fill::SCRUB_RELEASE) bytes or more are left to the owner, which gives
+/// their pages back instead.
+#[inline(always)]
+pub(crate) fn prescrubbed(size: usize) -> bool {
+    size - HEADER < fill::SCRUB_RELEASE
+}
+
+/// Zeroes the payload of a block of `size` bytes queued for a remote free, but for its
+/// first word (see [`prescrubbed`]).
+///
+/// # Safety
+///
+/// `payload` is a block of this heap that the caller just queued (claimed) and has not
+/// published yet.
+#[inline(always)]
+pub(crate) unsafe fn scrub_queued(payload: usize, size: usize) {
+    if prescrubbed(size) {
+        let from = payload + 8;
+        let to = payload - HEADER + size;
+        // SAFETY: forwarded; the payload is the caller's until it is published.
+        unsafe { (from as *mut u8).write_bytes(0, to - from) };
     }
 }

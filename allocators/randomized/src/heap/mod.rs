@@ -77,6 +77,8 @@ mod resize;
 
 pub(crate) use arena::{Arena, ChunkSource, Lists};
 pub use audit::{Corruption, Counters, HeapShape};
+pub(crate) use fill::ZEROED_PAYLOAD_MAX;
+pub(crate) use free::scrub_queued;
 pub(crate) use header::{
     BUSY, HUGE, Invalid, Live, claim_remote, get, put, rd, validate_in_chunk, wr,
 };

@@ -38,7 +38,7 @@ impl Arena {
                     let rest = h + need;
                     self.put(rest, (size - need) | BUSY, need);
                     self.live_bytes -= (size - need) as u64;
-                    self.release(rest, size - need, need);
+                    self.release(rest, size - need, need, false);
                 }
                 return true;
             }
@@ -70,7 +70,7 @@ impl Arena {
                     h + total
                 };
                 if checked_end > right + MIN_BLOCK {
-                    self.take_clean(right + MIN_BLOCK, checked_end);
+                    self.take_block(right + MIN_BLOCK, checked_end);
                 }
             }
             let grown = if total - need >= MIN_BLOCK {
