@@ -47,7 +47,7 @@ pub const MISUSE_C_SOURCE: &str = include_str!("driver/misuse.c");
 
 /// The cases of [`MISUSE_C_SOURCE`]: those of alloclab's `security` suite, by the same
 /// names.
-pub const MISUSE_CASES: [&str; 21] = [
+pub const MISUSE_CASES: [&str; 22] = [
     "double_free_immediate",
     "double_free_delayed",
     "double_free_interleaved",
@@ -65,6 +65,7 @@ pub const MISUSE_CASES: [&str; 21] = [
     "underflow_1",
     "underflow_32",
     "overflow_memcpy",
+    "overflow_terminator",
     "overflow_large",
     "zero_size_write",
     "zero_size_read",

@@ -1,7 +1,7 @@
 //! The detection classes a heap runs, and the environment variable that switches them off.
 //!
 //! Every class is on by default. `ALLOCLAB_RANDOMIZED_OFF` names the ones to switch off,
-//! separated by commas: `zero-fill`, `guard-pages`, `zero-size`, or `all`. It is read once,
+//! separated by commas: `zero-fill`, `guard-pages`, `zero-size`, `canaries`, or `all`. It is read once,
 //! when the heap builds itself at its first allocation; an unknown name is reported on
 //! standard error (one line) and ignored.
 //!
@@ -26,8 +26,14 @@ impl Checks {
     /// reading or writing through it faults; freeing it works (and a second free of it is
     /// caught).
     pub const ZERO_SIZE: Checks = Checks(4);
+    /// The bytes between the end of what a request asked for and the end of its block (the
+    /// rounding to 16 bytes, and a slack too small to stand alone) are filled with a keyed
+    /// byte and checked when the block is freed or reallocated: a linear overflow of even
+    /// one byte past any request aborts then. The usable size is then exactly what was
+    /// asked.
+    pub const CANARIES: Checks = Checks(8);
     /// Every class.
-    pub const ALL: Checks = Checks(7);
+    pub const ALL: Checks = Checks(15);
     /// No class.
     pub const NONE: Checks = Checks(0);
 
@@ -35,10 +41,11 @@ impl Checks {
     pub const ENV: &'static str = "ALLOCLAB_RANDOMIZED_OFF";
 
     /// Each class with its name in [`ENV`](Self::ENV).
-    pub const NAMED: [(&'static str, Checks); 3] = [
+    pub const NAMED: [(&'static str, Checks); 4] = [
         ("zero-fill", Self::ZERO_FILL),
         ("guard-pages", Self::GUARD_PAGES),
         ("zero-size", Self::ZERO_SIZE),
+        ("canaries", Self::CANARIES),
     ];
 
     /// Whether every class of `other` is in `self`.
@@ -101,7 +108,7 @@ impl Checks {
         let (checks, unknown) = Self::parse_off(text);
         for name in unknown {
             crate::os::warn_with(
-                "ALLOCLAB_RANDOMIZED_OFF names an unknown check (known: zero-fill, guard-pages, zero-size, all): ",
+                "ALLOCLAB_RANDOMIZED_OFF names an unknown check (known: zero-fill, guard-pages, zero-size, canaries, all): ",
                 name,
             );
         }
@@ -116,7 +123,7 @@ mod tests {
     #[test]
     fn names_switch_their_class_off_and_unknown_names_are_returned() {
         let (checks, unknown) = Checks::parse_off("zero-fill, guard-pages,bogus");
-        assert_eq!(checks, Checks::ZERO_SIZE);
+        assert_eq!(checks, Checks::ZERO_SIZE.with(Checks::CANARIES));
         assert_eq!(unknown.collect::<Vec<_>>(), ["bogus"]);
         assert_eq!(Checks::parse_off("all").0, Checks::NONE);
         assert_eq!(Checks::parse_off("").0, Checks::ALL);

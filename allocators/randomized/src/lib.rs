@@ -77,6 +77,12 @@
 //!   header overwritten (checked when a free merges). A block freed, then reallocated at the
 //!   same address, then freed through the stale pointer cannot be told from a legitimate
 //!   free (no allocator without quarantine can); placement makes that coincidence rare.
+//! * Detection classes ([`Checks`]), each on unless the environment variable
+//!   `ALLOCLAB_RANDOMIZED_OFF` names it: freed memory zero-filled and checked when handed
+//!   out again (a write after free aborts when the memory is reused), canaries after every
+//!   request that is not a multiple of 16 (a one-byte overflow aborts at free or realloc), a
+//!   guard page after every block above 1 MiB (an overflow past it faults at once), and
+//!   zero-size requests answered with pointers into an inaccessible region (a use faults).
 //! * The tag is a keyed hash, not a MAC: it stops blind overwrites and stale pointers, not
 //!   an attacker who can already read the heap (and so the key).
 //! * It does not solve fragmentation: random offsets split free blocks where a first fit

@@ -17,8 +17,8 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use crate::Checks;
 use crate::heap::{
     Arena, BUSY, CHUNK, CHUNK_HEADER, ChunkSource, Corruption, Counters, GRANULE, HEADER, HUGE,
-    HeapShape, Invalid, Lists, Live, claim_remote, get, put, rd, scrub_queued, validate_in_chunk,
-    wr,
+    HeapShape, Invalid, Lists, Live, check_canary, claim_remote, get, put, rd, scrub_queued,
+    validate_in_chunk, wr,
 };
 use crate::lock::StateWord;
 use crate::os;
@@ -161,8 +161,15 @@ impl ArenaGuard<'_> {
         let seed = unsafe { *root.seed.get() };
         let rng = Rng::from_seed_stream(seed, index as u64 + 1);
         let slot = self.slot;
-        let zero_fill = root.checks().contains(Checks::ZERO_FILL);
-        self.init(index, root.key, zero_fill, rng, &slot.lists);
+        let checks = root.checks();
+        self.init(
+            index,
+            root.key,
+            checks.contains(Checks::ZERO_FILL),
+            checks.contains(Checks::CANARIES),
+            rng,
+            &slot.lists,
+        );
         if index == 0 {
             // Arena 0's first memory is the first chunk's, after the control block; set up
             // only when a thread uses arena 0 (one in sixteen, as a rule), so that a heap
@@ -444,6 +451,7 @@ impl Root {
             size: len,
             prev: offset,
             huge: true,
+            canary: 0,
         })
     }
 
@@ -533,10 +541,8 @@ impl Root {
             let mut arena = ArenaGuard::drained(self, own);
             // SAFETY: `payload` lies in a chunk of this heap (checked by `locate`).
             let size = unsafe { claim_remote(self.key, payload) }?;
-            if self.checks().contains(Checks::ZERO_FILL) {
-                // SAFETY: claimed just above, not published yet.
-                unsafe { scrub_queued(payload, size) };
-            }
+            // SAFETY: claimed just above, not published yet: the block is this thread's.
+            unsafe { self.queue_remote(payload, size) }?;
             // SAFETY: the claimed block's first payload word is ours to link through.
             let link = |node: usize, next: usize| unsafe { wr(node, next) };
             if let Some((first, last)) = arena.outbox().add(index, payload, size, link) {
@@ -548,10 +554,8 @@ impl Root {
             // Busy: queue the free for the arena's next holder rather than wait.
             // SAFETY: `payload` lies in a chunk of this heap (checked by `locate`).
             let size = unsafe { claim_remote(self.key, payload) }?;
-            if self.checks().contains(Checks::ZERO_FILL) {
-                // SAFETY: claimed just above, not published yet.
-                unsafe { scrub_queued(payload, size) };
-            }
+            // SAFETY: claimed just above, not published yet: the block is this thread's.
+            unsafe { self.queue_remote(payload, size) }?;
             // SAFETY: the claimed block's first payload word is ours to link through.
             self.remote[index].push(payload, |next| unsafe { wr(payload, next) });
             return Ok(());
@@ -560,7 +564,28 @@ impl Root {
         // SAFETY: the chunk is the arena's and its lock is held.
         let live = unsafe { validate_in_chunk(self.key, payload) }?;
         // SAFETY: validated under this lock hold.
-        unsafe { arena.free(live) };
+        unsafe {
+            check_canary(self.key, live.header, live.size)?;
+            arena.free(live);
+        }
+        Ok(())
+    }
+
+    /// What the thread that queues a remote free of the block at `payload` (`size` bytes)
+    /// does first: checks its canary, and with zero-fill zeroes it (see `scrub_queued`).
+    ///
+    /// # Safety
+    ///
+    /// The caller claimed the block ([`claim_remote`]) and has not published it yet.
+    #[inline(always)]
+    unsafe fn queue_remote(&self, payload: usize, size: usize) -> Result<(), Invalid> {
+        // SAFETY: forwarded: the block is the caller's.
+        unsafe {
+            check_canary(self.key, payload - HEADER, size)?;
+            if self.checks().contains(Checks::ZERO_FILL) {
+                scrub_queued(payload, size);
+            }
+        }
         Ok(())
     }
 
@@ -606,8 +631,11 @@ impl Root {
         let mut arena = self.lock_arena(self.arena_of(base));
         // SAFETY: the chunk's arena lock is held.
         let live = unsafe { validate_in_chunk(self.key, payload) }?;
-        // SAFETY: validated under this lock hold.
-        Ok(unsafe { arena.resize_in_place(live, size) })
+        // SAFETY: validated under this lock hold; a realloc checks the canary as a free.
+        unsafe {
+            check_canary(self.key, live.header, live.size)?;
+            Ok(arena.resize_in_place(live, size))
+        }
     }
 
     // ----- whole heap ----------------------------------------------------------------

@@ -24,6 +24,7 @@ const FOREIGN: &str = "free(): invalid pointer (not from this heap)";
 const MISALIGNED: &str = "free(): invalid pointer (not 16-byte aligned)";
 const NEIGHBOUR: &str = "corrupted block header (heap overflow?)";
 const WRITE_AFTER_FREE: &str = "write after free detected";
+const OVERFLOW: &str = "heap overflow detected";
 
 /// Frees `ptr` through the unsized (C `free`) entry point.
 fn free(heap: &Randomized, ptr: *mut u8) {
@@ -265,7 +266,8 @@ fn overwriting_the_right_neighbours_header_aborts_the_free() {
     for target in [blocks[p], single] {
         // SAFETY: `target` is live.
         let usable = unsafe { heap.usable_size(target) };
-        expect_abort(&[NEIGHBOUR], || {
+        // Past a request that is not a multiple of 16, its canary is hit first.
+        expect_abort(&[NEIGHBOUR, OVERFLOW], || {
             // SAFETY: none, on purpose: a 16-byte linear overflow past the usable end.
             unsafe { target.as_ptr().add(usable).write_bytes(0x42, 16) };
             free(&heap, target.as_ptr());
@@ -293,7 +295,8 @@ fn overwriting_only_the_previous_size_field_aborts_the_free() {
     // SAFETY: the header's second word is the 8 bytes before the payload.
     let prev = unsafe { target.as_ptr().sub(8).cast::<u64>().read() } >> 32;
     for wrong in [u64::from(u32::MAX), prev + 1] {
-        expect_abort(&[NEIGHBOUR], || {
+        // All ones also claims a 63-byte canary (the field's top bits), which fails first.
+        expect_abort(&[NEIGHBOUR, OVERFLOW], || {
             // SAFETY: none, on purpose: rewrites only the high half of the header's second
             // word (the previous size, in 16-byte units), keeping size, flags and tag.
             unsafe { target.as_ptr().sub(4).cast::<u32>().write(wrong as u32) };
@@ -455,4 +458,59 @@ fn a_write_into_a_freed_huge_block_faults() {
         // SAFETY: none: a write into an unmapped block, on purpose.
         unsafe { core::ptr::write_volatile(p.as_ptr().add(1 << 20), 1) };
     });
+}
+
+#[test]
+fn a_one_byte_overflow_past_any_request_aborts_at_free_and_at_realloc() {
+    let heap = Randomized::with_seed_and_checks(24, Checks::ALL).unwrap();
+    for size in [1, 15, 17, 60, 100, 1000, 4095] {
+        let p = heap.allocate(layout(size, 16)).unwrap();
+        // SAFETY: a live block of this heap.
+        let usable = unsafe { heap.usable_size(p) };
+        assert_eq!(usable, size, "usable is what was asked");
+        heap.check().expect("canaries intact");
+        expect_abort(&[OVERFLOW], || {
+            // SAFETY: none: the string terminator an off-by-one copy writes, on purpose.
+            unsafe { p.as_ptr().add(size).write(0) };
+            free(&heap, p.as_ptr());
+        });
+        expect_abort(&[OVERFLOW], || {
+            // SAFETY: as above.
+            unsafe { p.as_ptr().add(size).write(0x41) };
+            // SAFETY: live, with this layout.
+            let _ = unsafe { heap.reallocate(p, layout(size, 16), size * 2) };
+        });
+        // The heap walk sees it too, in the parent.
+        // SAFETY: one byte past the request, inside the block: restored below.
+        let saved = unsafe { p.as_ptr().add(size).read() };
+        // SAFETY: as above.
+        unsafe { p.as_ptr().add(size).write(saved ^ 1) };
+        let corruption = heap.check().unwrap_err();
+        assert!(
+            corruption.to_string().contains("canary overwritten"),
+            "{corruption}"
+        );
+        // SAFETY: as above.
+        unsafe { p.as_ptr().add(size).write(saved) };
+        free(&heap, p.as_ptr());
+    }
+    heap.check().unwrap();
+}
+
+#[test]
+fn a_realloc_in_place_moves_the_canary_to_the_new_end() {
+    let heap = Randomized::with_seed_and_checks(25, Checks::ALL).unwrap();
+    let (mut p, mut old) = (heap.allocate(layout(100, 16)).unwrap(), 100);
+    let mut in_place = 0;
+    for size in [90, 40, 5, 100] {
+        // SAFETY: live, with the size it was last given.
+        let q = unsafe { heap.reallocate(p, layout(old, 16), size) }.unwrap();
+        in_place += usize::from(q == p);
+        // SAFETY: a live block of this heap.
+        assert_eq!(unsafe { heap.usable_size(q) }, size);
+        heap.check().expect("the canary follows the new size");
+        (p, old) = (q, size);
+    }
+    assert!(in_place >= 3, "the shrinks stay in place");
+    free(&heap, p.as_ptr());
 }

@@ -134,6 +134,11 @@ static int perform(const char *c) {
         memset(source, 0x41, sizeof source);
         memcpy(xmalloc(S), launder(source), sizeof source);
         say("access done\n");
+    } else if (!strcmp(c, "overflow_terminator")) {
+        char *p = xmalloc(60);
+        ((volatile char *)p)[60] = 0;
+        say("access done\n");
+        free(p);
     } else if (!strcmp(c, "overflow_large")) {
         char *p = xmalloc(LARGE);
         smear(p + LARGE, 1 << 20);

@@ -65,7 +65,7 @@ impl Arena {
             } else {
                 self.refill(first, last, partial, blocks, below, want, align, chunks)?
             };
-            Some(self.place(h, size, prev, need, align, max_offset, wild))
+            Some(self.place(h, size, prev, need, payload, align, max_offset, wild))
         }
     }
 
@@ -189,10 +189,11 @@ impl Arena {
         (h, self.wild_end - h, prev, window, true)
     }
 
-    /// Cuts an object of block size `need` (payload aligned to `align`) out of the free
-    /// block `h` of `size` bytes (previous size `prev`), off every list, at a uniformly
-    /// random offset at most `max_offset`; the slack on both sides becomes free blocks (or
-    /// the wilderness again, if `h` was the wilderness). Returns the payload address.
+    /// Cuts an object of block size `need` (payload aligned to `align`, `requested` bytes of
+    /// it asked for) out of the free block `h` of `size` bytes (previous size `prev`), off
+    /// every list, at a uniformly random offset at most `max_offset`; the slack on both
+    /// sides becomes free blocks (or the wilderness again, if `h` was the wilderness).
+    /// Returns the payload address.
     ///
     /// # Safety
     ///
@@ -206,6 +207,7 @@ impl Arena {
         size: usize,
         prev: usize,
         need: usize,
+        requested: usize,
         align: usize,
         max_offset: usize,
         wild: bool,
@@ -278,6 +280,9 @@ impl Arena {
                 prev
             };
             self.put(obj, obj_size | BUSY, obj_prev);
+            if self.canaries {
+                arm_canary(self.key, obj, obj_size, requested);
+            }
             if after < end {
                 let rest = end - after;
                 if wild {

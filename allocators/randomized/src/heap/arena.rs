@@ -33,6 +33,8 @@ pub(crate) struct Arena {
     /// Whether freed memory is zero-filled and checked when handed out again (see
     /// `fill.rs`); the heap's setting, copied here.
     pub(super) zero_fill: bool,
+    /// Whether busy blocks carry a canary after what was asked for (the heap's setting).
+    pub(super) canaries: bool,
     /// This arena's index (written in the first word of its chunks).
     pub(super) index: usize,
     /// Key of the header tags (the heap's; copied here to keep it on the arena's lines).
@@ -83,6 +85,7 @@ impl Arena {
         index: usize,
         key: u64,
         zero_fill: bool,
+        canaries: bool,
         rng: Rng,
         lists: &Lists,
     ) {
@@ -96,6 +99,7 @@ impl Arena {
         self.index = index;
         self.key = key;
         self.zero_fill = zero_fill;
+        self.canaries = canaries;
         self.ready = true;
     }
 
@@ -165,7 +169,7 @@ impl Arena {
         // new one, each with the same valid tag.
         unsafe {
             let w1 = rd(h + 8);
-            wr(h + 8, ((prev / GRANULE) << 32) | (w1 & 0xFFFF_FFFF));
+            wr(h + 8, with_prev(w1, prev));
         }
     }
 

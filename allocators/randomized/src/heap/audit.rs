@@ -126,6 +126,16 @@ impl Arena {
                 shape.free_blocks += 1;
                 shape.free_bytes += size as u64;
             } else {
+                // A queued block's payload may have been zeroed by the thread that queued
+                // it, canary included (checked then).
+                let checked = self.canaries && w0 & (HUGE | INTERNAL) == 0;
+                // SAFETY: a busy block of this chunk, under the lock.
+                if checked && unsafe { check_canary(self.key, h, size) }.is_err() {
+                    return Err(Corruption::at(
+                        "canary overwritten (a write past the end of a block)",
+                        h + HEADER,
+                    ));
+                }
                 shape.live_blocks += 1;
                 shape.live_bytes += size as u64;
             }

@@ -180,6 +180,7 @@ impl Arena {
                         size,
                         prev,
                         huge: false,
+                        canary: 0,
                     },
                     scrubbed,
                 );

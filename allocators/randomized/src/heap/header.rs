@@ -20,6 +20,12 @@ pub(crate) const FLAGS: usize = 15;
 /// were given back to the OS, so that merging more into it does not give them back again.
 pub(super) const RELEASED: usize = HUGE;
 
+/// The previous-size field in a header's second word: bits 32-57 (the size / 16).
+const PREV_MASK: usize = ((1 << 26) - 1) << 32;
+/// On a busy block, bits 58-63 of the header's second word: its canary's length, the bytes
+/// between the end of the request and the end of the payload (see [`arm_canary`]).
+const CANARY_SHIFT: u32 = 58;
+
 /// Free-block link offsets from the block's start.
 pub(super) const NEXT: usize = 16;
 pub(super) const PREV: usize = 24;
@@ -105,8 +111,80 @@ pub(crate) unsafe fn put(key: u64, h: usize, w0: usize, prev: usize) {
 pub(crate) unsafe fn get(key: u64, h: usize) -> Option<(usize, usize)> {
     // SAFETY: forwarded from the caller.
     let (w0, w1) = unsafe { (rd(h), rd(h + 8)) };
-    let prev = (w1 >> 32) * GRANULE;
+    let prev = ((w1 & PREV_MASK) >> 32) * GRANULE;
     (tag(key, h, w0) == w1 as u32).then_some((w0, prev))
+}
+
+/// The previous-size field of a header's second word `w1` replaced by `prev`, the rest (tag,
+/// canary length) kept.
+#[inline(always)]
+pub(super) fn with_prev(w1: usize, prev: usize) -> usize {
+    (w1 & !PREV_MASK) | ((prev / GRANULE) << 32)
+}
+
+/// The canary byte of the block whose payload is at `payload`: keyed, and odd, so never
+/// the zero a string copy's terminator writes.
+#[inline(always)]
+fn canary_byte(key: u64, payload: usize) -> u8 {
+    (((payload as u64 ^ key.rotate_left(17)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8) | 1
+}
+
+/// Gives the busy block at `h` (`size` bytes, header included) a canary after its first
+/// `requested` payload bytes: the rest of the payload filled with the keyed byte, and its
+/// length in the header.
+///
+/// # Safety
+///
+/// `h` is a busy block of this heap that the caller owns (its arena's lock, or it was just
+/// allocated), and `requested <= size - HEADER < requested + 64`.
+#[inline(always)]
+pub(crate) unsafe fn arm_canary(key: u64, h: usize, size: usize, requested: usize) {
+    let payload = h + HEADER;
+    let len = size - HEADER - requested;
+    debug_assert!(len < 64);
+    // SAFETY: forwarded from the caller: the header and the payload's tail are its.
+    unsafe {
+        let w1 = rd(h + 8);
+        wr(h + 8, (w1 & !(63 << CANARY_SHIFT)) | (len << CANARY_SHIFT));
+        if len > 0 {
+            ((payload + requested) as *mut u8).write_bytes(canary_byte(key, payload), len);
+        }
+    }
+}
+
+/// The length of the canary of the busy block at `h` (0 if it has none).
+///
+/// # Safety
+///
+/// `h` is a header of this heap.
+#[inline(always)]
+pub(crate) unsafe fn canary_len(h: usize) -> usize {
+    // SAFETY: forwarded from the caller.
+    unsafe { rd(h + 8) >> CANARY_SHIFT }
+}
+
+/// Checks the canary of the busy block at `h` of `size` bytes.
+///
+/// # Safety
+///
+/// `h` is a busy block of this heap, its header checked, and nobody else frees it.
+#[inline(always)]
+pub(crate) unsafe fn check_canary(key: u64, h: usize, size: usize) -> Result<(), Invalid> {
+    // SAFETY: forwarded from the caller.
+    let len = unsafe { canary_len(h) };
+    if len == 0 {
+        return Ok(());
+    }
+    let payload = h + HEADER;
+    let byte = canary_byte(key, payload);
+    let end = h + size;
+    // SAFETY: the canary lies in the block's payload.
+    let intact = (end - len..end).all(|at| unsafe { (at as *const u8).read() } == byte);
+    if intact {
+        Ok(())
+    } else {
+        Err(Invalid::Overflow)
+    }
 }
 
 /// A pointer the heap refuses to free, and why.
@@ -121,6 +199,8 @@ pub(crate) enum Invalid {
     BadHeader,
     /// A block that is already free.
     DoubleFree,
+    /// A block whose canary (the bytes past what was asked for) was overwritten.
+    Overflow,
 }
 
 impl Invalid {
@@ -133,6 +213,9 @@ impl Invalid {
                 "free(): invalid pointer or corrupted block header (interior pointer, pointer never returned by this heap, or heap overflow)"
             }
             Self::DoubleFree => "free(): double free detected",
+            Self::Overflow => {
+                "heap overflow detected (the bytes past the end of the block were overwritten)"
+            }
         }
     }
 }
@@ -148,6 +231,8 @@ pub(crate) struct Live {
     pub(crate) prev: usize,
     /// Whether it has a mapping of its own.
     pub(crate) huge: bool,
+    /// The length of its canary (0 for huge blocks).
+    pub(crate) canary: usize,
 }
 
 impl Live {
@@ -156,7 +241,7 @@ impl Live {
         if self.huge {
             self.size - self.prev
         } else {
-            self.size - HEADER
+            self.size - HEADER - self.canary
         }
     }
 }
@@ -184,6 +269,8 @@ pub(crate) unsafe fn validate_in_chunk(key: u64, payload: usize) -> Result<Live,
         size: w0 & !FLAGS,
         prev,
         huge: false,
+        // SAFETY: forwarded from the caller.
+        canary: unsafe { canary_len(h) },
     })
 }
 

@@ -11,8 +11,9 @@
 //! ```text
 //!  header (16 B)                                   free blocks only
 //! +-----------------------------+---------------+-----------+-----------+
-//! | size | flags (BUSY, WILD,   | prev size/16  | next free | prev free | ...
-//! |        HUGE, INTERNAL)      | (32) | tag(32)|           |           |
+//! | size | flags (BUSY, WILD,   | canary (6),   | next free | prev free | ...
+//! |        HUGE, INTERNAL)      | prev size/16  |           |           |
+//! |                             | (26), tag(32) |           |           |
 //! +-----------------------------+---------------+-----------+-----------+
 //! ```
 //!
@@ -20,6 +21,9 @@
 //!   after its header, so payloads are 16-byte aligned.
 //! * `prev size` is the size of the physically previous block (0 for the first block of a
 //!   chunk): free finds its left neighbour with it, and the right one by adding `size`.
+//! * `canary`, on a live block with [`Checks::CANARIES`](crate::Checks::CANARIES), is how
+//!   many bytes at the end of its payload hold the keyed canary byte (0 to 47: the rounding
+//!   to 16, and a slack too small to stand alone); see `arm_canary`.
 //! * `tag` is a 32-bit keyed hash of the header's address and its first word (size and
 //!   flags). The key is drawn from the OS at start and kept in the control block. A header
 //!   that was overwritten, a pointer into the middle of a block and a pointer to memory the
@@ -80,7 +84,7 @@ pub use audit::{Corruption, Counters, HeapShape};
 pub(crate) use fill::ZEROED_PAYLOAD_MAX;
 pub(crate) use free::scrub_queued;
 pub(crate) use header::{
-    BUSY, HUGE, Invalid, Live, claim_remote, get, put, rd, validate_in_chunk, wr,
+    BUSY, HUGE, Invalid, Live, check_canary, claim_remote, get, put, rd, validate_in_chunk, wr,
 };
 
 /// Payload alignment, and the granularity of every size.

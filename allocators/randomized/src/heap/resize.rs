@@ -13,6 +13,14 @@ impl Arena {
     pub(crate) unsafe fn resize_in_place(&mut self, live: Live, payload: usize) -> bool {
         // SAFETY: forwarded.
         let resized = unsafe { self.resize_block(live, payload) };
+        if resized && self.canaries {
+            // SAFETY: the block is live and this lock's holder's; its new size is in its
+            // header, at most 47 bytes past the request.
+            unsafe {
+                let size = rd(live.header) & !FLAGS;
+                arm_canary(self.key, live.header, size, payload);
+            }
+        }
         if resized {
             // `Stats` counts a reallocation as a free and an allocation, moved or not.
             self.allocations += 1;

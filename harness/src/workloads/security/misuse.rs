@@ -71,6 +71,9 @@ pub enum Case {
     Underflow32,
     /// `memcpy` of 96 bytes into a 64-byte block, then the block freed.
     OverflowMemcpy,
+    /// A zero byte written just past the end of a 60-byte block (a string copy's
+    /// terminator, one past a length that is not a multiple of 16), then the block freed.
+    OverflowTerminator,
     /// A linear overflow of 1 MiB past the end of a 4 MiB block.
     OverflowLarge,
     /// One byte written through the pointer a zero-size request returned (`malloc(0)`),
@@ -87,7 +90,7 @@ pub enum Case {
 
 impl Case {
     /// Every case, in report order.
-    pub const ALL: [Case; 21] = [
+    pub const ALL: [Case; 22] = [
         Self::DoubleFreeImmediate,
         Self::DoubleFreeDelayed,
         Self::DoubleFreeInterleaved,
@@ -105,6 +108,7 @@ impl Case {
         Self::Underflow1,
         Self::Underflow32,
         Self::OverflowMemcpy,
+        Self::OverflowTerminator,
         Self::OverflowLarge,
         Self::ZeroSizeWrite,
         Self::ZeroSizeRead,
@@ -131,6 +135,7 @@ impl Case {
             Self::Underflow1 => "underflow_1",
             Self::Underflow32 => "underflow_32",
             Self::OverflowMemcpy => "overflow_memcpy",
+            Self::OverflowTerminator => "overflow_terminator",
             Self::OverflowLarge => "overflow_large",
             Self::ZeroSizeWrite => "zero_size_write",
             Self::ZeroSizeRead => "zero_size_read",
@@ -150,6 +155,7 @@ impl Case {
                 | Self::Underflow1
                 | Self::Underflow32
                 | Self::OverflowMemcpy
+                | Self::OverflowTerminator
                 | Self::OverflowLarge
                 | Self::ZeroSizeWrite
                 | Self::ZeroSizeRead
@@ -369,6 +375,14 @@ fn perform<A: HostAllocator>(alloc: &A, case: Case, seed: u64, pipe: &mut DataPi
             };
             access_done(pipe);
             free_as(alloc, p.as_ptr(), S);
+        }
+        Case::OverflowTerminator => {
+            const ODD: usize = 60;
+            let p = alloc_block(alloc, ODD);
+            // SAFETY: none: one byte past the block, on purpose.
+            unsafe { core::ptr::write_volatile(p.as_ptr().add(ODD), 0) };
+            access_done(pipe);
+            free_as(alloc, p.as_ptr(), ODD);
         }
         Case::OverflowLarge => {
             let p = alloc_block(alloc, LARGE);

@@ -86,8 +86,8 @@
 //! write after free (8 bytes into a freed 64 B block, then 65 536 allocations of 16 to
 //! 64 B; 8 bytes 1 MiB into a freed 4 MiB block; 8 bytes through the old pointer of a block
 //! that `realloc` moved), a linear overflow or underflow of 1 and 32 bytes past either end
-//! of a 64 B block by store, and of 32 by `memcpy`, each followed by the block's free, a
-//! 1 MiB overflow past a 4 MiB block, and a write and a read through the pointer of a
+//! of a 64 B block by store, and of 32 by `memcpy`, a zero byte one past a 60 B block (a
+//! string terminator), each followed by the block's free, a 1 MiB overflow past a 4 MiB block, and a write and a read through the pointer of a
 //! zero-size request. The child then allocates a few blocks and exits.
 //! Verdicts ([`analysis::Verdict`]): **caught** (`SIGABRT`: the allocator noticed and
 //! aborted; a Rust panic also aborts the child, as it would inside a global allocator; or,
