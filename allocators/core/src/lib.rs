@@ -216,6 +216,12 @@ pub unsafe trait MallocHeap: HostAllocator {
     /// hottest path a C program has.
     const FREE_KEEPS_ERRNO: bool = false;
 
+    /// Whether the heap records how each block was asked for
+    /// ([`allocate_as`](Self::allocate_as)) and checks it when the block is freed
+    /// ([`deallocate_as`](Self::deallocate_as)). A C++ layer then skips the heap's fast
+    /// paths, which know nothing of it, for `operator new` and `delete`.
+    const RECORDS_KIND: bool = false;
+
     /// The number of bytes usable at `ptr` (at least the size asked for).
     ///
     /// # Safety
@@ -292,4 +298,53 @@ pub unsafe trait MallocHeap: HostAllocator {
         // SAFETY: forwarded from the caller.
         unsafe { self.deallocate_unsized(ptr) }
     }
+
+    /// Allocates a block for `layout` the way `kind` says a program asked for it (C++'s
+    /// `operator new` or `operator new[]`), so that a heap that records it can check that
+    /// the block is freed the same way ([`deallocate_as`](Self::deallocate_as)). The
+    /// default allocates as [`Allocator::allocate`] does and records nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`Allocator::allocate`].
+    #[inline]
+    fn allocate_as(&self, layout: Layout, kind: AllocKind) -> Result<NonNull<u8>, AllocError> {
+        let _ = kind;
+        self.allocate(layout)
+    }
+
+    /// Frees `ptr` the way `kind` says (C++'s `operator delete` or `operator delete[]`), told
+    /// the size the program believes it allocated if it says (sized delete). A heap that
+    /// records how blocks were asked for may refuse a mismatch (a `delete` of a block from
+    /// `new[]`) or a wrong size as it refuses a double free; the default frees as
+    /// [`deallocate_with_size`](Self::deallocate_with_size) or
+    /// [`deallocate_unsized`](Self::deallocate_unsized) does.
+    ///
+    /// # Safety
+    ///
+    /// As [`deallocate_unsized`](Self::deallocate_unsized).
+    #[inline]
+    unsafe fn deallocate_as(&self, ptr: NonNull<u8>, kind: AllocKind, size: Option<usize>) {
+        let _ = kind;
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            match size {
+                Some(size) => self.deallocate_with_size(ptr, size),
+                None => self.deallocate_unsized(ptr),
+            }
+        }
+    }
+}
+
+/// How a program asked for a block, for heaps that check that it is freed the same way
+/// ([`MallocHeap::allocate_as`], [`MallocHeap::deallocate_as`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum AllocKind {
+    /// C's `malloc` family (and every allocation through [`Allocator`]).
+    Malloc,
+    /// C++'s `operator new`, freed with `operator delete`.
+    New,
+    /// C++'s `operator new[]`, freed with `operator delete[]`.
+    NewArray,
 }

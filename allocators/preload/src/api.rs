@@ -40,7 +40,7 @@ use core::ffi::{c_int, c_void};
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use alloclab_core::{AllocError, AllocErrorKind, MallocHeap};
+use alloclab_core::{AllocError, AllocErrorKind, AllocKind, MallocHeap};
 
 use crate::errno;
 
@@ -382,8 +382,22 @@ pub(crate) fn allocate<H: MallocHeap>(
     size: usize,
     alignment: usize,
 ) -> Result<NonNull<u8>, AllocError> {
+    allocate_as(heap, size, alignment, AllocKind::Malloc)
+}
+
+/// [`allocate`], the block asked for as `kind` says ([`MallocHeap::allocate_as`]).
+#[inline(always)]
+pub(crate) fn allocate_as<H: MallocHeap>(
+    heap: &H,
+    size: usize,
+    alignment: usize,
+    kind: AllocKind,
+) -> Result<NonNull<u8>, AllocError> {
     match layout(size, alignment) {
-        Some(layout) => heap.allocate(layout),
+        Some(layout) => match kind {
+            AllocKind::Malloc => heap.allocate(layout),
+            _ => heap.allocate_as(layout, kind),
+        },
         // Only reachable with a power-of-two alignment, so the size is what overflowed.
         None => Err(AllocError::new(
             Layout::new::<u8>(),

@@ -22,27 +22,35 @@
 //! * **Alignment.** The plain forms align to [`MALLOC_ALIGNMENT`](crate::MALLOC_ALIGNMENT) (16 bytes,
 //!   `__STDCPP_DEFAULT_NEW_ALIGNMENT__` on x86_64 and aarch64); the `align_val_t` forms to
 //!   what they are given (at least 16). Zero sizes get unique pointers.
+//! * **Array or not.** The array forms (`new[]`, `delete[]`) tell the heap so
+//!   ([`AllocKind`], through [`MallocHeap::allocate_as`] and [`MallocHeap::deallocate_as`]):
+//!   a heap that records it may refuse a `delete` of a block from `new[]` (randomized does),
+//!   one that does not frees it as any other.
 //! * **Delete.** Every form frees the block whatever the size and alignment it is told;
-//!   the sized forms pass the size to [`MallocHeap::deallocate_with_size`], which a heap may
-//!   use as a hint (wfspan checks its active span by address with it) and must not trust.
-//!   Deleting null does nothing.
+//!   the sized forms pass the size on, which a heap may use as a hint (wfspan checks its
+//!   active span by address with it), check (randomized refuses a size the block was not
+//!   allocated with), and must not trust. Deleting null does nothing.
 
 use core::ffi::{CStr, c_void};
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicUsize, Ordering};
 
+pub use alloclab_core::AllocKind;
 use alloclab_core::MallocHeap;
 
-use crate::api::{allocate, try_aligned_fast};
+use crate::api::{allocate_as, try_aligned_fast};
 
-/// A throwing `operator new` of `size` bytes aligned to `alignment` (a power of two; the
+/// A throwing `operator new` (`kind` [`AllocKind::New`]) or `operator new[]`
+/// ([`AllocKind::NewArray`]) of `size` bytes aligned to `alignment` (a power of two; the
 /// plain forms pass [`MALLOC_ALIGNMENT`](crate::MALLOC_ALIGNMENT)).
 #[inline(always)]
-pub fn new<H: MallocHeap>(heap: &H, size: usize, alignment: usize) -> *mut c_void {
-    if let Some(block) = try_aligned_fast(heap, size, alignment) {
+pub fn new<H: MallocHeap>(heap: &H, size: usize, alignment: usize, kind: AllocKind) -> *mut c_void {
+    if !H::RECORDS_KIND
+        && let Some(block) = try_aligned_fast(heap, size, alignment)
+    {
         return block.as_ptr().cast();
     }
-    new_general(size, alignment, heap)
+    new_general(size, alignment, kind, heap)
 }
 
 /// [`new`] past the heap's fast path, in tail position: the general path, then the new
@@ -51,9 +59,10 @@ pub fn new<H: MallocHeap>(heap: &H, size: usize, alignment: usize) -> *mut c_voi
 extern "C-unwind" fn new_general<H: MallocHeap>(
     size: usize,
     alignment: usize,
+    kind: AllocKind,
     heap: &H,
 ) -> *mut c_void {
-    if let Ok(block) = allocate(heap, size, alignment) {
+    if let Ok(block) = allocate_as(heap, size, alignment, kind) {
         return block.as_ptr().cast();
     }
     loop {
@@ -63,19 +72,26 @@ extern "C-unwind" fn new_general<H: MallocHeap>(
             Some(handler) => unsafe { handler() },
             None => throw_bad_alloc(),
         }
-        if let Ok(block) = allocate(heap, size, alignment) {
+        if let Ok(block) = allocate_as(heap, size, alignment, kind) {
             return block.as_ptr().cast();
         }
     }
 }
 
-/// A `nothrow` `operator new`: null on failure.
+/// A `nothrow` `operator new` or `new[]`: null on failure.
 #[inline(always)]
-pub fn new_nothrow<H: MallocHeap>(heap: &H, size: usize, alignment: usize) -> *mut c_void {
-    if let Some(block) = try_aligned_fast(heap, size, alignment) {
+pub fn new_nothrow<H: MallocHeap>(
+    heap: &H,
+    size: usize,
+    alignment: usize,
+    kind: AllocKind,
+) -> *mut c_void {
+    if !H::RECORDS_KIND
+        && let Some(block) = try_aligned_fast(heap, size, alignment)
+    {
         return block.as_ptr().cast();
     }
-    new_nothrow_general(heap, size, alignment)
+    new_nothrow_general(heap, size, alignment, kind)
 }
 
 /// [`new_nothrow`] past the heap's fast path.
@@ -84,60 +100,80 @@ extern "C" fn new_nothrow_general<H: MallocHeap>(
     heap: &H,
     size: usize,
     alignment: usize,
+    kind: AllocKind,
 ) -> *mut c_void {
-    match allocate(heap, size, alignment) {
+    match allocate_as(heap, size, alignment, kind) {
         Ok(block) => block.as_ptr().cast(),
         Err(_) => ptr::null_mut(),
     }
 }
 
-/// Any unsized `operator delete`.
+/// Any unsized `operator delete` (`kind` [`AllocKind::New`]) or `operator delete[]`
+/// ([`AllocKind::NewArray`]).
 ///
 /// # Safety
 ///
 /// `ptr` is null or a live block of `heap` (from any `operator new` or `malloc` of it).
 #[inline(always)]
-pub unsafe fn delete<H: MallocHeap>(heap: &H, ptr: *mut c_void) {
-    // SAFETY: forwarded from the caller; C++ delete, like C free, keeps `errno`.
-    unsafe { crate::api::free(heap, ptr) }
+pub unsafe fn delete<H: MallocHeap>(heap: &H, ptr: *mut c_void, kind: AllocKind) {
+    if !H::RECORDS_KIND {
+        // SAFETY: forwarded from the caller; C++ delete, like C free, keeps `errno`.
+        return unsafe { crate::api::free(heap, ptr) };
+    }
+    let Some(block) = NonNull::new(ptr.cast::<u8>()) else {
+        return;
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { delete_general(block, NO_SIZE, kind, heap) }
 }
 
-/// A sized `operator delete`: `size` is what the program says it allocated.
+/// A sized `operator delete` or `delete[]`: `size` is what the program says it allocated.
 ///
 /// # Safety
 ///
 /// As [`delete`]. A wrong `size` is the program's bug, but is not trusted.
 #[inline(always)]
-pub unsafe fn delete_sized<H: MallocHeap>(heap: &H, ptr: *mut c_void, size: usize) {
+pub unsafe fn delete_sized<H: MallocHeap>(
+    heap: &H,
+    ptr: *mut c_void,
+    size: usize,
+    kind: AllocKind,
+) {
     let Some(block) = NonNull::new(ptr.cast::<u8>()) else {
         return;
     };
     // SAFETY: forwarded from the caller.
-    if unsafe { heap.try_deallocate_fast(block) } {
+    if !H::RECORDS_KIND && unsafe { heap.try_deallocate_fast(block) } {
         return;
     }
     // SAFETY: as above; the fast path changed nothing.
-    unsafe { delete_sized_general(block, size, heap) }
+    unsafe { delete_general(block, size, kind, heap) }
 }
 
-/// [`delete_sized`] past the heap's fast path.
+/// The size [`delete_general`] is given for an unsized delete: no allocation can have had
+/// it (sizes are at most `isize::MAX`).
+const NO_SIZE: usize = usize::MAX;
+
+/// [`delete`] and [`delete_sized`] past the heap's fast path.
 ///
 /// # Safety
 ///
 /// As [`delete_sized`], for a non-null `block`.
 #[inline(never)]
-unsafe extern "C" fn delete_sized_general<H: MallocHeap>(
+unsafe extern "C" fn delete_general<H: MallocHeap>(
     block: NonNull<u8>,
     size: usize,
+    kind: AllocKind,
     heap: &H,
 ) {
+    let size = (size != NO_SIZE).then_some(size);
     if H::FREE_KEEPS_ERRNO {
         // SAFETY: forwarded from the caller.
-        unsafe { heap.deallocate_with_size(block, size) }
+        unsafe { heap.deallocate_as(block, kind, size) }
     } else {
         let _errno = crate::errno::Preserved::new();
         // SAFETY: forwarded from the caller.
-        unsafe { heap.deallocate_with_size(block, size) }
+        unsafe { heap.deallocate_as(block, kind, size) }
     }
 }
 

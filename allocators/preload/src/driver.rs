@@ -72,7 +72,17 @@ pub const MISUSE_CASES: [&str; 22] = [
     "realloc_write_after_move",
 ];
 
-/// How a misuse case of [`MISUSE_C_SOURCE`] ended.
+/// The C++ program [`cxx_misuse_under_preload`] compiles and runs, once per case.
+pub const MISUSE_CXX_SOURCE: &str = include_str!("driver/misuse.cc");
+
+/// The cases of [`MISUSE_CXX_SOURCE`].
+pub const MISUSE_CXX_CASES: [&str; 3] = [
+    "delete_of_new_array",
+    "delete_array_of_new",
+    "sized_delete_wrong_size",
+];
+
+/// How a misuse case of [`MISUSE_C_SOURCE`] or [`MISUSE_CXX_SOURCE`] ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MisuseEnd {
     /// Killed by `SIGABRT`, with the first line of its standard error.
@@ -427,20 +437,52 @@ macro_rules! preload_tests {
 ///
 /// If the program fails to compile, or a case exits with a status other than 0.
 pub fn misuse_under_preload(so: &Path) -> Result<Vec<(&'static str, MisuseEnd)>, Outcome> {
+    misuse_cases(
+        so,
+        ("cc", &["-std=gnu11", "-O1", "-fno-builtin", "-w"]),
+        ("misuse.c", MISUSE_C_SOURCE),
+        &MISUSE_CASES,
+    )
+}
+
+/// Compiles [`MISUSE_CXX_SOURCE`] (with `c++ -O0`) and runs each case of
+/// [`MISUSE_CXX_CASES`] under `LD_PRELOAD=so`, as [`misuse_under_preload`] does.
+///
+/// # Panics
+///
+/// As [`misuse_under_preload`].
+pub fn cxx_misuse_under_preload(so: &Path) -> Result<Vec<(&'static str, MisuseEnd)>, Outcome> {
+    misuse_cases(
+        so,
+        ("c++", &["-std=c++17", "-O0", "-w"]),
+        ("misuse.cc", MISUSE_CXX_SOURCE),
+        &MISUSE_CXX_CASES,
+    )
+}
+
+/// Compiles `source` (a file name and its text) with `compiler` and its flags, and runs
+/// it once per case under `LD_PRELOAD=so`, core dumps off.
+fn misuse_cases(
+    so: &Path,
+    (compiler, flags): (&str, &[&str]),
+    (name, text): (&str, &str),
+    cases: &[&'static str],
+) -> Result<Vec<(&'static str, MisuseEnd)>, Outcome> {
     use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
-    if let Some(skip) = require_tools("misuse_under_preload", &["cc"]) {
+    if let Some(skip) = require_tools(&format!("misuse cases of {name}"), &[compiler]) {
         return Err(skip);
     }
     let dir = ScratchDir::new("misuse");
-    let source = dir.path().join("misuse.c");
+    let source = dir.path().join(name);
     let binary = dir.path().join("misuse");
-    fs::write(&source, MISUSE_C_SOURCE).expect("write misuse.c");
-    let compiled = run(Command::new("cc")
-        .args(["-std=gnu11", "-O1", "-fno-builtin", "-w", "-o"])
+    fs::write(&source, text).expect("write the misuse program");
+    let compiled = run(Command::new(compiler)
+        .args(flags)
+        .arg("-o")
         .arg(&binary)
         .arg(&source));
-    assert_success("cc misuse.c", &compiled);
-    let ends = MISUSE_CASES
+    assert_success(&format!("{compiler} {name}"), &compiled);
+    let ends = cases
         .iter()
         .map(|&case| {
             let mut command = Command::new(&binary);

@@ -192,65 +192,72 @@ macro_rules! export_malloc_api {
     // C++'s operator new and delete, every form, under their Itanium ABI names (`m` is
     // `std::size_t` as `unsigned long`: 64-bit Linux). `std::align_val_t` is passed as a
     // `std::size_t`, `const std::nothrow_t&` as a pointer, never read. The array forms
-    // (`_Zna`, `_Zda`) do what the single-object ones do.
+    // (`_Zna`, `_Zda`) do what the single-object ones do, and say so to the heap
+    // (`AllocKind::NewArray`), which may check that `delete[]` frees what `new[]` gave.
+    // Each body is a closure of the kind, called with the kind of the symbol it is
+    // exported as.
     (@cxx $heap:expr) => {
-        $crate::export_malloc_api!(@new $heap, "C-unwind", [_Znwm "new", _Znam "new[]"],
+        $crate::export_malloc_api!(@new $heap, "C-unwind",
+            [_Znwm "new" New, _Znam "new[]" NewArray],
             "(std::size_t)", (size: usize),
-            $crate::cxx::new(&$heap, size, $crate::MALLOC_ALIGNMENT));
+            |kind| $crate::cxx::new(&$heap, size, $crate::MALLOC_ALIGNMENT, kind));
         $crate::export_malloc_api!(@new $heap, "C",
-            [_ZnwmRKSt9nothrow_t "new", _ZnamRKSt9nothrow_t "new[]"],
+            [_ZnwmRKSt9nothrow_t "new" New, _ZnamRKSt9nothrow_t "new[]" NewArray],
             "(std::size_t, const std::nothrow_t&)",
             (size: usize, _nothrow: *const ::core::ffi::c_void),
-            $crate::cxx::new_nothrow(&$heap, size, $crate::MALLOC_ALIGNMENT));
+            |kind| $crate::cxx::new_nothrow(&$heap, size, $crate::MALLOC_ALIGNMENT, kind));
         $crate::export_malloc_api!(@new $heap, "C-unwind",
-            [_ZnwmSt11align_val_t "new", _ZnamSt11align_val_t "new[]"],
+            [_ZnwmSt11align_val_t "new" New, _ZnamSt11align_val_t "new[]" NewArray],
             "(std::size_t, std::align_val_t)", (size: usize, alignment: usize),
-            $crate::cxx::new(&$heap, size, alignment));
+            |kind| $crate::cxx::new(&$heap, size, alignment, kind));
         $crate::export_malloc_api!(@new $heap, "C",
-            [_ZnwmSt11align_val_tRKSt9nothrow_t "new", _ZnamSt11align_val_tRKSt9nothrow_t "new[]"],
+            [_ZnwmSt11align_val_tRKSt9nothrow_t "new" New,
+             _ZnamSt11align_val_tRKSt9nothrow_t "new[]" NewArray],
             "(std::size_t, std::align_val_t, const std::nothrow_t&)",
             (size: usize, alignment: usize, _nothrow: *const ::core::ffi::c_void),
-            $crate::cxx::new_nothrow(&$heap, size, alignment));
-        $crate::export_malloc_api!(@delete [_ZdlPv "delete", _ZdaPv "delete[]"],
+            |kind| $crate::cxx::new_nothrow(&$heap, size, alignment, kind));
+        $crate::export_malloc_api!(@delete [_ZdlPv "delete" New, _ZdaPv "delete[]" NewArray],
             "(void*)", (ptr: *mut ::core::ffi::c_void),
-            $crate::cxx::delete(&$heap, ptr));
-        $crate::export_malloc_api!(@delete [_ZdlPvm "delete", _ZdaPvm "delete[]"],
+            |kind| $crate::cxx::delete(&$heap, ptr, kind));
+        $crate::export_malloc_api!(@delete [_ZdlPvm "delete" New, _ZdaPvm "delete[]" NewArray],
             "(void*, std::size_t)", (ptr: *mut ::core::ffi::c_void, size: usize),
-            $crate::cxx::delete_sized(&$heap, ptr, size));
+            |kind| $crate::cxx::delete_sized(&$heap, ptr, size, kind));
         $crate::export_malloc_api!(@delete
-            [_ZdlPvRKSt9nothrow_t "delete", _ZdaPvRKSt9nothrow_t "delete[]"],
+            [_ZdlPvRKSt9nothrow_t "delete" New, _ZdaPvRKSt9nothrow_t "delete[]" NewArray],
             "(void*, const std::nothrow_t&)",
             (ptr: *mut ::core::ffi::c_void, _nothrow: *const ::core::ffi::c_void),
-            $crate::cxx::delete(&$heap, ptr));
+            |kind| $crate::cxx::delete(&$heap, ptr, kind));
         $crate::export_malloc_api!(@delete
-            [_ZdlPvSt11align_val_t "delete", _ZdaPvSt11align_val_t "delete[]"],
+            [_ZdlPvSt11align_val_t "delete" New, _ZdaPvSt11align_val_t "delete[]" NewArray],
             "(void*, std::align_val_t)",
             (ptr: *mut ::core::ffi::c_void, _alignment: usize),
-            $crate::cxx::delete(&$heap, ptr));
+            |kind| $crate::cxx::delete(&$heap, ptr, kind));
         $crate::export_malloc_api!(@delete
-            [_ZdlPvmSt11align_val_t "delete", _ZdaPvmSt11align_val_t "delete[]"],
+            [_ZdlPvmSt11align_val_t "delete" New, _ZdaPvmSt11align_val_t "delete[]" NewArray],
             "(void*, std::size_t, std::align_val_t)",
             (ptr: *mut ::core::ffi::c_void, size: usize, _alignment: usize),
-            $crate::cxx::delete_sized(&$heap, ptr, size));
+            |kind| $crate::cxx::delete_sized(&$heap, ptr, size, kind));
         $crate::export_malloc_api!(@delete
-            [_ZdlPvSt11align_val_tRKSt9nothrow_t "delete", _ZdaPvSt11align_val_tRKSt9nothrow_t "delete[]"],
+            [_ZdlPvSt11align_val_tRKSt9nothrow_t "delete" New,
+             _ZdaPvSt11align_val_tRKSt9nothrow_t "delete[]" NewArray],
             "(void*, std::align_val_t, const std::nothrow_t&)",
             (ptr: *mut ::core::ffi::c_void, _alignment: usize, _nothrow: *const ::core::ffi::c_void),
-            $crate::cxx::delete(&$heap, ptr));
+            |kind| $crate::cxx::delete(&$heap, ptr, kind));
     };
-    // One `operator new` form, exported under each name given.
-    (@new $heap:expr, $abi:literal, [$($sym:ident $op:literal),+], $sig:literal,
+    // One `operator new` form, exported under each name given, with its kind.
+    (@new $heap:expr, $abi:literal, [$($sym:ident $op:literal $kind:ident),+], $sig:literal,
         $params:tt, $body:expr) => {$(
         #[doc = ::core::concat!("C++ `operator ", $op, $sig, "`; see `alloclab_preload::cxx`.")]
         #[unsafe(no_mangle)]
         #[cfg(target_pointer_width = "64")]
         pub extern $abi fn $sym $params -> *mut ::core::ffi::c_void {
             __alloclab_before_allocation();
-            $body
+            ($body)($crate::cxx::AllocKind::$kind)
         }
     )+};
-    // One `operator delete` form, exported under each name given.
-    (@delete [$($sym:ident $op:literal),+], $sig:literal, $params:tt, $body:expr) => {$(
+    // One `operator delete` form, exported under each name given, with its kind.
+    (@delete [$($sym:ident $op:literal $kind:ident),+], $sig:literal, $params:tt,
+        $body:expr) => {$(
         #[doc = ::core::concat!("C++ `operator ", $op, $sig, "`; see `alloclab_preload::cxx`.")]
         ///
         /// # Safety
@@ -260,7 +267,7 @@ macro_rules! export_malloc_api {
         #[cfg(target_pointer_width = "64")]
         pub unsafe extern "C" fn $sym $params {
             // SAFETY: forwarded from the C++ caller.
-            unsafe { $body }
+            unsafe { ($body)($crate::cxx::AllocKind::$kind) }
         }
     )+};
 }

@@ -1,7 +1,8 @@
 //! The detection classes a heap runs, and the environment variable that switches them off.
 //!
 //! Every class is on by default. `ALLOCLAB_RANDOMIZED_OFF` names the ones to switch off,
-//! separated by commas: `zero-fill`, `guard-pages`, `zero-size`, `canaries`, or `all`. It is read once,
+//! separated by commas: `zero-fill`, `guard-pages`, `zero-size`, `canaries`, `cxx-delete`,
+//! or `all`. It is read once,
 //! when the heap builds itself at its first allocation; an unknown name is reported on
 //! standard error (one line) and ignored.
 //!
@@ -32,8 +33,13 @@ impl Checks {
     /// one byte past any request aborts then. The usable size is then exactly what was
     /// asked.
     pub const CANARIES: Checks = Checks(8);
+    /// C++'s `delete` is checked against its `new`: a `delete` of a block from `new[]` (or
+    /// `delete[]` of one from `new`) aborts, and so does a sized delete told a size the
+    /// block was not allocated with. (How each block was asked for is recorded whatever
+    /// this says: two bits of its header.)
+    pub const CXX_DELETE: Checks = Checks(16);
     /// Every class.
-    pub const ALL: Checks = Checks(15);
+    pub const ALL: Checks = Checks(31);
     /// No class.
     pub const NONE: Checks = Checks(0);
 
@@ -41,11 +47,12 @@ impl Checks {
     pub const ENV: &'static str = "ALLOCLAB_RANDOMIZED_OFF";
 
     /// Each class with its name in [`ENV`](Self::ENV).
-    pub const NAMED: [(&'static str, Checks); 4] = [
+    pub const NAMED: [(&'static str, Checks); 5] = [
         ("zero-fill", Self::ZERO_FILL),
         ("guard-pages", Self::GUARD_PAGES),
         ("zero-size", Self::ZERO_SIZE),
         ("canaries", Self::CANARIES),
+        ("cxx-delete", Self::CXX_DELETE),
     ];
 
     /// Whether every class of `other` is in `self`.
@@ -108,7 +115,7 @@ impl Checks {
         let (checks, unknown) = Self::parse_off(text);
         for name in unknown {
             crate::os::warn_with(
-                "ALLOCLAB_RANDOMIZED_OFF names an unknown check (known: zero-fill, guard-pages, zero-size, canaries, all): ",
+                "ALLOCLAB_RANDOMIZED_OFF names an unknown check (known: zero-fill, guard-pages, zero-size, canaries, cxx-delete, all): ",
                 name,
             );
         }
@@ -123,7 +130,12 @@ mod tests {
     #[test]
     fn names_switch_their_class_off_and_unknown_names_are_returned() {
         let (checks, unknown) = Checks::parse_off("zero-fill, guard-pages,bogus");
-        assert_eq!(checks, Checks::ZERO_SIZE.with(Checks::CANARIES));
+        assert_eq!(
+            checks,
+            Checks::ZERO_SIZE
+                .with(Checks::CANARIES)
+                .with(Checks::CXX_DELETE)
+        );
         assert_eq!(unknown.collect::<Vec<_>>(), ["bogus"]);
         assert_eq!(Checks::parse_off("all").0, Checks::NONE);
         assert_eq!(Checks::parse_off("").0, Checks::ALL);

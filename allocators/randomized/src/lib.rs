@@ -81,8 +81,9 @@
 //!   `ALLOCLAB_RANDOMIZED_OFF` names it: freed memory zero-filled and checked when handed
 //!   out again (a write after free aborts when the memory is reused), canaries after every
 //!   request that is not a multiple of 16 (a one-byte overflow aborts at free or realloc), a
-//!   guard page after every block above 1 MiB (an overflow past it faults at once), and
-//!   zero-size requests answered with pointers into an inaccessible region (a use faults).
+//!   guard page after every block above 1 MiB (an overflow past it faults at once),
+//!   zero-size requests answered with pointers into an inaccessible region (a use faults),
+//!   and C++'s `delete` checked against its `new` and its size.
 //! * The tag is a keyed hash, not a MAC: it stops blind overwrites and stale pointers, not
 //!   an attacker who can already read the heap (and so the key).
 //! * It does not solve fragmentation: random offsets split free blocks where a first fit

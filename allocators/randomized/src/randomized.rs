@@ -4,13 +4,14 @@ use core::alloc::Layout;
 use core::ptr::{self, NonNull};
 
 use alloclab_core::{
-    AllocError, AllocErrorKind, Allocator, ForkHooks, HostAllocator, MallocHeap, Stats, move_block,
-    resized_layout,
+    AllocError, AllocErrorKind, AllocKind, Allocator, ForkHooks, HostAllocator, MallocHeap, Stats,
+    move_block, resized_layout,
 };
 
 use crate::Checks;
 use crate::heap::{
-    CHUNK, Corruption, Counters, GRANULE, HEADER, HeapShape, Invalid, LARGE_MAX, ZEROED_PAYLOAD_MAX,
+    CHUNK, Corruption, Counters, Expect, GRANULE, HEADER, HeapShape, Invalid, KIND_NEW,
+    KIND_NEW_ARRAY, LARGE_MAX, ZEROED_PAYLOAD_MAX,
 };
 use crate::lock::StateWord;
 use crate::os;
@@ -118,9 +119,24 @@ impl Randomized {
     /// Allocates a block for `layout`.
     #[inline]
     fn allocate_block(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+        self.allocate_block_as(layout, 0)
+    }
+
+    /// Allocates a block for `layout`, recording `kind` ([`KIND_NEW`], [`KIND_NEW_ARRAY`],
+    /// or 0) in its header.
+    #[inline(always)]
+    fn allocate_block_as(&self, layout: Layout, kind: usize) -> Result<NonNull<u8>, AllocError> {
         if layout.size() == 0 {
-            return self.allocate_zero_size(layout);
+            return self.allocate_zero_size(layout, kind);
         }
+        self.allocate_in_heap(layout, kind)
+    }
+
+    /// [`allocate_block_as`](Self::allocate_block_as) in a chunk or a mapping of its own,
+    /// a zero size included (a 16-byte payload whose canary, with canaries, leaves 0 bytes
+    /// usable).
+    #[inline(always)]
+    fn allocate_in_heap(&self, layout: Layout, kind: usize) -> Result<NonNull<u8>, AllocError> {
         let size = layout.size();
         let align = layout.align().max(GRANULE);
         if align > MAX_ALIGN {
@@ -138,10 +154,10 @@ impl Randomized {
             .ok_or(AllocError::new(layout, AllocErrorKind::SizeUnsupported))?;
         let root = self.root().ok_or_else(oom)?;
         let payload = if block > LARGE_MAX {
-            root.allocate_huge(size, align)
+            root.allocate_huge(size, align, kind)
         } else {
             let mut arena = root.lock_any();
-            arena.alloc(size, align, root)
+            arena.alloc(size, align, kind, root)
         }
         .ok_or_else(oom)?;
         // SAFETY: payload addresses are never 0.
@@ -149,9 +165,10 @@ impl Randomized {
     }
 
     /// A zero-size block: a unique pointer into the inaccessible region, or (with the class
-    /// off, an alignment above 16, or every slot live) an ordinary block of one byte.
+    /// off, an alignment above 16, or every slot live) an ordinary block of the smallest
+    /// size.
     #[cold]
-    fn allocate_zero_size(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+    fn allocate_zero_size(&self, layout: Layout, kind: usize) -> Result<NonNull<u8>, AllocError> {
         let oom = || AllocError::new(layout, AllocErrorKind::OutOfMemory);
         let root = self.root().ok_or_else(oom)?;
         if root.checks().contains(Checks::ZERO_SIZE)
@@ -161,17 +178,22 @@ impl Randomized {
             // SAFETY: region addresses are never 0.
             return Ok(unsafe { NonNull::new_unchecked(address as *mut u8) });
         }
-        // One byte, at the layout's alignment: always representable.
-        let one = Layout::from_size_align(1, layout.align()).map_err(|_| oom())?;
-        self.allocate_block(one)
+        self.allocate_in_heap(layout, kind)
     }
 
     /// Frees `ptr` after checking it; aborts on a double or invalid free.
     #[inline]
     fn free_block(&self, ptr: NonNull<u8>) {
+        self.free_block_as(ptr, Expect::NOTHING);
+    }
+
+    /// Frees `ptr` after checking it, and that it is what `expect` says (C++'s `delete`
+    /// and its sized forms); aborts on a double, invalid or mismatched free.
+    #[inline(always)]
+    fn free_block_as(&self, ptr: NonNull<u8>, expect: Expect) {
         let address = ptr.as_ptr() as usize;
         let result = match self.existing_root() {
-            Some(root) => root.free(address),
+            Some(root) => root.free(address, expect),
             None => Err(Invalid::Foreign),
         };
         if let Err(why) = result {
@@ -345,6 +367,41 @@ unsafe impl MallocHeap for Randomized {
 
     unsafe fn deallocate_unsized(&self, ptr: NonNull<u8>) {
         self.free_block(ptr);
+    }
+
+    const RECORDS_KIND: bool = true;
+
+    /// Records `kind` in the block's header, where C++'s `delete` checks it.
+    fn allocate_as(&self, layout: Layout, kind: AllocKind) -> Result<NonNull<u8>, AllocError> {
+        self.allocate_block_as(layout, kind_bits(kind))
+    }
+
+    /// Aborts on a `delete` of a block from `new[]` (or the reverse; a block from `malloc`
+    /// may be deleted either way), and on a sized delete whose size is not the block's
+    /// (exactly, with canaries; otherwise within its rounding).
+    /// With [`Checks::CXX_DELETE`] off, frees as `free` does.
+    unsafe fn deallocate_as(&self, ptr: NonNull<u8>, kind: AllocKind, size: Option<usize>) {
+        let checked = self
+            .existing_root()
+            .is_some_and(|root| root.checks().contains(Checks::CXX_DELETE));
+        let expect = if checked {
+            Expect {
+                kind: kind_bits(kind),
+                size,
+            }
+        } else {
+            Expect::NOTHING
+        };
+        self.free_block_as(ptr, expect);
+    }
+}
+
+/// The header's kind bits of `kind`.
+fn kind_bits(kind: AllocKind) -> usize {
+    match kind {
+        AllocKind::Malloc => 0,
+        AllocKind::New => KIND_NEW,
+        AllocKind::NewArray => KIND_NEW_ARRAY,
     }
 }
 

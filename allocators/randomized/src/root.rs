@@ -16,9 +16,9 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::Checks;
 use crate::heap::{
-    Arena, BUSY, CHUNK, CHUNK_HEADER, ChunkSource, Corruption, Counters, GRANULE, HEADER, HUGE,
-    HeapShape, Invalid, Lists, Live, check_canary, claim_remote, get, put, rd, scrub_queued,
-    validate_in_chunk, wr,
+    Arena, BUSY, CHUNK, CHUNK_HEADER, ChunkSource, Corruption, Counters, Expect, GRANULE, HEADER,
+    HUGE, HeapShape, Invalid, Lists, Live, canary_len, check_canary, claim_remote, get, put, rd,
+    scrub_queued, set_kind, validate_in_chunk, wr,
 };
 use crate::lock::StateWord;
 use crate::os;
@@ -388,7 +388,10 @@ impl Root {
     /// header. With guard pages, an inaccessible page follows, and the payload is placed
     /// as close to it as the alignment allows (within 15 bytes for `malloc`'s), so that an
     /// overflow past the block faults at once.
-    pub(crate) fn allocate_huge(&self, size: usize, align: usize) -> Option<usize> {
+    pub(crate) fn allocate_huge(&self, size: usize, align: usize, kind: usize) -> Option<usize> {
+        // A zero size (with an alignment that makes the block huge) gets a byte: its
+        // payload must lie before the guard page.
+        let size = size.max(1);
         let least = align.max(2 * HEADER);
         let len = least
             .checked_add(size)?
@@ -416,6 +419,7 @@ impl Root {
             wr(base, len);
             wr(base + 8, offset);
             put(self.key, base + offset - HEADER, len | BUSY | HUGE, offset);
+            set_kind(base + offset - HEADER, kind);
         }
         let ok = self.table_insert(base | KIND_HUGE);
         self.table_lock.unlock(0);
@@ -500,18 +504,28 @@ impl Root {
     // Inlined into its one caller (`Randomized::free_block`), for the same reason as
     // `Arena::alloc`.
     #[inline(always)]
-    pub(crate) fn free(&self, payload: usize) -> Result<(), Invalid> {
+    pub(crate) fn free(&self, payload: usize, expect: Expect) -> Result<(), Invalid> {
         let (base, kind) = match self.locate(payload) {
             Ok(found) => found,
             Err(Invalid::Foreign) if self.zero.contains(payload) => {
+                self.zero.is_live(payload)?;
+                // A zero-size block has no bytes, and records no kind.
+                if expect.size.is_some_and(|size| size != 0) {
+                    return Err(Invalid::WrongSize);
+                }
                 return self.zero.free(payload);
             }
             Err(why) => return Err(why),
         };
         if kind == KIND_HUGE {
             self.table_lock.lock();
-            // SAFETY: under the table lock the mapping stays registered.
-            let live = match unsafe { self.validate_huge(base, payload) } {
+            // SAFETY: under the table lock the mapping stays registered; the header of a
+            // mapping that validates is its block's.
+            let checked = unsafe { self.validate_huge(base, payload) }.and_then(|live| {
+                // SAFETY: a huge block whose header validated.
+                unsafe { expect.check(live.header, live.usable(), os::page_size()) }.map(|()| live)
+            });
+            let live = match checked {
                 Ok(live) => live,
                 Err(why) => {
                     self.table_lock.unlock(0);
@@ -542,7 +556,7 @@ impl Root {
             // SAFETY: `payload` lies in a chunk of this heap (checked by `locate`).
             let size = unsafe { claim_remote(self.key, payload) }?;
             // SAFETY: claimed just above, not published yet: the block is this thread's.
-            unsafe { self.queue_remote(payload, size) }?;
+            unsafe { self.queue_remote(payload, size, expect) }?;
             // SAFETY: the claimed block's first payload word is ours to link through.
             let link = |node: usize, next: usize| unsafe { wr(node, next) };
             if let Some((first, last)) = arena.outbox().add(index, payload, size, link) {
@@ -555,7 +569,7 @@ impl Root {
             // SAFETY: `payload` lies in a chunk of this heap (checked by `locate`).
             let size = unsafe { claim_remote(self.key, payload) }?;
             // SAFETY: claimed just above, not published yet: the block is this thread's.
-            unsafe { self.queue_remote(payload, size) }?;
+            unsafe { self.queue_remote(payload, size, expect) }?;
             // SAFETY: the claimed block's first payload word is ours to link through.
             self.remote[index].push(payload, |next| unsafe { wr(payload, next) });
             return Ok(());
@@ -566,9 +580,22 @@ impl Root {
         // SAFETY: validated under this lock hold.
         unsafe {
             check_canary(self.key, live.header, live.size)?;
+            expect.check(live.header, live.usable(), self.size_slack())?;
             arena.free(live);
         }
         Ok(())
+    }
+
+    /// How far below a chunk block's usable size a sized delete may say: exact with
+    /// canaries (the usable size is what was asked), else the rounding and a slack the
+    /// block absorbed (under 48 bytes).
+    #[inline(always)]
+    fn size_slack(&self) -> usize {
+        if self.checks().contains(Checks::CANARIES) {
+            0
+        } else {
+            47
+        }
     }
 
     /// What the thread that queues a remote free of the block at `payload` (`size` bytes)
@@ -578,10 +605,17 @@ impl Root {
     ///
     /// The caller claimed the block ([`claim_remote`]) and has not published it yet.
     #[inline(always)]
-    unsafe fn queue_remote(&self, payload: usize, size: usize) -> Result<(), Invalid> {
+    unsafe fn queue_remote(
+        &self,
+        payload: usize,
+        size: usize,
+        expect: Expect,
+    ) -> Result<(), Invalid> {
         // SAFETY: forwarded: the block is the caller's.
         unsafe {
-            check_canary(self.key, payload - HEADER, size)?;
+            let h = payload - HEADER;
+            check_canary(self.key, h, size)?;
+            expect.check(h, size - HEADER - canary_len(h), self.size_slack())?;
             if self.checks().contains(Checks::ZERO_FILL) {
                 scrub_queued(payload, size);
             }

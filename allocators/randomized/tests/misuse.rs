@@ -514,3 +514,54 @@ fn a_realloc_in_place_moves_the_canary_to_the_new_end() {
     assert!(in_place >= 3, "the shrinks stay in place");
     free(&heap, p.as_ptr());
 }
+
+#[test]
+fn a_delete_that_does_not_match_its_new_or_its_size_aborts() {
+    use alloclab_core::AllocKind::{Malloc, New, NewArray};
+    const MISMATCH: &str = "operator delete: mismatched delete";
+    const WRONG_SIZE: &str = "operator delete: sized delete with a size";
+    let heap = Randomized::with_seed_and_checks(26, Checks::ALL).unwrap();
+    for (size, align) in [(24, 16), (100, 16), (48, 64), (3 << 20, 16), (0, 16)] {
+        let l = layout(size, align);
+        // Matched forms, sized and not, free without complaint.
+        for kind in [New, NewArray] {
+            let p = heap.allocate_as(l, kind).unwrap();
+            // SAFETY: live, freed once, as it was allocated.
+            unsafe { heap.deallocate_as(p, kind, Some(size)) };
+            let p = heap.allocate_as(l, kind).unwrap();
+            // SAFETY: as above.
+            unsafe { heap.deallocate_as(p, kind, None) };
+        }
+        // A block from malloc may be deleted either way.
+        let p = heap.allocate_as(l, Malloc).unwrap();
+        // SAFETY: as above.
+        unsafe { heap.deallocate_as(p, NewArray, None) };
+        let p = heap.allocate_as(l, New).unwrap();
+        if size > 0 {
+            expect_abort(&[MISMATCH], || {
+                // SAFETY: none: delete[] of a block from new, on purpose.
+                unsafe { heap.deallocate_as(p, NewArray, None) };
+            });
+        }
+        expect_abort(&[WRONG_SIZE], || {
+            // SAFETY: none: a sized delete with a size the block was not allocated with.
+            unsafe { heap.deallocate_as(p, New, Some(size + 4096)) };
+        });
+        // SAFETY: live, freed once, as it was allocated.
+        unsafe { heap.deallocate_as(p, New, Some(size)) };
+    }
+    assert_eq!(heap.counters().live_bytes, 0);
+    heap.check().unwrap();
+}
+
+#[test]
+fn without_the_cxx_delete_class_a_mismatched_delete_frees() {
+    use alloclab_core::AllocKind::{New, NewArray};
+    let heap =
+        Randomized::with_seed_and_checks(27, Checks::ALL.without(Checks::CXX_DELETE)).unwrap();
+    let p = heap.allocate_as(layout(64, 16), New).unwrap();
+    // SAFETY: live, freed once (the mismatch is the point, and is let through).
+    unsafe { heap.deallocate_as(p, NewArray, Some(4000)) };
+    assert_eq!(heap.counters().live_bytes, 0);
+    heap.check().unwrap();
+}

@@ -1,7 +1,7 @@
 //! The shared preload tests (`alloclab_preload::driver`) against the randomized heap's `.so`:
 //! a multi-threaded C program checking every rule of the C API and forking, `python3`, and
 //! `sqlite3`, each under `LD_PRELOAD`; and every misuse case of the `security` suite, as a C
-//! program commits it.
+//! program commits it, and the C++ delete mismatches.
 
 alloclab_preload::preload_tests!(lib: "alloclab_preload_randomized", heap: "randomized");
 
@@ -46,6 +46,24 @@ fn every_misuse_case_is_caught_through_the_c_api() {
         assert!(
             ends.contains(&(case, MisuseEnd::FaultedAtAccess)),
             "{case}: {ends:#?}"
+        );
+    }
+}
+
+/// C++'s mismatched deletes (`delete` of a block from `new[]` and the reverse) and a sized
+/// delete with the wrong size, through the preload library's `operator delete`: each aborts
+/// with the heap's message.
+#[test]
+fn every_cxx_delete_mismatch_is_caught() {
+    use alloclab_preload::driver::{self, MisuseEnd};
+    let so = driver::cdylib_beside_test_executable("alloclab_preload_randomized");
+    let Ok(ends) = driver::cxx_misuse_under_preload(&so) else {
+        return;
+    };
+    for (case, end) in &ends {
+        assert!(
+            matches!(end, MisuseEnd::Aborted(m) if m.starts_with("alloclab-randomized: operator delete")),
+            "{case}: {end:?}"
         );
     }
 }

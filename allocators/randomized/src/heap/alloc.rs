@@ -19,6 +19,7 @@ impl Arena {
         &mut self,
         payload: usize,
         align: usize,
+        kind: usize,
         chunks: &dyn ChunkSource,
     ) -> Option<usize> {
         let need = (payload.next_multiple_of(GRANULE) + HEADER).max(MIN_BLOCK);
@@ -65,7 +66,11 @@ impl Arena {
             } else {
                 self.refill(first, last, partial, blocks, below, want, align, chunks)?
             };
-            Some(self.place(h, size, prev, need, payload, align, max_offset, wild))
+            let obj = self.place(h, size, prev, need, payload, align, max_offset, wild);
+            if kind != 0 {
+                set_kind(obj - HEADER, kind);
+            }
+            Some(obj)
         }
     }
 

@@ -20,8 +20,16 @@ pub(crate) const FLAGS: usize = 15;
 /// were given back to the OS, so that merging more into it does not give them back again.
 pub(super) const RELEASED: usize = HUGE;
 
-/// The previous-size field in a header's second word: bits 32-57 (the size / 16).
-const PREV_MASK: usize = ((1 << 26) - 1) << 32;
+/// The previous-size field in a header's second word: bits 32-51 (the size / 16; a chunk
+/// is 2^18 granules).
+const PREV_MASK: usize = ((1 << 20) - 1) << 32;
+/// On a busy block, bits 52-53 of the header's second word: how the program asked for it
+/// ([`KIND_NEW`], [`KIND_NEW_ARRAY`]; 0 for `malloc` and the trait).
+const KIND_SHIFT: u32 = 52;
+/// Kind bits of a block from C++'s `operator new`.
+pub(crate) const KIND_NEW: usize = 1;
+/// Kind bits of a block from C++'s `operator new[]`.
+pub(crate) const KIND_NEW_ARRAY: usize = 2;
 /// On a busy block, bits 58-63 of the header's second word: its canary's length, the bytes
 /// between the end of the request and the end of the payload (see [`arm_canary`]).
 const CANARY_SHIFT: u32 = 58;
@@ -152,6 +160,71 @@ pub(crate) unsafe fn arm_canary(key: u64, h: usize, size: usize, requested: usiz
     }
 }
 
+/// Records in the header of the busy block at `h` how the program asked for it.
+///
+/// # Safety
+///
+/// As [`arm_canary`].
+#[inline(always)]
+pub(crate) unsafe fn set_kind(h: usize, kind: usize) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        let w1 = rd(h + 8);
+        wr(h + 8, (w1 & !(3 << KIND_SHIFT)) | (kind << KIND_SHIFT));
+    }
+}
+
+/// How the program asked for the busy block at `h` (0: `malloc` or the trait).
+///
+/// # Safety
+///
+/// `h` is a header of this heap.
+#[inline(always)]
+pub(crate) unsafe fn kind_of(h: usize) -> usize {
+    // SAFETY: forwarded from the caller.
+    unsafe { (rd(h + 8) >> KIND_SHIFT) & 3 }
+}
+
+/// What a free was told about the block: how it was allocated (0: nothing, as C's `free`
+/// says) and, for a sized delete, its size.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Expect {
+    pub(crate) kind: usize,
+    pub(crate) size: Option<usize>,
+}
+
+impl Expect {
+    /// C's `free`: nothing to check.
+    pub(crate) const NOTHING: Expect = Expect {
+        kind: 0,
+        size: None,
+    };
+
+    /// Checks the block at `h` with `usable` bytes against what the free was told:
+    /// `delete` of a block from `new[]` (or the reverse) is refused, and so is a size above
+    /// `usable`, or more than `slack` below it.
+    ///
+    /// # Safety
+    ///
+    /// `h` is a busy block of this heap, its header checked.
+    #[inline(always)]
+    pub(crate) unsafe fn check(self, h: usize, usable: usize, slack: usize) -> Result<(), Invalid> {
+        if self.kind != 0 {
+            // SAFETY: forwarded from the caller.
+            let kind = unsafe { kind_of(h) };
+            // A block from `malloc` may be deleted (the heap cannot tell what libstdc++'s
+            // own `operator new`, which calls `malloc`, gave).
+            if kind != 0 && kind != self.kind {
+                return Err(Invalid::WrongDelete);
+            }
+        }
+        match self.size {
+            Some(size) if size > usable || usable - size > slack => Err(Invalid::WrongSize),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// The length of the canary of the busy block at `h` (0 if it has none).
 ///
 /// # Safety
@@ -201,6 +274,10 @@ pub(crate) enum Invalid {
     DoubleFree,
     /// A block whose canary (the bytes past what was asked for) was overwritten.
     Overflow,
+    /// C++'s `operator delete` of a block from `new[]`, or `delete[]` of one from `new`.
+    WrongDelete,
+    /// A sized `operator delete` told a size the block was not allocated with.
+    WrongSize,
 }
 
 impl Invalid {
@@ -215,6 +292,12 @@ impl Invalid {
             Self::DoubleFree => "free(): double free detected",
             Self::Overflow => {
                 "heap overflow detected (the bytes past the end of the block were overwritten)"
+            }
+            Self::WrongDelete => {
+                "operator delete: mismatched delete (delete of a block from new[], or delete[] of a block from new)"
+            }
+            Self::WrongSize => {
+                "operator delete: sized delete with a size the block was not allocated with"
             }
         }
     }

@@ -12,8 +12,8 @@
 //!  header (16 B)                                   free blocks only
 //! +-----------------------------+---------------+-----------+-----------+
 //! | size | flags (BUSY, WILD,   | canary (6),   | next free | prev free | ...
-//! |        HUGE, INTERNAL)      | prev size/16  |           |           |
-//! |                             | (26), tag(32) |           |           |
+//! |        HUGE, INTERNAL)      | kind (2), prev|           |           |
+//! |                             | /16 (20), tag |           |           |
 //! +-----------------------------+---------------+-----------+-----------+
 //! ```
 //!
@@ -23,7 +23,9 @@
 //!   chunk): free finds its left neighbour with it, and the right one by adding `size`.
 //! * `canary`, on a live block with [`Checks::CANARIES`](crate::Checks::CANARIES), is how
 //!   many bytes at the end of its payload hold the keyed canary byte (0 to 47: the rounding
-//!   to 16, and a slack too small to stand alone); see `arm_canary`.
+//!   to 16, and a slack too small to stand alone); see `arm_canary`. `kind` says whether
+//!   C++'s `operator new` or `new[]` asked for it (0: `malloc` or the trait), for the
+//!   checks of [`Checks::CXX_DELETE`](crate::Checks::CXX_DELETE).
 //! * `tag` is a 32-bit keyed hash of the header's address and its first word (size and
 //!   flags). The key is drawn from the OS at start and kept in the control block. A header
 //!   that was overwritten, a pointer into the middle of a block and a pointer to memory the
@@ -84,7 +86,8 @@ pub use audit::{Corruption, Counters, HeapShape};
 pub(crate) use fill::ZEROED_PAYLOAD_MAX;
 pub(crate) use free::scrub_queued;
 pub(crate) use header::{
-    BUSY, HUGE, Invalid, Live, check_canary, claim_remote, get, put, rd, validate_in_chunk, wr,
+    BUSY, Expect, HUGE, Invalid, KIND_NEW, KIND_NEW_ARRAY, Live, canary_len, check_canary,
+    claim_remote, get, put, rd, set_kind, validate_in_chunk, wr,
 };
 
 /// Payload alignment, and the granularity of every size.

@@ -12,7 +12,15 @@ impl Arena {
     /// `live` came from [`validate_in_chunk`] under this lock hold.
     pub(crate) unsafe fn resize_in_place(&mut self, live: Live, payload: usize) -> bool {
         // SAFETY: forwarded.
+        // SAFETY: `live` is a live block of this arena, under its lock; resizing rewrites
+        // its header, whose kind is then written back.
+        let kind = unsafe { kind_of(live.header) };
+        // SAFETY: forwarded.
         let resized = unsafe { self.resize_block(live, payload) };
+        if resized && kind != 0 {
+            // SAFETY: as above.
+            unsafe { set_kind(live.header, kind) };
+        }
         if resized && self.canaries {
             // SAFETY: the block is live and this lock's holder's; its new size is in its
             // header, at most 47 bytes past the request.
