@@ -1,5 +1,5 @@
-//! randomized's targets: placement entropy, immediate reuse, misuse caught, and its `cpu`
-//! time and footprint against glibc.
+//! randomized's targets: placement entropy, immediate reuse, misuse caught, and its time
+//! and footprint against glibc, in-process (`cpu`) and on real programs (`programs`).
 
 use super::lookup::*;
 use super::thresholds::*;
@@ -146,6 +146,85 @@ pub(super) fn misuse_check(view: &Lookup<'_>, scope: MisuseScope) -> Check {
     }
 }
 
+/// The footprint target on `suite`'s `metric` (MiB): at most
+/// [`RANDOMIZED_FOOTPRINT_VS_SYSTEM`] times glibc's where glibc's is at least
+/// [`RANDOMIZED_FOOTPRINT_FLOOR_MIB`], else at most [`RANDOMIZED_FOOTPRINT_SLACK_MIB`] above
+/// it, on every workload (medians).
+pub(super) fn footprint_check(view: &Lookup<'_>, suite: &str, metric: &str) -> Check {
+    let what = format!(
+        "`{suite}`: {RANDOMIZED}'s {} <= {RANDOMIZED_FOOTPRINT_VS_SYSTEM}x glibc's (`{SYSTEM}`) where glibc's is at least {RANDOMIZED_FOOTPRINT_FLOOR_MIB} MiB, and at most {} KiB above it where smaller, on every workload",
+        metric.replace('_', " "),
+        RANDOMIZED_FOOTPRINT_SLACK_MIB * 1024.0
+    );
+    if let Some(why) = missing(view, suite, RANDOMIZED, &[SYSTEM]) {
+        return not_here(&what, &why);
+    }
+    let mut pairs = Vec::new();
+    for workload in view.workloads(suite) {
+        for t in view.threads(suite, RANDOMIZED) {
+            let ours = view.median(suite, workload, RANDOMIZED, t, metric);
+            let theirs = view.median(suite, workload, SYSTEM, t, metric);
+            if let Some((a, b)) = ours.zip(theirs).filter(|(_, b)| *b > 0.0) {
+                pairs.push((workload, t, a, b));
+            }
+        }
+    }
+    if pairs.is_empty() {
+        return not_here(&what, &format!("no workload with {metric} of both"));
+    }
+    let (large, small): (Vec<_>, Vec<_>) = pairs
+        .iter()
+        .partition(|(_, _, _, b)| *b >= RANDOMIZED_FOOTPRINT_FLOOR_MIB);
+    let over: Vec<String> = large
+        .iter()
+        .filter(|(_, _, a, b)| a / b > RANDOMIZED_FOOTPRINT_VS_SYSTEM)
+        .map(|(w, t, a, b)| {
+            format!(
+                "{w} {:.2}x{}",
+                a / b,
+                at_threads(view, suite, RANDOMIZED, *t)
+            )
+        })
+        .chain(
+            small
+                .iter()
+                .filter(|(_, _, a, b)| a - b > RANDOMIZED_FOOTPRINT_SLACK_MIB)
+                .map(|(w, t, a, b)| {
+                    format!(
+                        "{w} +{:.0} KiB{}",
+                        (a - b) * 1024.0,
+                        at_threads(view, suite, RANDOMIZED, *t)
+                    )
+                }),
+        )
+        .collect();
+    let mut detail = Vec::new();
+    if let Some((w, _, a, b)) = large
+        .iter()
+        .max_by(|x, y| (x.2 / x.3).total_cmp(&(y.2 / y.3)))
+    {
+        detail.push(format!("highest {:.2}x ({w})", a / b));
+    }
+    if let Some((w, _, a, b)) = small
+        .iter()
+        .max_by(|x, y| (x.2 - x.3).total_cmp(&(y.2 - y.3)))
+    {
+        detail.push(format!(
+            "most above a small one +{:.0} KiB ({w})",
+            (a - b) * 1024.0
+        ));
+    }
+    let line = if over.is_empty() {
+        format!("{what}: {}", detail.join("; "))
+    } else {
+        format!("{what}: above on {}", over.join(", "))
+    };
+    Check {
+        verdict: Verdict::of(over.is_empty()),
+        line,
+    }
+}
+
 /// randomized's targets over this run: what its paper claims (randomization defeats misuse)
 /// and alloclab's own, on placement, time and footprint.
 pub(super) fn goals(view: &Lookup<'_>) -> [Goal; 2] {
@@ -163,17 +242,30 @@ pub(super) fn goals(view: &Lookup<'_>) -> [Goal; 2] {
             entropy_check(view),
             reuse_check(view),
             time_mean_check(view, RANDOMIZED, SYSTEM, RANDOMIZED_TIME_VS_SYSTEM),
-            every_workload_check(
+            footprint_check(view, CPU, "peak_footprint"),
+            mean_over_workloads_check(
                 view,
-                CPU,
-                "peak_footprint",
+                PROGRAMS,
+                "wall",
                 format!(
-                    "`{CPU}`: peak footprint <= {RANDOMIZED_FOOTPRINT_VS_SYSTEM}x glibc's (`{SYSTEM}`) on every workload"
+                    "`{PROGRAMS}`: geometric mean over the programs of {RANDOMIZED}'s wall time over glibc's (`{SYSTEM}`, nothing preloaded) <= {RANDOMIZED_PROGRAMS_WALL_VS_SYSTEM}"
                 ),
                 RANDOMIZED,
                 SYSTEM,
-                RANDOMIZED_FOOTPRINT_VS_SYSTEM,
+                RANDOMIZED_PROGRAMS_WALL_VS_SYSTEM,
             ),
+            every_workload_check(
+                view,
+                PROGRAMS,
+                "wall",
+                format!(
+                    "`{PROGRAMS}`: no program's wall time above {RANDOMIZED_PROGRAMS_WALL_WORST_VS_SYSTEM}x glibc's"
+                ),
+                RANDOMIZED,
+                SYSTEM,
+                RANDOMIZED_PROGRAMS_WALL_WORST_VS_SYSTEM,
+            ),
+            footprint_check(view, PROGRAMS, "peak_rss"),
             misuse_check(view, MisuseScope::Every),
         ],
     };

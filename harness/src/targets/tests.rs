@@ -536,21 +536,33 @@ fn security_checks_cover_every_size_and_every_misuse_case() {
     );
     assert_eq!(checks[1].verdict, Verdict::Pass, "{}", checks[1].line);
     // The paper's check covers the double and invalid frees; alloclab's every case.
-    assert_eq!(checks[5].verdict, Verdict::Pass, "{}", checks[5].line);
-    assert!(checks[5].line.contains("2 of 2"), "{}", checks[5].line);
-    assert_eq!(checks[4].verdict, Verdict::Fail, "{}", checks[4].line);
+    let find = |checks: &[Check], words: &str| {
+        checks
+            .iter()
+            .find(|c| c.line.contains(words))
+            .cloned()
+            .unwrap_or_else(|| panic!("no check says {words:?}"))
+    };
+    let paper = find(&checks, "every double-free and invalid-free case");
+    assert_eq!(paper.verdict, Verdict::Pass, "{}", paper.line);
+    assert!(paper.line.contains("2 of 2"), "{}", paper.line);
+    let every = find(&checks, "catches every misuse case");
+    assert_eq!(every.verdict, Verdict::Fail, "{}", every.line);
     assert!(
-        checks[4]
+        every
             .line
             .contains("2 of 3 caught in every run; not: overwrite_neighbour"),
         "{}",
-        checks[4].line
+        every.line
     );
 
     // A case that crashed in one run (score 0.5) is not caught.
     recs[6].min = 0.5;
     let goals = host_heap_goals(&results(recs));
-    let misuse = &goal(&goals, RANDOMIZED).checks[5];
+    let misuse = &find(
+        &goal(&goals, RANDOMIZED).checks,
+        "every double-free and invalid-free case",
+    );
     assert_eq!(misuse.verdict, Verdict::Fail);
     assert!(
         misuse.line.contains("not: invalid_free_stack"),
@@ -604,4 +616,40 @@ fn a_run_without_host_heap_suites_has_no_goals() {
     let mut out = String::new();
     crate::targets::markdown(&mut out, &results(recs), "##");
     assert!(out.is_empty());
+}
+
+#[test]
+fn randomized_footprint_is_a_ratio_above_a_mebibyte_and_a_margin_below() {
+    let check = |rows: &[(&str, &str, f64, f64)]| {
+        let goals = host_heap_goals(&results(cpu(rows)));
+        goal(&goals, RANDOMIZED)
+            .checks
+            .into_iter()
+            .find(|c| c.line.contains("peak footprint <= 1.5x glibc's"))
+            .expect("the cpu footprint check")
+    };
+    // 0.023 MiB against 0.078: 56 KiB above a small footprint, within the margin; 1.4x a
+    // large one.
+    let ok = check(&[
+        ("cache-thrash", SYSTEM, 1.0, 0.023),
+        ("cache-thrash", RANDOMIZED, 1.0, 0.078),
+        ("mstress", SYSTEM, 1.0, 2.0),
+        ("mstress", RANDOMIZED, 1.0, 2.8),
+    ]);
+    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.line);
+    assert!(ok.line.contains("highest 1.40x (mstress)"), "{}", ok.line);
+    assert!(ok.line.contains("+56 KiB (cache-thrash)"), "{}", ok.line);
+    // 100 KiB above a small one, and 1.6x a large one: both named.
+    let over = check(&[
+        ("cache-thrash", SYSTEM, 1.0, 0.023),
+        ("cache-thrash", RANDOMIZED, 1.0, 0.023 + 100.0 / 1024.0),
+        ("mstress", SYSTEM, 1.0, 2.0),
+        ("mstress", RANDOMIZED, 1.0, 3.2),
+    ]);
+    assert_eq!(over.verdict, Verdict::Fail, "{}", over.line);
+    assert!(
+        over.line.contains("mstress 1.60x") && over.line.contains("cache-thrash +100 KiB"),
+        "{}",
+        over.line
+    );
 }

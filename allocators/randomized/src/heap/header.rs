@@ -155,7 +155,17 @@ pub(crate) unsafe fn arm_canary(key: u64, h: usize, size: usize, requested: usiz
         let w1 = rd(h + 8);
         wr(h + 8, (w1 & !(63 << CANARY_SHIFT)) | (len << CANARY_SHIFT));
         if len > 0 {
-            ((payload + requested) as *mut u8).write_bytes(canary_byte(key, payload), len);
+            let word = u64::from(canary_byte(key, payload)) * 0x0101_0101_0101_0101;
+            let (mut at, end) = (payload + requested, payload + requested + len);
+            // Whole words (unaligned), then the bytes left: at most 47 bytes, no call.
+            while at + 8 <= end {
+                (at as *mut u64).write_unaligned(word);
+                at += 8;
+            }
+            while at < end {
+                (at as *mut u8).write(word as u8);
+                at += 1;
+            }
         }
     }
 }
@@ -249,11 +259,21 @@ pub(crate) unsafe fn check_canary(key: u64, h: usize, size: usize) -> Result<(),
         return Ok(());
     }
     let payload = h + HEADER;
-    let byte = canary_byte(key, payload);
+    let word = u64::from(canary_byte(key, payload)) * 0x0101_0101_0101_0101;
     let end = h + size;
-    // SAFETY: the canary lies in the block's payload.
-    let intact = (end - len..end).all(|at| unsafe { (at as *const u8).read() } == byte);
-    if intact {
+    let mut at = end - len;
+    let mut diff = 0;
+    while at + 8 <= end {
+        // SAFETY: the canary lies in the block's payload.
+        diff |= unsafe { (at as *const u64).read_unaligned() } ^ word;
+        at += 8;
+    }
+    while at < end {
+        // SAFETY: as above.
+        diff |= u64::from(unsafe { (at as *const u8).read() }) ^ (word & 0xff);
+        at += 1;
+    }
+    if diff == 0 {
         Ok(())
     } else {
         Err(Invalid::Overflow)
