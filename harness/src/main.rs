@@ -104,7 +104,9 @@ struct Common {
     /// Runs per measurement, each in a fresh process [default: 5; the storage suite 1, its
     /// checks are stated for one run; the training suite 1, it is deterministic; the
     /// programs suite 3, whole programs vary less from run to run than microbenchmarks; the
-    /// realtime suite 3, each run holds millions of timed calls].
+    /// realtime suite 3, each run holds millions of timed calls, and its progress workload
+    /// 1, a run holds the 200 freezes its check is stated for; the security suite 3, each run
+    /// holds hundreds of forked trials].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     runs: Option<u32>,
     /// Seed of every workload's random choices (all allocators see the same requests).
@@ -400,17 +402,23 @@ fn resolve_allocators(names: &[String]) -> Result<Vec<&'static AllocatorInfo>, S
 
 /// Runs per measurement when `--runs` is not given.
 const DEFAULT_RUNS: u32 = 5;
+/// Runs of the `security` suite when `--runs` is not given: each run holds hundreds of
+/// forked trials (the entropy and reuse estimates) or is a verdict per case (misuse).
+const SECURITY_DEFAULT_RUNS: u32 = 3;
 /// Where `suite` and `report` write the report unless told otherwise: under cargo's build
 /// directory, out of the source tree, so that generated files are never committed by
 /// accident (and `cargo clean` removes them).
 const DEFAULT_REPORT_DIR: &str = "target/alloclab-report";
 
-/// Suites that run a different number of times when `--runs` is not given.
+/// Suites (or single workloads, which come first) that run a different number of times
+/// when `--runs` is not given.
 fn runs_per_suite(common: &Common) -> Vec<(&'static str, u32)> {
     match common.runs {
         Some(_) => Vec::new(),
         // The training suite is deterministic: one run says it all.
         None => vec![
+            ("progress", workloads::realtime::PROGRESS_DEFAULT_RUNS),
+            ("security", SECURITY_DEFAULT_RUNS),
             ("storage", workloads::storage::DEFAULT_RUNS),
             (workloads::training::SUITE, 1),
             (

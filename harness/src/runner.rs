@@ -89,8 +89,9 @@ pub struct Plan {
     pub scale: Scale,
     /// Runs per job.
     pub runs: u32,
-    /// Runs per job of the suites named here, instead of `runs` (the `storage` suite runs
-    /// once unless the user asks for more: see `workloads::storage::DEFAULT_RUNS`).
+    /// Runs per job of the suites, or single workloads, named here, instead of `runs` (the
+    /// `storage` suite runs once unless the user asks for more: see
+    /// `workloads::storage::DEFAULT_RUNS`); a workload's own entry wins over its suite's.
     pub runs_per_suite: Vec<(&'static str, u32)>,
     /// Seed of every workload's generator.
     pub seed: u64,
@@ -111,10 +112,15 @@ impl Plan {
 
     /// How many times each job of `workload` runs.
     pub fn runs_for(&self, workload: &WorkloadInfo) -> u32 {
-        self.runs_per_suite
-            .iter()
-            .find(|(suite, _)| *suite == workload.suite)
-            .map_or(self.runs, |&(_, runs)| runs)
+        let named = |name: &str| {
+            self.runs_per_suite
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|&(_, runs)| runs)
+        };
+        named(workload.name)
+            .or_else(|| named(workload.suite))
+            .unwrap_or(self.runs)
     }
 
     /// Worker runs in the whole plan.
@@ -610,6 +616,17 @@ mod tests {
         assert_eq!(threads_of(&jobs, "larson"), [cores]);
         assert_eq!(threads_of(&jobs, "latency"), [cores, 2 * cores, 4 * cores]);
         assert_eq!(plan.all_thread_counts(), [cores, 2 * cores, 4 * cores]);
+    }
+
+    #[test]
+    fn a_workloads_own_run_count_wins_over_its_suites() {
+        let mut plan = plan(None);
+        plan.runs = 5;
+        plan.runs_per_suite = vec![("progress", 1), ("realtime", 3)];
+        let runs = |w: &str| plan.runs_for(workloads::find(w).expect("registered"));
+        assert_eq!(runs("progress"), 1);
+        assert_eq!(runs("latency"), 3);
+        assert_eq!(runs("larson"), 5);
     }
 
     #[test]

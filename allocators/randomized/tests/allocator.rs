@@ -769,60 +769,64 @@ fn a_freed_block_of_128_kib_or_more_gives_its_pages_back_a_smaller_one_keeps_the
         Randomized::with_seed_and_checks(62, Checks::ALL.without(Checks::ZERO_FILL)).unwrap();
     // Live small blocks: a heap that did not shrink, where free regions of a mebibyte and
     // more keep their pages (see the test above).
-    let small = layout(1024, 16);
-    let live: Vec<NonNull<u8>> = (0..1024).map(|_| heap.allocate(small).unwrap()).collect();
-    let free_touched = |size: usize| {
-        let l = layout(size, 16);
-        let p = heap.allocate(l).unwrap();
-        fill(p, size, 0x5a);
-        // SAFETY: allocated just above with `l`, freed once.
-        unsafe { heap.deallocate(p, l) };
-        heap.counters().released_bytes
-    };
-    assert_eq!(free_touched(96 << 10), 0, "a 96 KiB block kept its pages");
-    let released = free_touched(200 << 10);
+    let live = live_small_blocks(&heap);
+    let (released, _) = free_a_touched_block(&heap, 96 << 10);
+    assert_eq!(released, 0, "a 96 KiB block kept its pages");
+    let (released, _) = free_a_touched_block(&heap, 200 << 10);
     assert!(
         released >= 190 << 10,
         "a 200 KiB block gave back only {released} bytes"
     );
     heap.check().expect("consistent after the release");
+    free_small_blocks(&heap, live);
+}
+
+/// 1024 live blocks of 1 KiB: a heap that did not shrink.
+fn live_small_blocks(heap: &Randomized) -> Vec<NonNull<u8>> {
+    (0..1024)
+        .map(|_| heap.allocate(layout(1024, 16)).unwrap())
+        .collect()
+}
+
+/// Frees what [`live_small_blocks`] allocated.
+fn free_small_blocks(heap: &Randomized, live: Vec<NonNull<u8>>) {
     for p in live {
-        // SAFETY: allocated above with `small`, freed once.
-        unsafe { heap.deallocate(p, small) };
+        // SAFETY: allocated by `live_small_blocks` with this layout, freed once.
+        unsafe { heap.deallocate(p, layout(1024, 16)) };
     }
+}
+
+/// Allocates a block of `size` bytes (at most 1 MiB: in a chunk, which stays mapped), fills
+/// it and frees it: the bytes this free gave back to the OS, and the byte in the middle of
+/// the freed block afterwards.
+fn free_a_touched_block(heap: &Randomized, size: usize) -> (u64, u8) {
+    let l = layout(size, 16);
+    let p = heap.allocate(l).unwrap();
+    fill(p, size, 0x5a);
+    let before = heap.counters().released_bytes;
+    // SAFETY: allocated just above with `l`, freed once.
+    unsafe { heap.deallocate(p, l) };
+    // SAFETY: a read of freed memory in a chunk, which stays mapped: what the free left.
+    let stale = unsafe { p.as_ptr().add(size / 2).read_volatile() };
+    (heap.counters().released_bytes - before, stale)
 }
 
 #[test]
 fn with_zero_fill_a_freed_payload_of_64_kib_or_more_gives_its_pages_back_and_reads_zero() {
     let heap = Randomized::with_seed_and_checks(63, Checks::ALL).unwrap();
-    let small = layout(1024, 16);
-    let live: Vec<NonNull<u8>> = (0..1024).map(|_| heap.allocate(small).unwrap()).collect();
-    let free_touched = |size: usize| {
-        let l = layout(size, 16);
-        let p = heap.allocate(l).unwrap();
-        fill(p, size, 0x5a);
-        let before = heap.counters().released_bytes;
-        // SAFETY: allocated just above with `l`, freed once.
-        unsafe { heap.deallocate(p, l) };
-        // SAFETY: a read of freed memory, still mapped by the heap: the test's point.
-        let stale = unsafe { p.as_ptr().add(size / 2).read_volatile() };
-        (heap.counters().released_bytes - before, stale)
-    };
-    let (released, stale) = free_touched(32 << 10);
+    let live = live_small_blocks(&heap);
+    let (released, stale) = free_a_touched_block(&heap, 32 << 10);
     assert_eq!(
         (released, stale),
         (0, 0),
         "a 32 KiB payload is zeroed with stores"
     );
-    let (released, stale) = free_touched(96 << 10);
+    let (released, stale) = free_a_touched_block(&heap, 96 << 10);
     assert!(
         released >= 88 << 10,
         "a 96 KiB payload gave back only {released} bytes"
     );
     assert_eq!(stale, 0);
     heap.check().expect("freed memory reads zero");
-    for p in live {
-        // SAFETY: allocated above with `small`, freed once.
-        unsafe { heap.deallocate(p, small) };
-    }
+    free_small_blocks(&heap, live);
 }

@@ -109,13 +109,28 @@ pub(super) fn ratios(
     ours: &str,
     theirs: &str,
 ) -> Vec<(String, usize, f64)> {
+    medians(view, suite, metric, ours, theirs)
+        .into_iter()
+        .map(|(workload, t, a, b)| (workload, t, a / b))
+        .collect()
+}
+
+/// `(workload, threads, ours, theirs)`: the medians of `metric` of both, over every
+/// workload (and thread count of `ours`) of `suite` both ran, `theirs` positive.
+pub(super) fn medians(
+    view: &Lookup<'_>,
+    suite: &str,
+    metric: &str,
+    ours: &str,
+    theirs: &str,
+) -> Vec<(String, usize, f64, f64)> {
     let mut out = Vec::new();
     for workload in view.workloads(suite) {
         for t in view.threads(suite, ours) {
             let a = view.median(suite, workload, ours, t, metric);
             let b = view.median(suite, workload, theirs, t, metric);
             if let Some((a, b)) = a.zip(b).filter(|(_, b)| *b > 0.0) {
-                out.push((workload.to_owned(), t, a / b));
+                out.push((workload.to_owned(), t, a, b));
             }
         }
     }

@@ -159,16 +159,7 @@ pub(super) fn footprint_check(view: &Lookup<'_>, suite: &str, metric: &str) -> C
     if let Some(why) = missing(view, suite, RANDOMIZED, &[SYSTEM]) {
         return not_here(&what, &why);
     }
-    let mut pairs = Vec::new();
-    for workload in view.workloads(suite) {
-        for t in view.threads(suite, RANDOMIZED) {
-            let ours = view.median(suite, workload, RANDOMIZED, t, metric);
-            let theirs = view.median(suite, workload, SYSTEM, t, metric);
-            if let Some((a, b)) = ours.zip(theirs).filter(|(_, b)| *b > 0.0) {
-                pairs.push((workload, t, a, b));
-            }
-        }
-    }
+    let pairs = medians(view, suite, metric, RANDOMIZED, SYSTEM);
     if pairs.is_empty() {
         return not_here(&what, &format!("no workload with {metric} of both"));
     }

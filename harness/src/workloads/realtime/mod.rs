@@ -46,6 +46,12 @@ pub const SUITE: &str = "realtime";
 /// default suite stays within its time.
 pub const DEFAULT_RUNS: u32 = 3;
 
+/// Runs of the `progress` workload when `--runs` is not given: one run holds the
+/// [`FREEZES`](progress::FREEZES) freezes its check is stated for (each run takes that many
+/// 20 ms freezes, about 5 s per allocator), and its figures are counts and maxima over
+/// them, not medians of runs.
+pub const PROGRESS_DEFAULT_RUNS: u32 = 1;
+
 /// The registry entries of the `realtime` suite.
 pub const WORKLOADS: &[WorkloadInfo] = &[
     WorkloadInfo {
