@@ -105,8 +105,8 @@ struct Common {
     /// checks are stated for one run; the training suite 1, it is deterministic; the
     /// programs suite 3, whole programs vary less from run to run than microbenchmarks; the
     /// realtime suite 3, each run holds millions of timed calls, and its progress workload
-    /// 1, a run holds the 200 freezes its check is stated for; the security, pmem and gpu
-    /// suites 3, their figures move little from run to run].
+    /// 1, a run holds the 200 freezes its check is stated for; the security, pmem, gpu and
+    /// training-replay suites 3, their figures move little from run to run].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     runs: Option<u32>,
     /// Seed of every workload's random choices (all allocators see the same requests).
@@ -402,10 +402,11 @@ fn resolve_allocators(names: &[String]) -> Result<Vec<&'static AllocatorInfo>, S
 
 /// Runs per measurement when `--runs` is not given.
 const DEFAULT_RUNS: u32 = 5;
-/// Runs of the `security`, `pmem` and `gpu` suites when `--runs` is not given: each
-/// `security` run holds hundreds of forked trials (the entropy and reuse estimates) or a
-/// verdict per case (misuse); the `pmem` suite's ratios and the `gpu` suite's CPU model
-/// move by a few percent from run to run, where the microbenchmarks of `cpu` move by tens.
+/// Runs of the `security`, `pmem`, `gpu` and `training-replay` suites when `--runs` is not
+/// given: each `security` run holds hundreds of forked trials (the entropy and reuse
+/// estimates) or a verdict per case (misuse); the `pmem` suite's ratios, the `gpu` suite's
+/// CPU model and the replays of fixed traces move by a few percent from run to run, where
+/// the microbenchmarks of `cpu` move by tens.
 const STEADY_DEFAULT_RUNS: u32 = 3;
 /// Where `suite` and `report` write the report unless told otherwise: under cargo's build
 /// directory, out of the source tree, so that generated files are never committed by
@@ -423,6 +424,7 @@ fn runs_per_suite(common: &Common) -> Vec<(&'static str, u32)> {
             ("security", STEADY_DEFAULT_RUNS),
             ("pmem", STEADY_DEFAULT_RUNS),
             ("gpu", STEADY_DEFAULT_RUNS),
+            ("training-replay", STEADY_DEFAULT_RUNS),
             ("storage", workloads::storage::DEFAULT_RUNS),
             (workloads::training::SUITE, 1),
             (
