@@ -65,17 +65,18 @@ pub(crate) unsafe fn protect_none(start: usize, len: usize) -> bool {
 }
 
 /// Gives the whole pages of `[start, end)` back to the OS: they stay mapped and read as
-/// zero when next touched. Pages only partly inside the range are kept.
+/// zero when next touched. Pages only partly inside the range are kept. Returns the pages
+/// given back (empty if none).
 ///
 /// # Safety
 ///
 /// The range lies in a mapping of [`map_aligned`] and holds nothing the caller needs.
-pub(crate) unsafe fn release_pages(start: usize, end: usize) -> usize {
+pub(crate) unsafe fn release_pages(start: usize, end: usize) -> core::ops::Range<usize> {
     let page = page_size();
     let first = start.next_multiple_of(page);
     let last = end & !(page - 1);
     if last <= first {
-        return 0;
+        return 0..0;
     }
     // SAFETY: forwarded from the caller; MADV_DONTNEED on private anonymous memory only
     // discards contents.
@@ -86,7 +87,7 @@ pub(crate) unsafe fn release_pages(start: usize, end: usize) -> usize {
             libc::MADV_DONTNEED,
         )
     };
-    last - first
+    first..last
 }
 
 /// The page size (4 KiB on the machines this targets; asked of the OS once).

@@ -146,12 +146,8 @@ impl Randomized {
             ));
         }
         let oom = || AllocError::new(layout, AllocErrorKind::OutOfMemory);
-        let extra = if align > GRANULE { align } else { 0 };
-        let block = size
-            .checked_next_multiple_of(GRANULE)
-            .and_then(|s| s.checked_add(HEADER + extra))
-            .filter(|&b| b <= isize::MAX as usize / 2)
-            .ok_or(AllocError::new(layout, AllocErrorKind::SizeUnsupported))?;
+        let block =
+            block_bytes(layout).ok_or(AllocError::new(layout, AllocErrorKind::SizeUnsupported))?;
         let root = self.root().ok_or_else(oom)?;
         let payload = if block > LARGE_MAX {
             root.allocate_huge(size, align, kind)
@@ -311,17 +307,7 @@ impl HostAllocator for Randomized {
         let fills = self
             .existing_root()
             .is_some_and(|root| root.checks().contains(Checks::ZERO_FILL));
-        // As `allocate_block` decides it.
-        let extra = if layout.align() > GRANULE {
-            layout.align()
-        } else {
-            0
-        };
-        let own_mapping = layout
-            .size()
-            .next_multiple_of(GRANULE)
-            .saturating_add(HEADER + extra)
-            > LARGE_MAX;
+        let own_mapping = block_bytes(layout).is_some_and(|b| b > LARGE_MAX);
         let zeroed = fills && (layout.size() <= ZEROED_PAYLOAD_MAX || own_mapping);
         if !zeroed {
             // SAFETY: a live block of at least `layout.size()` bytes.
@@ -394,6 +380,23 @@ unsafe impl MallocHeap for Randomized {
         };
         self.free_block_as(ptr, expect);
     }
+}
+
+/// The bytes a block for `layout` takes (its payload rounded to 16, its header, and for an
+/// alignment above 16 that much slack to align it), or `None` if that is unrepresentable:
+/// above [`LARGE_MAX`] it gets a mapping of its own.
+#[inline(always)]
+fn block_bytes(layout: Layout) -> Option<usize> {
+    let extra = if layout.align() > GRANULE {
+        layout.align()
+    } else {
+        0
+    };
+    layout
+        .size()
+        .checked_next_multiple_of(GRANULE)
+        .and_then(|s| s.checked_add(HEADER + extra))
+        .filter(|&b| b <= isize::MAX as usize / 2)
 }
 
 /// The header's kind bits of `kind`.

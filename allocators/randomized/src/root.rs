@@ -508,9 +508,10 @@ impl Root {
         let (base, kind) = match self.locate(payload) {
             Ok(found) => found,
             Err(Invalid::Foreign) if self.zero.contains(payload) => {
-                self.zero.is_live(payload)?;
-                // A zero-size block has no bytes, and records no kind.
+                // A zero-size block has no bytes, and records no kind. (A wrong size told
+                // for a freed one is still reported as the double free it is.)
                 if expect.size.is_some_and(|size| size != 0) {
+                    self.zero.is_live(payload)?;
                     return Err(Invalid::WrongSize);
                 }
                 return self.zero.free(payload);

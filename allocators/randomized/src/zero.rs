@@ -95,15 +95,20 @@ impl ZeroSize {
         base != 0 && address.wrapping_sub(base) < REGION
     }
 
-    /// Frees the zero-size pointer `address`, which lies in the region.
-    pub(crate) fn free(&self, address: usize) -> Result<(), Invalid> {
+    /// The bitmap word and bit of the slot at `address`, which lies in the region.
+    fn slot_of(&self, address: usize) -> Result<(&AtomicU64, u64), Invalid> {
         let offset = address - self.base.load(Ordering::Relaxed);
         if !offset.is_multiple_of(GRANULE) {
             return Err(Invalid::Misaligned);
         }
         let slot = offset / GRANULE;
-        let bit = 1u64 << (slot % 64);
-        if self.live[slot / 64].fetch_and(!bit, Ordering::Relaxed) & bit == 0 {
+        Ok((&self.live[slot / 64], 1 << (slot % 64)))
+    }
+
+    /// Frees the zero-size pointer `address`, which lies in the region.
+    pub(crate) fn free(&self, address: usize) -> Result<(), Invalid> {
+        let (word, bit) = self.slot_of(address)?;
+        if word.fetch_and(!bit, Ordering::Relaxed) & bit == 0 {
             return Err(Invalid::DoubleFree);
         }
         self.deallocations.fetch_add(1, Ordering::Relaxed);
@@ -112,12 +117,8 @@ impl ZeroSize {
 
     /// Whether `address`, in the region, is a live zero-size pointer.
     pub(crate) fn is_live(&self, address: usize) -> Result<(), Invalid> {
-        let offset = address - self.base.load(Ordering::Relaxed);
-        if !offset.is_multiple_of(GRANULE) {
-            return Err(Invalid::Misaligned);
-        }
-        let slot = offset / GRANULE;
-        if self.live[slot / 64].load(Ordering::Relaxed) & (1 << (slot % 64)) == 0 {
+        let (word, bit) = self.slot_of(address)?;
+        if word.load(Ordering::Relaxed) & bit == 0 {
             return Err(Invalid::DoubleFree);
         }
         Ok(())

@@ -94,7 +94,7 @@ impl Arena {
             // reallocates the same small blocks over and over keeps their memory.
             let mut released = false;
             // The pages given back, which read zero afterwards without a memset.
-            let mut given_back = (0, 0);
+            let mut given_back = 0..0;
             // One comparison on the common path: both rules need `2 * RELEASE_BLOCK`.
             if total >= 2 * RELEASE_BLOCK
                 && (size >= RELEASE_BLOCK
@@ -110,8 +110,8 @@ impl Arena {
                     (start + MIN_BLOCK, start + total)
                 };
                 if hi >= lo + RELEASE_SPAN || !neighbours_released {
-                    self.released_bytes += os::release_pages(lo, hi) as u64;
-                    given_back = (lo.next_multiple_of(page), hi & !(page - 1));
+                    given_back = os::release_pages(lo, hi);
+                    self.released_bytes += given_back.len() as u64;
                 }
                 released = true;
             }
@@ -120,15 +120,13 @@ impl Arena {
                 // do; a large payload's whole pages are given back now; the rest is
                 // zeroed.
                 let (payload, end) = (h + HEADER, h + size);
-                if given_back.0 >= given_back.1 && end - payload >= fill::SCRUB_RELEASE {
-                    let page = os::page_size();
-                    self.released_bytes += os::release_pages(payload, end) as u64;
-                    given_back = (payload.next_multiple_of(page), end & !(page - 1));
+                if given_back.is_empty() && end - payload >= fill::SCRUB_RELEASE {
+                    given_back = os::release_pages(payload, end);
+                    self.released_bytes += given_back.len() as u64;
                 }
-                let (gone_lo, gone_hi) = given_back;
-                if gone_lo < gone_hi && gone_lo < end && gone_hi > payload {
-                    self.scrub(payload, gone_lo.max(payload));
-                    self.scrub(gone_hi.min(end), end);
+                if !given_back.is_empty() && given_back.start < end && given_back.end > payload {
+                    self.scrub(payload, given_back.start.max(payload));
+                    self.scrub(given_back.end.min(end), end);
                 } else {
                     self.scrub(payload, end);
                 }
