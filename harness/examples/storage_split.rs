@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use alloclab_harness::workloads::storage::{Spec, measure_by_name};
+use alloclab_harness::workloads::storage::{Spec, measure_together};
 use alloclab_harness::workloads::{Params, Scale};
 use alloclab_storage_engines::Phase;
 
@@ -107,8 +107,13 @@ fn main() {
         // Per heap: ops/s and ns/op of each phase, one entry per run.
         let mut table = vec![vec![Vec::new(); 6]; heaps.len()];
         for _ in 0..runs {
-            for (h, heap) in heaps.iter().enumerate() {
-                let r = measure_by_name(spec, heap, &params, &dir).unwrap_or_else(|e| {
+            // The heaps together, interleaved, as the suite measures them.
+            let reports = measure_together(spec, &heaps, &params, &dir).unwrap_or_else(|e| {
+                eprintln!("storage_split: {workload}: {e}");
+                std::process::exit(1)
+            });
+            for (h, (heap, r)) in heaps.iter().zip(reports).enumerate() {
+                let r = r.unwrap_or_else(|e| {
                     eprintln!("storage_split: {workload} on {heap}: {e}");
                     std::process::exit(1)
                 });

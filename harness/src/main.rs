@@ -101,8 +101,8 @@ struct Common {
     /// Amount of work per run: tiny (smoke test), small, medium (4x) or large (16x).
     #[arg(long, default_value = "small")]
     scale: Scale,
-    /// Runs per measurement, each in a fresh process [default: 5; the storage suite 1, its
-    /// checks are stated for one run; the training suite 1, it is deterministic; the
+    /// Runs per measurement, each in a fresh process [default: 5; the storage suite 3, its
+    /// heaps interleaved in one process per run; the training suite 1, it is deterministic; the
     /// programs suite 3, whole programs vary less from run to run than microbenchmarks; the
     /// realtime suite 3, each run holds millions of timed calls, and its progress workload
     /// 1, a run holds the 200 freezes its check is stated for; the security, pmem, gpu and
@@ -558,7 +558,7 @@ fn results_file(plan: &Plan, suites: Vec<String>, outcome: runner::Outcome) -> R
             command: args.join(" "),
             parameters: Parameters {
                 scale: plan.scale.as_str().to_owned(),
-                // The most runs any job had (the storage suite runs once by default).
+                // The most runs any job had (the suites' own counts differ).
                 runs: plan
                     .jobs()
                     .iter()
@@ -636,9 +636,21 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
         chosen
     };
     let mut skipped_engines: Vec<String> = Vec::new();
+    let scale = args.common.scale;
+    if suites.contains(&workloads::storage::report::SUITE)
+        && workloads::storage::WORKLOADS
+            .iter()
+            .any(|w| !workloads::storage::in_suite_at(w.name, scale))
+    {
+        eprintln!(
+            "note: storage: mixes a, b, e, var and the uniform-key workloads run from --scale \
+             medium on (the checks decide on c, d, f, g, h)"
+        );
+    }
     let chosen_workloads: Vec<&'static WorkloadInfo> = workloads::all()
         .iter()
         .filter(|w| suites.contains(&w.suite))
+        .filter(|w| workloads::storage::in_suite_at(w.name, scale))
         .filter(|w| match workloads::unavailable(w) {
             // A program not installed, or a storage engine not built in this branch: its
             // workloads are left out, each reason said once.
@@ -735,7 +747,9 @@ fn write_outputs(results: &ResultsFile, out: &Path, readme: Option<&Path>) -> Re
 const INJECT_FAILURE_ENV: &str = "ALLOCLAB_INJECT_WORKER_FAILURE";
 
 fn worker(args: WorkerArgs) -> Result<(), String> {
-    if std::env::var(INJECT_FAILURE_ENV).is_ok_and(|name| name == args.alloc) {
+    let injected = std::env::var(INJECT_FAILURE_ENV).ok();
+    let together = workloads::find(&args.workload).is_some_and(|w| w.heaps_together());
+    if !together && injected.as_deref() == Some(args.alloc.as_str()) {
         return Err(format!("failure injected by {INJECT_FAILURE_ENV}"));
     }
     // SAFETY: the worker is still single-threaded here (nothing has spawned a thread, and
@@ -756,11 +770,19 @@ fn worker(args: WorkerArgs) -> Result<(), String> {
             seed: args.seed,
         },
     };
-    let samples = runner::worker_main(&request)?;
-    println!(
-        "{}",
-        serde_json::to_string(&samples).map_err(|e| e.to_string())?
-    );
+    let out = if together {
+        let mut heaps = runner::worker_together(&request)?;
+        // Heaps measured together fail one by one: the failure replaces the heap's samples.
+        for (name, outcome) in &mut heaps {
+            if injected.as_deref() == Some(name.as_str()) {
+                *outcome = Err(format!("failure injected by {INJECT_FAILURE_ENV}"));
+            }
+        }
+        serde_json::to_string(&heaps)
+    } else {
+        serde_json::to_string(&runner::worker_main(&request)?)
+    };
+    println!("{}", out.map_err(|e| e.to_string())?);
     Ok(())
 }
 

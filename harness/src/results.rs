@@ -213,6 +213,13 @@ pub struct Record {
     pub max: f64,
     /// Number of runs.
     pub runs: u32,
+    /// Each run's value, in run order. Runs are interleaved across allocators (and the heaps
+    /// of a workload whose heaps run together share each run's process), so value `i` of
+    /// two allocators' records was measured at about the same time: their ratio run by run
+    /// tells how far a comparison moves between runs. Empty in files written before it was
+    /// kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<f64>,
     /// Whether a smaller value is better.
     pub lower_is_better: bool,
 }
@@ -252,7 +259,8 @@ impl Record {
         samples: &[Sample],
     ) -> Record {
         assert!(!samples.is_empty(), "a record needs at least one run");
-        let mut values: Vec<f64> = samples.iter().map(|s| s.value).collect();
+        let in_order: Vec<f64> = samples.iter().map(|s| s.value).collect();
+        let mut values = in_order.clone();
         values.sort_by(f64::total_cmp);
         let n = values.len();
         let median = median_of_sorted(&values);
@@ -267,6 +275,7 @@ impl Record {
             min: values[0],
             max: values[n - 1],
             runs: n as u32,
+            values: in_order,
             lower_is_better: samples[0].lower_is_better,
         }
     }
@@ -334,7 +343,7 @@ mod tests {
     }
 
     #[test]
-    fn summary_takes_median_min_max_over_runs() {
+    fn summary_takes_median_min_max_over_runs_and_keeps_each_in_order() {
         let r = Record::summarise(
             "cpu",
             "larson",
@@ -343,6 +352,7 @@ mod tests {
             &[sample(3.0), sample(1.0), sample(2.0)],
         );
         assert_eq!((r.median, r.min, r.max, r.runs), (2.0, 1.0, 3.0, 3));
+        assert_eq!(r.values, [3.0, 1.0, 2.0], "each run's value, in run order");
         let r = Record::summarise("cpu", "larson", "system", 2, &[sample(4.0), sample(1.0)]);
         assert_eq!((r.median, r.min, r.max, r.runs), (2.5, 1.0, 4.0, 2));
     }

@@ -47,6 +47,7 @@ use crate::peers::{self, AllocatorInfo, Capability, HostHeapTask};
 use crate::report::{CLOCK_READ_METRIC, SCHED_FIFO_METRIC, TIMER_OVERHEAD_METRIC};
 use crate::results::{Failure, Record, Sample};
 use crate::workloads::realtime::Sched;
+use crate::workloads::storage::HeapSamples;
 use crate::workloads::{HostWorkload, Params, Scale, WorkloadInfo};
 use crate::{machine, measure};
 
@@ -90,8 +91,8 @@ pub struct Plan {
     /// Runs per job.
     pub runs: u32,
     /// Runs per job of the suites, or single workloads, named here, instead of `runs` (the
-    /// `storage` suite runs once unless the user asks for more: see
-    /// `workloads::storage::DEFAULT_RUNS`); a workload's own entry wins over its suite's.
+    /// `storage` suite's three: see `workloads::storage::DEFAULT_RUNS`); a workload's own
+    /// entry wins over its suite's.
     pub runs_per_suite: Vec<(&'static str, u32)>,
     /// Seed of every workload's generator.
     pub seed: u64,
@@ -249,43 +250,58 @@ pub fn execute(
         .max()
         .unwrap_or(plan.runs);
     for run in 1..=most_runs {
-        for (i, (job, collected)) in jobs.iter().zip(&mut samples).enumerate() {
-            if run > plan.runs_for(job.workload) {
+        for unit in units(&jobs) {
+            if run > plan.runs_for(jobs[unit[0]].workload) {
                 continue;
             }
-            if failed[i] {
-                on_run(job, run);
+            let alive: Vec<usize> = unit.iter().copied().filter(|&i| !failed[i]).collect();
+            if alive.is_empty() {
+                for &i in &unit {
+                    on_run(&jobs[i], run);
+                }
                 continue;
             }
             let started = Instant::now();
-            match run_worker(worker_exe, job, plan) {
-                Ok(got) => {
-                    if mapped_much(&got) {
-                        settle();
-                    }
-                    if ran_real_time(&got) {
-                        // The kernel stops real-time threads for the rest of a period once
-                        // they have used its budget: let the next run start with all of it
-                        // (see `workloads::realtime`).
-                        std::thread::sleep(Sched::rt_pause(started.elapsed()));
-                    }
-                    collected.extend(got);
-                }
+            let outcomes = match run_unit(worker_exe, &jobs, &alive, plan) {
+                Ok(outcomes) => outcomes,
                 Err(e @ RunError::Spawn { .. }) => return Err(e),
-                Err(e) => {
-                    // A crashing or hanging allocator would do it again: skip its later runs.
-                    failed[i] = true;
-                    failures.push(Failure {
-                        suite: job.workload.suite.to_owned(),
-                        workload: job.workload.name.to_owned(),
-                        allocator: job.allocator.name.to_owned(),
-                        threads: job.threads,
-                        run,
-                        error: e.to_string(),
-                    });
+                Err(e) => alive.iter().map(|&i| (i, Err(e.to_string()))).collect(),
+            };
+            let mut got_all = Vec::new();
+            for (i, outcome) in outcomes {
+                match outcome {
+                    Ok(got) => {
+                        got_all.extend_from_slice(&got);
+                        samples[i].extend(got);
+                    }
+                    Err(error) => {
+                        // A crashing or hanging allocator would do it again: skip its later
+                        // runs.
+                        failed[i] = true;
+                        let job = &jobs[i];
+                        failures.push(Failure {
+                            suite: job.workload.suite.to_owned(),
+                            workload: job.workload.name.to_owned(),
+                            allocator: job.allocator.name.to_owned(),
+                            threads: job.threads,
+                            run,
+                            error,
+                        });
+                    }
                 }
             }
-            on_run(job, run);
+            if mapped_much(&got_all) {
+                settle();
+            }
+            if ran_real_time(&got_all) {
+                // The kernel stops real-time threads for the rest of a period once they
+                // have used its budget: let the next run start with all of it (see
+                // `workloads::realtime`).
+                std::thread::sleep(Sched::rt_pause(started.elapsed()));
+            }
+            for &i in &unit {
+                on_run(&jobs[i], run);
+            }
         }
     }
     let mut records = Vec::new();
@@ -394,10 +410,91 @@ fn ran_real_time(samples: &[Sample]) -> bool {
         .any(|s| s.metric == SCHED_FIFO_METRIC && s.value > 0.0)
 }
 
-fn run_worker(exe: &std::path::Path, job: &Job, plan: &Plan) -> Result<Vec<Sample>, RunError> {
+/// The jobs of `jobs` that one worker process measures together, by index, in plan order:
+/// all allocators of a (workload, thread count) whose heaps run together
+/// ([`WorkloadInfo::heaps_together`]), every other job alone.
+pub fn units(jobs: &[Job]) -> Vec<Vec<usize>> {
+    let mut units: Vec<Vec<usize>> = Vec::new();
+    for (i, job) in jobs.iter().enumerate() {
+        let joins = |unit: &&mut Vec<usize>| {
+            let first = &jobs[unit[0]];
+            job.workload.heaps_together()
+                && std::ptr::eq(first.workload, job.workload)
+                && first.threads == job.threads
+        };
+        match units.iter_mut().find(joins) {
+            Some(unit) => unit.push(i),
+            None => units.push(vec![i]),
+        }
+    }
+    units
+}
+
+/// A job's index in the plan, and its samples of one run or why it has none.
+type JobOutcome = (usize, Result<Vec<Sample>, String>);
+
+/// Runs the jobs `unit` (indices into `jobs`, all of one workload and thread count) in one
+/// worker process: each job's samples, or why it has none.
+fn run_unit(
+    exe: &std::path::Path,
+    jobs: &[Job],
+    unit: &[usize],
+    plan: &Plan,
+) -> Result<Vec<JobOutcome>, RunError> {
+    let first = &jobs[unit[0]];
+    if !first.workload.heaps_together() {
+        let stdout = run_worker(exe, &first.to_string(), first, first.allocator.name, plan)?;
+        let samples =
+            serde_json::from_str(stdout.trim()).map_err(|e| RunError::BadWorkerOutput {
+                job: first.to_string(),
+                message: e.to_string(),
+            })?;
+        return Ok(vec![(unit[0], Ok(samples))]);
+    }
+    let names: Vec<&str> = unit.iter().map(|&i| jobs[i].allocator.name).collect();
+    let label = format!(
+        "{}/{} on {} with {} thread{}",
+        first.workload.suite,
+        first.workload.name,
+        names.join(", "),
+        first.threads,
+        if first.threads == 1 { "" } else { "s" }
+    );
+    let stdout = run_worker(exe, &label, first, &names.join(","), plan)?;
+    let mut heaps: Vec<HeapSamples> =
+        serde_json::from_str(stdout.trim()).map_err(|e| RunError::BadWorkerOutput {
+            job: label.clone(),
+            message: e.to_string(),
+        })?;
+    Ok(unit
+        .iter()
+        .map(|&i| {
+            let job = &jobs[i];
+            let outcome = match heaps
+                .iter()
+                .position(|(name, _)| name == job.allocator.name)
+            {
+                Some(at) => heaps.swap_remove(at).1,
+                None => Err("the worker reported nothing for this heap".to_owned()),
+            };
+            (i, outcome.map_err(|e| format!("{job} failed: {e}")))
+        })
+        .collect())
+}
+
+/// Runs a worker process measuring `job`'s workload and thread count on `allocators`
+/// (one name, or a comma-separated list for a workload whose heaps run together); its
+/// standard output. `label` names the measurement in errors.
+fn run_worker(
+    exe: &std::path::Path,
+    label: &str,
+    job: &Job,
+    allocators: &str,
+    plan: &Plan,
+) -> Result<String, RunError> {
     let mut child = Command::new(exe)
         .args(["__worker", "--workload", job.workload.name])
-        .args(["--alloc", job.allocator.name])
+        .args(["--alloc", allocators])
         .args(["--threads", &job.threads.to_string()])
         .args(["--scale", plan.scale.as_str()])
         .args(["--seed", &plan.seed.to_string()])
@@ -425,7 +522,7 @@ fn run_worker(exe: &std::path::Path, job: &Job, plan: &Plan) -> Result<Vec<Sampl
             let _ = child.kill();
             let _ = child.wait();
             return Err(RunError::WorkerTimedOut {
-                job: job.to_string(),
+                job: label.to_owned(),
                 after: timeout,
             });
         }
@@ -448,15 +545,12 @@ fn run_worker(exe: &std::path::Path, job: &Job, plan: &Plan) -> Result<Vec<Sampl
             .trim()
             .to_owned();
         return Err(RunError::WorkerFailed {
-            job: job.to_string(),
+            job: label.to_owned(),
             status: status.to_string(),
             message,
         });
     }
-    serde_json::from_str(stdout.trim()).map_err(|e| RunError::BadWorkerOutput {
-        job: job.to_string(),
-        message: e.to_string(),
-    })
+    Ok(stdout)
 }
 
 /// What a worker process is asked to measure.
@@ -503,8 +597,12 @@ pub fn worker_main(request: &WorkerRequest) -> Result<Vec<Sample>, String> {
         Capability::OnChipModel => {
             crate::workloads::hls::run(workload.name, allocator.name, &request.params)
         }
-        Capability::PersistentHeap if workload.suite == "storage" => {
-            crate::workloads::storage::run(workload.name, allocator.name, &request.params)
+        Capability::PersistentHeap if workload.heaps_together() => {
+            let (_, samples) =
+                crate::workloads::storage::run(workload.name, &[allocator.name], &request.params)?
+                    .pop()
+                    .expect("one outcome per heap");
+            samples
         }
         Capability::PersistentHeap => {
             crate::workloads::pmem::run(workload.name, allocator.name, &request.params)
@@ -519,6 +617,37 @@ pub fn worker_main(request: &WorkerRequest) -> Result<Vec<Sample>, String> {
             crate::workloads::programs::run(workload.name, allocator.name, &request.params)
         }
     }
+}
+
+/// The body of a worker process for a workload whose heaps run together
+/// ([`WorkloadInfo::heaps_together`]): `request.allocator` is a comma-separated list of
+/// heaps, measured in this process; each heap's samples, or why it has none, in order.
+///
+/// # Errors
+///
+/// A one-line message if the workload or an allocator is unknown or does not fit, or the
+/// run as a whole cannot be made.
+pub fn worker_together(request: &WorkerRequest) -> Result<Vec<HeapSamples>, String> {
+    let workload = crate::workloads::find(&request.workload)
+        .ok_or_else(|| format!("unknown workload '{}'", request.workload))?;
+    if !workload.heaps_together() {
+        return Err(format!(
+            "workload '{}' measures one heap per process",
+            workload.name
+        ));
+    }
+    let mut names = Vec::new();
+    for name in request.allocator.split(',') {
+        let allocator = peers::find(name).ok_or_else(|| format!("unknown allocator '{name}'"))?;
+        if !allocator.fits(workload.requires) {
+            return Err(format!(
+                "allocator '{}' does not fit workload '{}' (it needs a {})",
+                allocator.name, workload.name, workload.requires
+            ));
+        }
+        names.push(allocator.name);
+    }
+    crate::workloads::storage::run(workload.name, &names, &request.params)
 }
 
 /// Runs a host-heap workload of any suite and adds to its own metrics the footprint, the
@@ -657,6 +786,57 @@ mod tests {
         let names: Vec<&str> = jobs.iter().map(|j| j.allocator.name).collect();
         assert_eq!(names, ["hls-bitmap", "hls-defrag"]);
         assert!(jobs.iter().all(|j| j.threads == 1));
+    }
+
+    #[test]
+    fn a_storage_workloads_heaps_share_a_worker_per_thread_count_and_other_jobs_run_alone() {
+        let plan = Plan {
+            workloads: ["larson", "inp-c", "lsm-h"]
+                .iter()
+                .map(|w| workloads::find(w).expect("registered"))
+                .collect(),
+            allocators: ["system", "pmdk", "alloclab-pmem", "dram", "mimalloc"]
+                .iter()
+                .map(|a| peers::find(a).expect("registered"))
+                .collect(),
+            threads: Some(vec![1, 2]),
+            scale: Scale::Tiny,
+            runs: 1,
+            runs_per_suite: Vec::new(),
+            seed: 1,
+            sched: Sched::Other,
+        };
+        let jobs = plan.jobs();
+        let units = units(&jobs);
+        let described: Vec<(String, usize, Vec<&str>)> = units
+            .iter()
+            .map(|u| {
+                let first = &jobs[u[0]];
+                (
+                    first.workload.name.to_owned(),
+                    first.threads,
+                    u.iter().map(|&i| jobs[i].allocator.name).collect(),
+                )
+            })
+            .collect();
+        let heaps = vec!["pmdk", "alloclab-pmem", "dram"];
+        assert_eq!(
+            described,
+            [
+                ("larson".to_owned(), 1, vec!["system"]),
+                ("larson".to_owned(), 1, vec!["mimalloc"]),
+                ("larson".to_owned(), 2, vec!["system"]),
+                ("larson".to_owned(), 2, vec!["mimalloc"]),
+                ("inp-c".to_owned(), 1, heaps.clone()),
+                ("inp-c".to_owned(), 2, heaps.clone()),
+                ("lsm-h".to_owned(), 1, heaps.clone()),
+                ("lsm-h".to_owned(), 2, heaps),
+            ]
+        );
+        // Every job is in exactly one unit.
+        let mut all: Vec<usize> = units.concat();
+        all.sort_unstable();
+        assert_eq!(all, (0..jobs.len()).collect::<Vec<_>>());
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub(crate) fn record(
         min: median,
         max: median,
         runs: 3,
+        values: Vec::new(),
         lower_is_better: true,
     }
 }

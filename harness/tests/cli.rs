@@ -696,7 +696,7 @@ fn storage_run_reports_throughput_split_flushes_and_recovery_per_heap() {
     ]);
     assert!(out.status.success(), "run failed: {}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("storage: scale tiny, 1 run(s)"), "{text}");
+    assert!(text.contains("storage: scale tiny, 3 run(s)"), "{text}");
     let results: ResultsFile =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let metric = |alloc: &str, m: &str| {
@@ -710,7 +710,7 @@ fn storage_run_reports_throughput_split_flushes_and_recovery_per_heap() {
         for alloc in ["alloclab-pmem", "dram"] {
             let (v, runs) = metric(alloc, m).unwrap_or_else(|| panic!("no {m} for {alloc}"));
             assert!(v >= 0.0);
-            assert_eq!(runs, 1, "the storage suite runs once by default");
+            assert_eq!(runs, 3, "the storage suite runs three times by default");
         }
     }
     assert!(metric("alloclab-pmem", "recovery_heap_ms").is_some());
@@ -778,7 +778,7 @@ fn storage_suite_reports_the_checks_and_skips_a_missing_pmdk_with_the_reason() {
         "throughput >= 1.5x PMDK's",
         "skipped, PMDK was not measured",
         "### storage: mix d (R10/I90), zipfian keys",
-        "### storage: mix a (R100), uniform keys",
+        "### storage: mix h (D100), zipfian keys",
         "### storage: recovery",
         "storage-split.svg",
     ] {
@@ -788,10 +788,22 @@ fn storage_suite_reports_the_checks_and_skips_a_missing_pmdk_with_the_reason() {
         !md.contains("### storage/"),
         "no generic per-workload tables"
     );
+    // Below --scale medium the suite runs the mixes its checks decide on, and says so.
+    assert!(
+        !md.contains("uniform keys"),
+        "uniform-key workloads left out"
+    );
+    assert!(
+        stderr(&out).contains(
+            "mixes a, b, e, var and the uniform-key workloads run from --scale medium on"
+        ),
+        "{}",
+        stderr(&out)
+    );
     for chart in [
         "storage-split.svg",
         "storage-throughput-h.svg",
-        "storage-throughput-f-uniform.svg",
+        "storage-throughput-c.svg",
     ] {
         let svg = std::fs::read_to_string(report.join(chart)).unwrap();
         assert!(svg.starts_with("<svg"), "{chart}");
@@ -809,7 +821,15 @@ fn storage_suite_reports_the_checks_and_skips_a_missing_pmdk_with_the_reason() {
             .iter()
             .filter(|r| r.metric == "ops_per_s")
             .count(),
-        33 * 2
+        15 * 2,
+        "c, d, f, g and h on three engines, two heaps"
+    );
+    // Three runs, each value kept in run order (the heaps of run i shared its process).
+    assert!(
+        results
+            .records
+            .iter()
+            .all(|r| r.runs == 3 && r.values.len() == 3)
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

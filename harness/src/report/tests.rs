@@ -27,6 +27,7 @@ fn record(workload: &str, allocator: &str, threads: usize, metric: &str, median:
         min: short(median * 0.9),
         max: short(median * 1.1),
         runs: 3,
+        values: Vec::new(),
         lower_is_better,
     }
 }
@@ -102,6 +103,7 @@ fn training_targets_are_computed_from_the_records() {
             min: median,
             max: median,
             runs: 1,
+            values: Vec::new(),
             lower_is_better: true,
         });
     };
@@ -199,6 +201,7 @@ fn rt_record(allocator: &str, threads: usize, metric: &str, unit: &str, median: 
         min: median - 1.0,
         max: median + 1.0,
         runs: 3,
+        values: Vec::new(),
         lower_is_better: true,
     }
 }
@@ -298,6 +301,7 @@ fn sample_with_security() -> ResultsFile {
         min: v.0,
         max: v.1,
         runs: 3,
+        values: Vec::new(),
         lower_is_better: unit == "p",
     };
     for (a, bits, reuse, verdict) in [
@@ -606,6 +610,7 @@ fn sweep_points_get_a_table_and_a_chart_and_each_suite_its_own_baseline() {
                 min: median,
                 max: median,
                 runs: 1,
+                values: Vec::new(),
                 lower_is_better: true,
             });
         };
@@ -844,6 +849,7 @@ fn sweeps_over_three_decades_get_log_axes_and_negative_values_stay_in_view() {
             min: median,
             max: median,
             runs: 1,
+            values: Vec::new(),
             lower_is_better: true,
         });
     };

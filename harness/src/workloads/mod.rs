@@ -156,6 +156,13 @@ pub struct WorkloadInfo {
 }
 
 impl WorkloadInfo {
+    /// Whether the heaps compared on this workload are measured together, interleaved in
+    /// one worker process, rather than each in a process of its own: the `storage` suite's
+    /// (see [`storage::driver`] for why).
+    pub fn heaps_together(&self) -> bool {
+        self.suite == storage::report::SUITE
+    }
+
     /// The thread counts this workload runs at on a machine with `cores` logical cores when
     /// the user names none: [`default_threads`](Self::default_threads), each at least 1,
     /// ascending, without repeats.

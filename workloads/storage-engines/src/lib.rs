@@ -333,7 +333,7 @@ fn now() -> u64 {
 /// crash, [`recover`](Self::recover) must show every committed operation and none of the
 /// operations after the last commit that returned, except that operations of the commit
 /// that was in flight are all there or all gone.
-pub trait Engine<H: PersistentAllocator>: Sized + Send {
+pub trait Engine<H: PersistentAllocator>: Sized + Send + 'static {
     /// The engine's name in results (`inp`, `lsm`, `cow`).
     const NAME: &'static str;
 

@@ -546,6 +546,7 @@ mod tests {
             min: v.1,
             max: v.2,
             runs: 3,
+            values: Vec::new(),
             lower_is_better: true,
         }
     }

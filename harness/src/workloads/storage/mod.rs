@@ -26,8 +26,10 @@
 //! 2. **Run** (timed): as many operations again, drawn before the clock starts (the same
 //!    for every heap), each timed on its own with two clock reads into an HDR histogram;
 //!    the engine commits after every `COMMIT_EVERY` operations (inside the timing of the
-//!    operation that completes the batch) and at the end. The phase is timed as a whole
-//!    for the throughput. One operation in [`SPLIT_SAMPLE`] (chosen by a hash of its
+//!    operation that completes the batch) and at the end. The heaps measured together run
+//!    in turn, [`SEGMENT_OPS`] operations per partition at a time (see [`driver`]: the
+//!    machine's slow spells then fall on all of them alike), and each partition's time is
+//!    the sum of its segments. One operation in [`SPLIT_SAMPLE`] (chosen by a hash of its
 //!    number, so that commits are sampled as often as other operations) has its time
 //!    split measured ([`Split::time_next`]); the split's fenced clock reads slow the
 //!    operations they time, so the throughput and the latencies are of the other
@@ -52,28 +54,24 @@
 //!
 //! plus `clock_read` and `timer_overhead`.
 
+pub mod driver;
 pub mod report;
 #[cfg(test)]
 mod testing;
 pub mod ycsb;
 
-use std::panic::{self, AssertUnwindSafe};
-use std::path::Path;
-use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use alloclab_storage_engines::{
-    Engine, EngineTask, PersistStats, PersistentAllocator, Phase, Split, with_engine,
-};
+use alloclab_storage_engines::{PersistStats, Phase, Split};
 use hdrhistogram::Histogram;
 
-use self::ycsb::{COLUMN_BYTES, KeyChoice, Mix, Op, PartitionPlan, TUPLE_BYTES};
+pub use self::driver::{SEGMENT_OPS, SPLIT_SAMPLE, measure, measure_together};
+use self::ycsb::{KeyChoice, Mix};
 use super::pmem::{Persistence, pool_dir};
-use super::realtime::{latency_histogram, nanos_between, shortest_ns, timer_samples};
-use super::{Params, Scale, ScratchPool, WorkloadInfo};
+use super::realtime::{shortest_ns, timer_samples};
+use super::{Params, Scale, WorkloadInfo};
 use crate::measure;
 use crate::peers::Capability;
-use crate::pmem::{PersistentHeapTask, with_persistent_heap};
 use crate::results::{Sample, sample};
 
 /// Items loaded, and operations run, at [`Scale::Small`] (all partitions together).
@@ -83,9 +81,10 @@ pub const POOL_BASE_BYTES: usize = 32 << 20;
 /// Pool bytes per item loaded or operation run (1,000-byte tuples, with room for the
 /// engines' logs, old versions and copies).
 pub const POOL_BYTES_PER_ITEM: usize = 3 << 10;
-/// Runs per measurement when `--runs` is not given: one (the suite's targets are stated for
-/// one run), and what keeps 198 measurements of about a second each within the default suite.
-pub const DEFAULT_RUNS: u32 = 1;
+/// Runs per measurement when `--runs` is not given: three, each a process in which every
+/// heap runs, interleaved (see [`driver`]); the checks read the medians and state how far
+/// the runs spread.
+pub const DEFAULT_RUNS: u32 = 3;
 /// The mixes that also run with uniform keys.
 pub const UNIFORM_MIXES: &[Mix] = &[Mix::A, Mix::F];
 
@@ -169,6 +168,19 @@ impl Spec {
     }
 }
 
+/// Whether the workload `name` belongs to the suite at `scale`: the mixes the checks decide
+/// on ([`report::SPEEDUP_MIXES`], [`report::MM_MIXES`], Zipfian keys) at every scale, the
+/// others (a, b, e, var and the uniform-key workloads) from `--scale medium` on, where the
+/// suite's time allows them. `alloclab run` measures any of them at any scale.
+pub fn in_suite_at(name: &str, scale: Scale) -> bool {
+    let Some(spec) = Spec::parse(name) else {
+        return true;
+    };
+    matches!(scale, Scale::Medium | Scale::Large)
+        || (spec.keys == KeyChoice::Zipfian
+            && (report::SPEEDUP_MIXES.contains(&spec.mix) || report::MM_MIXES.contains(&spec.mix)))
+}
+
 /// Whether `name` is a workload of this suite.
 pub fn is_storage_workload(name: &str) -> bool {
     Spec::parse(name).is_some()
@@ -186,14 +198,22 @@ pub fn pool_bytes(items: u64, ops: u64) -> usize {
     POOL_BASE_BYTES + (items + ops) as usize * POOL_BYTES_PER_ITEM
 }
 
-/// Runs `workload` on the heap `allocator` and returns its samples.
+/// What one heap of a run measured: its samples, or why it has none.
+pub type HeapSamples = (String, Result<Vec<Sample>, String>);
+
+/// Runs `workload` on the heaps `allocators`, together (see [`driver`]), and returns each
+/// heap's samples, in order.
 ///
 /// # Errors
 ///
-/// A one-line message: unknown names, the heap or engine unavailable, the environment not
-/// set, an engine or heap operation failing, or an item lost or resurrected across
-/// recovery.
-pub fn run(workload: &str, allocator: &str, params: &Params) -> Result<Vec<Sample>, String> {
+/// For the whole run, a one-line message: an unknown workload, the environment not set.
+/// A heap's own failure (unknown or unavailable, an engine or heap operation failing, an
+/// item lost or resurrected across recovery) is its outcome's.
+pub fn run(
+    workload: &str,
+    allocators: &[&str],
+    params: &Params,
+) -> Result<Vec<HeapSamples>, String> {
     let spec =
         Spec::parse(workload).ok_or_else(|| format!("'{workload}' is not a storage workload"))?;
     if !Persistence::Flush.is_set() {
@@ -202,52 +222,20 @@ pub fn run(workload: &str, allocator: &str, params: &Params) -> Result<Vec<Sampl
              (alloclab's worker sets it)"
         ));
     }
-    let report = measure_by_name(spec, allocator, params, &pool_dir())
-        .map_err(|e| format!("{workload} on {allocator}: {e}"))?;
-    Ok(report.samples(measure::timer_overhead_ns()))
-}
-
-/// Measures `spec` on the heap named `allocator` (no environment check: tests use it).
-///
-/// # Errors
-///
-/// As [`run`].
-pub fn measure_by_name(
-    spec: Spec,
-    allocator: &str,
-    params: &Params,
-    dir: &Path,
-) -> Result<Report, String> {
-    struct ByHeap<'a> {
-        spec: Spec,
-        params: Params,
-        dir: &'a Path,
-    }
-    impl PersistentHeapTask for ByHeap<'_> {
-        type Output = Result<Report, String>;
-        fn run<H: PersistentAllocator>(self, _name: &'static str) -> Result<Report, String> {
-            H::available()?;
-            let engine = self.spec.engine;
-            with_engine::<H, _>(engine, ByEngine(self))
-                .ok_or_else(|| format!("unknown engine '{engine}'"))??
-        }
-    }
-    struct ByEngine<'a>(ByHeap<'a>);
-    impl<H: PersistentAllocator> EngineTask<H> for ByEngine<'_> {
-        type Output = Result<Report, String>;
-        fn run<E: Engine<H>>(self) -> Result<Report, String> {
-            measure::<H, E>(self.0.spec, &self.0.params, self.0.dir)
-        }
-    }
-    with_persistent_heap(
-        allocator,
-        ByHeap {
-            spec,
-            params: *params,
-            dir,
-        },
-    )
-    .ok_or_else(|| format!("allocator '{allocator}' is not a persistent heap"))?
+    let clock_read_ns = measure::timer_overhead_ns();
+    let reports = measure_together(spec, allocators, params, &pool_dir())?;
+    Ok(allocators
+        .iter()
+        .zip(reports)
+        .map(|(heap, report)| {
+            (
+                (*heap).to_owned(),
+                report
+                    .map(|r| r.samples(clock_read_ns))
+                    .map_err(|e| format!("{workload} on {heap}: {e}")),
+            )
+        })
+        .collect())
 }
 
 /// What one run measured.
@@ -380,356 +368,6 @@ impl Report {
     }
 }
 
-/// One partition's value buffer: a recognisable pattern per key, so a value read back can
-/// be told from another key's.
-fn fill_value(buf: &mut Vec<u8>, key: u64, bytes: usize) {
-    buf.clear();
-    let pattern = key.to_le_bytes();
-    buf.extend((0..bytes).map(|i| pattern[i % 8] ^ (i / 8) as u8));
-}
-
-/// Loads a partition: inserts its items and commits as the engine does.
-fn load<H: PersistentAllocator, E: Engine<H>>(
-    engine: &mut E,
-    plan: &PartitionPlan,
-) -> Result<(), String> {
-    let mut value = Vec::with_capacity(TUPLE_BYTES);
-    for (item, &bytes) in plan.load_bytes.iter().enumerate() {
-        let key = plan.key(item as u64);
-        fill_value(&mut value, key, bytes as usize);
-        if !engine.insert(key, &value)? {
-            return Err(format!("load: key {key:#x} exists already"));
-        }
-        if (item + 1) % E::COMMIT_EVERY.max(1) == 0 {
-            engine.commit()?;
-        }
-    }
-    engine.commit()
-}
-
-/// What a thread of the run phase hands back.
-struct Ran<E> {
-    engine: E,
-    latency: Histogram<u64>,
-    split: Split,
-    /// When the partition's first operation began and its last one (the final commit
-    /// included) ended.
-    began: Instant,
-    ended: Instant,
-    /// The time the operations sampled for the split took (their number is the split's
-    /// [`timed_ops`](Split::timed_ops)).
-    sampled_time: Duration,
-}
-
-/// One run-phase operation in this many is timed for the split ([`Split::time_next`]).
-///
-/// The sampled operations are slower (their fenced clock reads keep their phases from
-/// overlapping, which costs a faster heap's operations a larger fraction), so the
-/// throughput and the latencies are measured on the other operations ([`Report::ops_per_s`]).
-/// Counting every operation, one in four sampled took alloclab-pmem's inp-f throughput
-/// over PMDK's to 1.50x in a full suite run on the project's 2-core VM (1.8-1.9x in earlier
-/// runs without the fences).
-pub const SPLIT_SAMPLE: u64 = 4;
-
-/// Whether run-phase operation `n` of a partition is one of the split's sample: a hash of
-/// `n` (the SplitMix64 finaliser), so that the sample does not follow the commit period.
-fn split_sampled(n: usize) -> bool {
-    let mut z = (n as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)).is_multiple_of(SPLIT_SAMPLE)
-}
-
-/// Runs a partition's operations, timing each (and a sample of them for the split): the
-/// latency of those not sampled goes into `latency`; returns the time the sampled ones
-/// took.
-fn run_ops<H: PersistentAllocator, E: Engine<H>>(
-    engine: &mut E,
-    plan: &PartitionPlan,
-    latency: &mut Histogram<u64>,
-) -> Result<Duration, String> {
-    let mut sampled_time = Duration::ZERO;
-    let mut value = Vec::with_capacity(TUPLE_BYTES);
-    let mut out = Vec::with_capacity(TUPLE_BYTES);
-    let column = [0x5Au8; COLUMN_BYTES];
-    let every = E::COMMIT_EVERY.max(1);
-    for (n, op) in plan.ops.iter().enumerate() {
-        // Values are prepared outside the timing, as YCSB's client builds them.
-        if let Op::Insert { item, bytes } = *op {
-            fill_value(&mut value, plan.key(item), bytes as usize);
-        }
-        let in_sample = split_sampled(n);
-        engine.split().time_next(in_sample);
-        let t0 = Instant::now();
-        let done = match *op {
-            Op::Read { item } => engine.read(plan.key(item), &mut out),
-            Op::Insert { item, .. } => engine.insert(plan.key(item), &value),
-            Op::Update { item, column: c } => {
-                engine.update(plan.key(item), c as usize * COLUMN_BYTES, &column)
-            }
-            Op::Delete { item } => engine.delete(plan.key(item)),
-        };
-        let commit = if (n + 1) % every == 0 {
-            engine.commit()
-        } else {
-            Ok(())
-        };
-        let t1 = Instant::now();
-        if !done? {
-            return Err(format!("{op:?} (key {:#x}) found no key / a key", {
-                let (Op::Read { item }
-                | Op::Insert { item, .. }
-                | Op::Update { item, .. }
-                | Op::Delete { item }) = *op;
-                plan.key(item)
-            }));
-        }
-        commit?;
-        if in_sample {
-            sampled_time += t1.duration_since(t0);
-        } else {
-            latency.saturating_record(nanos_between(t0, t1));
-        }
-    }
-    // The last commit is no operation's: not in the split's sample (nor is anything the
-    // engine does after the run).
-    engine.split().time_next(false);
-    engine.commit()?;
-    Ok(sampled_time)
-}
-
-/// Checks that every item that should exist does, with its length, and every deleted item
-/// does not; the number of items checked present.
-fn check<H: PersistentAllocator, E: Engine<H>>(
-    engine: &mut E,
-    plan: &PartitionPlan,
-) -> Result<u64, String> {
-    let (live, deleted) = plan.final_items();
-    let mut out = Vec::new();
-    let mut missing = 0u64;
-    for &item in &live {
-        if !engine.read(plan.key(item), &mut out)? {
-            missing += 1;
-        }
-    }
-    let mut resurrected = 0u64;
-    for &item in &deleted {
-        if engine.read(plan.key(item), &mut out)? {
-            resurrected += 1;
-        }
-    }
-    if missing > 0 || resurrected > 0 {
-        return Err(format!(
-            "partition {}: {missing} of {} committed items missing and {resurrected} of {} deleted items back after recovery",
-            plan.partition,
-            live.len(),
-            deleted.len()
-        ));
-    }
-    Ok(live.len() as u64)
-}
-
-/// The message of a caught panic.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".to_owned())
-}
-
-/// The root slice of partition `t`.
-fn partition_root<H: PersistentAllocator, E: Engine<H>>(heap: &H, t: usize) -> *mut u8 {
-    heap.root().wrapping_add(t * E::ROOT_BYTES)
-}
-
-/// Runs the whole workload once on a fresh pool of heap type `H` with engine `E` in `dir`.
-///
-/// # Errors
-///
-/// A heap or engine operation fails, or an item is lost or back across recovery.
-pub fn measure<H: PersistentAllocator, E: Engine<H>>(
-    spec: Spec,
-    params: &Params,
-    dir: &Path,
-) -> Result<Report, String> {
-    H::available()?;
-    let threads = params.threads.max(1);
-    let loaded = params.scale.scaled(LOADED).max(threads as u64);
-    let ops = loaded;
-    let seed = params.seed ^ (spec.mix as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D);
-    let plans = (0..threads)
-        .map(|t| {
-            ycsb::plan_partition(
-                spec.mix,
-                spec.keys,
-                ycsb::share_of(loaded, t, threads),
-                ycsb::share_of(ops, t, threads),
-                t,
-                threads,
-                seed,
-            )
-        })
-        .collect::<Result<Vec<_>, String>>()?;
-
-    let file = ScratchPool::new(dir, "storage", E::NAME);
-    let heap = Arc::new(H::create(
-        &file.0,
-        pool_bytes(loaded, ops),
-        threads * E::ROOT_BYTES,
-    )?);
-    let loaded_barrier = Barrier::new(threads + 1);
-    let start = Barrier::new(threads + 1);
-    let end = Barrier::new(threads + 1);
-    type Outcome<E> = Result<Ran<E>, String>;
-    let (persist, ran) = std::thread::scope(|scope| {
-        let handles: Vec<_> = plans
-            .iter()
-            .enumerate()
-            .map(|(t, plan)| {
-                let (heap, loaded_barrier, start, end) = (&heap, &loaded_barrier, &start, &end);
-                scope.spawn(move || -> Outcome<E> {
-                    let prepared = panic::catch_unwind(AssertUnwindSafe(|| {
-                        let root = partition_root::<H, E>(heap, t);
-                        let mut engine = E::create(Arc::clone(heap), root)?;
-                        load::<H, E>(&mut engine, plan)?;
-                        Ok::<_, String>(engine)
-                    }))
-                    .unwrap_or_else(|p| {
-                        Err(format!(
-                            "partition {t} panicked while loading: {}",
-                            panic_message(&*p)
-                        ))
-                    });
-                    loaded_barrier.wait();
-                    start.wait();
-                    let result = prepared.and_then(|mut engine| {
-                        let before = engine.split().clone();
-                        let mut latency = latency_histogram();
-                        let began = Instant::now();
-                        let ran = panic::catch_unwind(AssertUnwindSafe(|| {
-                            run_ops::<H, E>(&mut engine, plan, &mut latency)
-                        }))
-                        .unwrap_or_else(|p| {
-                            Err(format!("partition {t} panicked: {}", panic_message(&*p)))
-                        });
-                        let ended = Instant::now();
-                        ran.map(|sampled_time| Ran {
-                            split: engine.split().since(&before),
-                            engine,
-                            latency,
-                            began,
-                            ended,
-                            sampled_time,
-                        })
-                    });
-                    end.wait();
-                    result
-                })
-            })
-            .collect();
-        loaded_barrier.wait();
-        let before = heap.persist_counts();
-        start.wait();
-        end.wait();
-        let after = heap.persist_counts();
-        let ran: Vec<Outcome<E>> = handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("a partition thread panicked".to_owned()))
-            })
-            .collect();
-        (before.zip(after).map(|(b, a)| a.since(&b)), ran)
-    });
-    let ran = ran.into_iter().collect::<Result<Vec<_>, String>>()?;
-    // From the first partition's start to the last one's end, as the partitions saw it:
-    // a clock read by this thread after the start barrier can come late (with as many
-    // partitions as cores, this thread may wait for one while they run), which made
-    // throughputs at two threads up to several times too high.
-    let began = ran
-        .iter()
-        .map(|r| r.began)
-        .min()
-        .expect("a partition at least");
-    let ended = ran
-        .iter()
-        .map(|r| r.ended)
-        .max()
-        .expect("a partition at least");
-    let elapsed = ended.duration_since(began);
-    // Each partition's rate over its operations outside the split's sample, summed.
-    let ops_per_s = ran
-        .iter()
-        .zip(&plans)
-        .map(|(r, plan)| {
-            let seconds = r
-                .ended
-                .duration_since(r.began)
-                .saturating_sub(r.sampled_time)
-                .as_secs_f64()
-                .max(1e-9);
-            (plan.ops.len() as u64).saturating_sub(r.split.timed_ops()) as f64 / seconds
-        })
-        .sum();
-    let mut split = Split::default();
-    let mut latency = latency_histogram();
-    let mut engines = Vec::with_capacity(threads);
-    for r in ran {
-        split.add(&r.split);
-        latency.add(&r.latency).expect("same bounds");
-        engines.push(r.engine);
-    }
-
-    let (recovery, live_items) = if H::DURABLE {
-        drop(engines);
-        drop(heap);
-        let t0 = Instant::now();
-        let heap = Arc::new(H::open(&file.0)?);
-        let heap_time = t0.elapsed();
-        let mut engine_time = Duration::ZERO;
-        let mut recovered = Vec::with_capacity(threads);
-        for t in 0..threads {
-            let root = partition_root::<H, E>(&heap, t);
-            let t0 = Instant::now();
-            let engine = E::recover(Arc::clone(&heap), root)
-                .map_err(|e| format!("recovering partition {t}: {e}"))?;
-            engine_time += t0.elapsed();
-            recovered.push(engine);
-        }
-        let mut live = 0;
-        for (engine, plan) in recovered.iter_mut().zip(&plans) {
-            live += check::<H, E>(engine, plan)?;
-        }
-        (
-            Some(Recovery {
-                heap: heap_time,
-                engine: engine_time,
-            }),
-            live,
-        )
-    } else {
-        let mut live = 0;
-        for (engine, plan) in engines.iter_mut().zip(&plans) {
-            live += check::<H, E>(engine, plan)?;
-        }
-        (None, live)
-    };
-    drop(file);
-    Ok(Report {
-        threads,
-        loaded,
-        ops,
-        elapsed,
-        ops_per_s,
-        latency,
-        split,
-        persist,
-        recovery,
-        live_items,
-    })
-}
-
 /// The scale at which the default suite runs, for the report's parameter line.
 pub fn loaded_at(scale: Scale) -> u64 {
     scale.scaled(LOADED)
@@ -737,46 +375,13 @@ pub fn loaded_at(scale: Scale) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::testing::ListEngine;
     use super::*;
-    use crate::pmem::{AlloclabPmemHeap, DramHeap, PmdkHeap};
-    use crate::report::{CLOCK_READ_METRIC, TIMER_OVERHEAD_METRIC};
 
     fn tiny(threads: usize) -> Params {
         Params {
             threads,
             scale: Scale::Tiny,
             seed: 11,
-        }
-    }
-
-    fn spec(mix: Mix, keys: KeyChoice) -> Spec {
-        Spec {
-            engine: "inp",
-            mix,
-            keys,
-        }
-    }
-
-    fn metrics(samples: &[Sample]) -> Vec<&str> {
-        samples.iter().map(|s| s.metric.as_str()).collect()
-    }
-
-    #[test]
-    fn the_split_samples_about_one_operation_in_split_sample_at_every_commit_phase() {
-        // Operations that complete a batch of 32 (CoW's commits) and the others are
-        // sampled alike: within a few percent of 1 / SPLIT_SAMPLE each.
-        let n = 1_024_000;
-        for phase in [0, 31] {
-            let sampled = (0..n)
-                .filter(|i| i % 32 == phase && split_sampled(*i))
-                .count() as f64;
-            let expected = (n / 32) as f64 / SPLIT_SAMPLE as f64;
-            assert!(
-                (sampled - expected).abs() < 0.1 * expected,
-                "{sampled} of {} at phase {phase}",
-                n / 32
-            );
         }
     }
 
@@ -806,185 +411,16 @@ mod tests {
     }
 
     #[test]
-    fn the_driver_runs_every_mix_on_dram_and_finds_every_committed_item() {
-        for mix in Mix::ALL {
-            for threads in [1, 2] {
-                let report = measure::<DramHeap, ListEngine<DramHeap>>(
-                    spec(mix, KeyChoice::Zipfian),
-                    &tiny(threads),
-                    &pool_dir(),
-                )
-                .unwrap_or_else(|e| panic!("{mix:?}/{threads}: {e}"));
-                let loaded = Scale::Tiny.scaled(LOADED);
-                assert_eq!(report.loaded, loaded);
-                assert_eq!(report.ops, loaded);
-                // Every operation is either in the split's sample or has its latency.
-                assert_eq!(report.latency.len() + report.split.timed_ops(), loaded);
-                assert!(
-                    report.split.timed_ops() > 0,
-                    "{mix:?}: no operation sampled"
-                );
-                assert!(report.ops_per_s > 0.0);
-                assert!(report.recovery.is_none(), "dram has nothing to recover");
-                assert!(report.persist.is_none());
-                let p = mix.proportions();
-                if p.delete == 100 {
-                    assert_eq!(report.live_items, 0);
-                } else if p.insert == 0 {
-                    assert_eq!(report.live_items, loaded);
-                } else {
-                    assert!(report.live_items > loaded);
-                }
-                if p.insert + p.update + p.delete > 0 {
-                    assert!(report.split.flushes > 0, "{mix:?} writes and flushes");
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn alloclab_pmem_counts_flushes_and_recovers_every_item_through_a_reopen() {
-        let report = measure::<AlloclabPmemHeap, ListEngine<AlloclabPmemHeap>>(
-            spec(Mix::C, KeyChoice::Uniform),
-            &tiny(2),
-            &pool_dir(),
-        )
-        .unwrap();
-        let recovery = report.recovery.expect("alloclab-pmem is durable");
-        assert!(recovery.heap > Duration::ZERO);
-        let persist = report.persist.expect("alloclab-pmem counts");
-        // The medium sees every flush the engine makes, and the allocator's own.
-        assert!(persist.flushes >= report.split.flushes);
-        assert!(persist.fences >= report.split.fences);
-        let samples = report.samples(20.0);
-        let names = metrics(&samples);
-        for m in [
-            "ops_per_s",
-            "op_p99",
-            "op_p99.9",
-            "op_p99.99",
-            "share_index",
-            "share_cc",
-            "share_mm",
-            "share_mod",
-            "engine_flushes_per_op",
-            "engine_fences_per_op",
-            "engine_bytes_flushed_per_op",
-            "flushes_per_op",
-            "fences_per_op",
-            "bytes_flushed_per_op",
-            "recovery_heap_ms",
-            "recovery_engine_ms",
-            CLOCK_READ_METRIC,
-            TIMER_OVERHEAD_METRIC,
-        ] {
-            assert!(names.contains(&m), "no {m} in {names:?}");
-        }
-        let share: f64 = samples
-            .iter()
-            .filter(|s| s.metric.starts_with("share_"))
-            .map(|s| s.value)
-            .sum();
-        assert!((share - 100.0).abs() < 1e-6, "shares sum to {share}");
-    }
-
-    #[test]
-    fn pmdk_runs_the_driver_and_recovers_every_item() {
-        if let Err(reason) = PmdkHeap::available() {
-            eprintln!("SKIPPED pmdk_runs_the_driver_and_recovers_every_item: {reason}");
-            return;
-        }
-        // Without PMEM_IS_PMEM_FORCE PMDK flushes /dev/shm with msync: slow but correct,
-        // which is all this checks.
-        for mix in [Mix::D, Mix::H] {
-            let report = measure::<PmdkHeap, ListEngine<PmdkHeap>>(
-                spec(mix, KeyChoice::Zipfian),
-                &tiny(2),
-                &pool_dir(),
-            )
-            .unwrap();
-            assert!(report.recovery.is_some());
-            assert!(report.persist.is_none(), "PMDK does not count");
-            let names = metrics(&report.samples(20.0))
-                .into_iter()
-                .map(str::to_owned)
-                .collect::<Vec<_>>();
-            assert!(!names.iter().any(|m| m == "flushes_per_op"));
-            assert!(names.iter().any(|m| m == "engine_flushes_per_op"));
-        }
-    }
-
-    #[test]
     fn names_and_the_environment_are_checked_before_anything_runs() {
         let params = tiny(1);
         assert!(
-            run("larson", "dram", &params)
+            run("larson", &["dram"], &params)
                 .unwrap_err()
                 .contains("not a storage workload")
         );
         if !Persistence::Flush.is_set() {
-            let err = run("inp-a", "dram", &params).unwrap_err();
+            let err = run("inp-a", &["dram"], &params).unwrap_err();
             assert!(err.contains("PMEM_IS_PMEM_FORCE=1"), "{err}");
         }
-        let err = measure_by_name(
-            spec(Mix::A, KeyChoice::Zipfian),
-            "system",
-            &params,
-            &pool_dir(),
-        )
-        .unwrap_err();
-        assert!(err.contains("not a persistent heap"), "{err}");
-    }
-
-    #[test]
-    fn the_real_engines_run_on_every_heap_and_recover_every_item() {
-        let heaps: Vec<&str> = match PmdkHeap::available() {
-            Ok(()) => vec!["dram", "alloclab-pmem", "pmdk"],
-            Err(reason) => {
-                eprintln!("pmdk left out of the_real_engines_run_on_every_heap: {reason}");
-                vec!["dram", "alloclab-pmem"]
-            }
-        };
-        for engine in alloclab_storage_engines::ENGINES {
-            for heap in &heaps {
-                for (mix, keys) in [
-                    (Mix::D, KeyChoice::Zipfian),
-                    (Mix::H, KeyChoice::Zipfian),
-                    (Mix::F, KeyChoice::Uniform),
-                ] {
-                    let spec = Spec { engine, mix, keys };
-                    let report = measure_by_name(spec, heap, &tiny(2), &pool_dir())
-                        .unwrap_or_else(|e| panic!("{engine}/{heap}/{mix:?}: {e}"));
-                    assert_eq!(report.ops, Scale::Tiny.scaled(LOADED));
-                    assert_eq!(report.recovery.is_some(), *heap != "dram");
-                    assert!(
-                        report.split.fences > 0,
-                        "{engine}/{heap}/{mix:?} commits durably"
-                    );
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn an_engine_not_built_is_named_as_such() {
-        for engine in alloclab_storage_engines::ENGINES {
-            if let Some(Err(reason)) = alloclab_storage_engines::engine_availability(engine) {
-                let err = measure_by_name(
-                    Spec {
-                        engine,
-                        mix: Mix::A,
-                        keys: KeyChoice::Zipfian,
-                    },
-                    "dram",
-                    &tiny(1),
-                    &pool_dir(),
-                )
-                .unwrap_err();
-                assert_eq!(err, reason);
-                assert_eq!(unavailable(&format!("{engine}-a")), Some(reason));
-            }
-        }
-        assert_eq!(unavailable("larson"), None);
     }
 }

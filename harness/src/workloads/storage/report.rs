@@ -115,6 +115,27 @@ impl<'a> Storage<'a> {
             .map(|r| (r.max / r.min, r.runs))
     }
 
+    /// How far alloclab-pmem's throughput over PMDK's moved from run to run at a point:
+    /// max over min of the run-by-run ratio (run `i` of both heaps shared a process, see
+    /// `storage::driver`), and the runs; `None` without per-run values for both.
+    fn ratio_spread(&self, engine: &str, section: Section, threads: usize) -> Option<(f64, u32)> {
+        let ours = self.get(engine, section, OURS, threads, "ops_per_s")?;
+        let theirs = self.get(engine, section, PMDK, threads, "ops_per_s")?;
+        if ours.values.is_empty() || ours.values.len() != theirs.values.len() {
+            return None;
+        }
+        let ratios: Vec<f64> = ours
+            .values
+            .iter()
+            .zip(&theirs.values)
+            .map(|(a, b)| a / b)
+            .filter(|r| r.is_finite() && *r > 0.0)
+            .collect();
+        let max = ratios.iter().copied().fold(f64::MIN, f64::max);
+        let min = ratios.iter().copied().fold(f64::MAX, f64::min);
+        (ratios.len() == ours.values.len()).then_some((max / min, ratios.len() as u32))
+    }
+
     fn engines(&self) -> Vec<&'static str> {
         ENGINES
             .iter()
@@ -207,11 +228,18 @@ pub fn targets(results: &ResultsFile) -> Vec<Check> {
 
     // Memory-management share with alloclab-pmem.
     let mut worst: Option<(f64, String, (&str, Section, usize))> = None;
+    let mut widest: Option<(f64, String)> = None;
     let mut missing = Vec::new();
     for &engine in &engines {
         for &mix in MM_MIXES {
             for &t in &threads {
                 let section = (mix, KeyChoice::Zipfian);
+                if let Some((s, runs)) = view.spread(engine, section, OURS, t, "share_mm")
+                    && runs > 1
+                    && widest.as_ref().is_none_or(|(w, _)| s > *w)
+                {
+                    widest = Some((s, format!("{engine}-{} at {t}", mix.name())));
+                }
                 match view.median(engine, section, OURS, t, "share_mm") {
                     Some(v) => {
                         if worst.as_ref().is_none_or(|(w, _, _)| v > *w) {
@@ -241,7 +269,7 @@ pub fn targets(results: &ResultsFile) -> Vec<Check> {
                 .map_or(String::new(), |(s, runs)| spread_note(&[("", s)], runs));
             (
                 decide(*w <= MM_SHARE_LIMIT, complete),
-                format!("highest {w:.1}% ({at}{spread})"),
+                format!("highest {w:.1}% ({at}{spread}){}", widest_note(&widest)),
             )
         }
     };
@@ -269,11 +297,18 @@ pub fn targets(results: &ResultsFile) -> Vec<Check> {
         });
     } else {
         let mut worst: Option<(f64, String, (&str, Section, usize))> = None;
+        let mut widest: Option<(f64, String)> = None;
         let mut missing = Vec::new();
         for &engine in &engines {
             for &mix in SPEEDUP_MIXES {
                 for &t in &threads {
                     let section = (mix, KeyChoice::Zipfian);
+                    if let Some((s, runs)) = view.ratio_spread(engine, section, t)
+                        && runs > 1
+                        && widest.as_ref().is_none_or(|(w, _)| s > *w)
+                    {
+                        widest = Some((s, format!("{engine}-{} at {t}", mix.name())));
+                    }
                     let ours = view.median(engine, section, OURS, t, "ops_per_s");
                     let theirs = view.median(engine, section, PMDK, t, "ops_per_s");
                     match ours.zip(theirs).filter(|(_, b)| *b > 0.0) {
@@ -296,19 +331,28 @@ pub fn targets(results: &ResultsFile) -> Vec<Check> {
         let (verdict, detail) = match &worst {
             None => (Verdict::NotHere, "not measured".to_owned()),
             Some((w, at, (engine, section, t))) => {
-                let spreads: Vec<(&str, f64)> = [OURS, PMDK]
-                    .into_iter()
-                    .filter_map(|h| {
-                        view.spread(engine, *section, h, *t, "ops_per_s")
-                            .map(|(s, _)| (h, s))
-                    })
-                    .collect();
+                // The run-by-run ratio's spread where the runs kept their values; each
+                // heap's own spread otherwise.
+                let spreads: Vec<(&str, f64)> = match view.ratio_spread(engine, *section, *t) {
+                    Some((s, _)) => vec![("ratio", s)],
+                    None => [OURS, PMDK]
+                        .into_iter()
+                        .filter_map(|h| {
+                            view.spread(engine, *section, h, *t, "ops_per_s")
+                                .map(|(s, _)| (h, s))
+                        })
+                        .collect(),
+                };
                 let runs = view
                     .get(engine, *section, OURS, *t, "ops_per_s")
                     .map_or(0, |r| r.runs);
                 (
                     decide(*w >= SPEEDUP_TARGET, complete),
-                    format!("lowest {w:.2}x ({at}{})", spread_note(&spreads, runs)),
+                    format!(
+                        "lowest {w:.2}x ({at}{}){}",
+                        spread_note(&spreads, runs),
+                        widest_note(&widest)
+                    ),
                 )
             }
         };
@@ -369,6 +413,13 @@ fn spread_note(spreads: &[(&str, f64)], runs: u32) -> String {
         })
         .collect();
     format!("; spread over {runs} runs, max/min: {}", each.join(", "))
+}
+
+/// `; widest spread at any point: 1.12 (cow-h at 2)`, or nothing for single runs.
+fn widest_note(widest: &Option<(f64, String)>) -> String {
+    widest.as_ref().map_or(String::new(), |(s, at)| {
+        format!("; widest spread at any point: {s:.2} ({at})")
+    })
 }
 
 fn gaps(missing: &[String], missing_engines: &[&str]) -> String {
@@ -621,7 +672,14 @@ pub fn readme(out: &mut String, results: &ResultsFile) {
     for check in targets(results) {
         let _ = writeln!(out, "- {} {}", check.verdict.mark(), check.line);
     }
-    out.push('\n');
+    let _ = writeln!(
+        out,
+        "\nEach cell: alloclab-pmem's median throughput over PMDK's; in parentheses, where \
+         there were several runs, how far that ratio moved from run to run (max/min of the \
+         run-by-run ratio: the heaps of a run share its process, interleaved every {} \
+         operations).\n",
+        super::SEGMENT_OPS
+    );
     let sections = view.sections();
     let mut headers = vec!["engine".to_owned(), "threads".to_owned()];
     headers.extend(sections.iter().map(|s| section_slug(*s)));
@@ -630,15 +688,25 @@ pub fn readme(out: &mut String, results: &ResultsFile) {
         for &t in &view.threads() {
             let mut row = vec![engine.to_owned(), t.to_string()];
             for &s in &sections {
-                row.push(
-                    view.median(engine, s, OURS, t, "ops_per_s")
-                        .zip(view.median(engine, s, PMDK, t, "ops_per_s"))
-                        .filter(|(_, b)| *b > 0.0)
-                        .map_or("—".to_owned(), |(a, b)| format!("{:.2}", a / b)),
-                );
+                row.push(ratio_cell(&view, engine, s, t));
             }
             table_row(out, &row);
         }
+    }
+}
+
+/// alloclab-pmem ÷ PMDK at a point: the ratio of the medians, and in parentheses the
+/// run-by-run ratio's spread (max/min) where there were several runs.
+fn ratio_cell(view: &Storage<'_>, engine: &str, section: Section, threads: usize) -> String {
+    let ratio = view
+        .median(engine, section, OURS, threads, "ops_per_s")
+        .zip(view.median(engine, section, PMDK, threads, "ops_per_s"))
+        .filter(|(_, b)| *b > 0.0)
+        .map(|(a, b)| a / b);
+    match (ratio, view.ratio_spread(engine, section, threads)) {
+        (None, _) => "—".to_owned(),
+        (Some(r), Some((s, runs))) if runs > 1 => format!("{r:.2} ({s:.2})"),
+        (Some(r), _) => format!("{r:.2}"),
     }
 }
 
