@@ -730,6 +730,26 @@ mod tests {
         }
     }
 
+    /// A one-run plan of the workloads and allocators named, at the thread counts given.
+    fn plan_of(workloads: &[&str], allocators: &[&str], threads: Vec<usize>) -> Plan {
+        Plan {
+            workloads: workloads
+                .iter()
+                .map(|w| workloads::find(w).expect("registered"))
+                .collect(),
+            allocators: allocators
+                .iter()
+                .map(|a| peers::find(a).expect("registered"))
+                .collect(),
+            threads: Some(threads),
+            scale: Scale::Tiny,
+            runs: 1,
+            runs_per_suite: Vec::new(),
+            seed: 1,
+            sched: Sched::Other,
+        }
+    }
+
     fn threads_of(jobs: &[Job], workload: &str) -> Vec<usize> {
         jobs.iter()
             .filter(|j| j.workload.name == workload)
@@ -769,19 +789,11 @@ mod tests {
 
     #[test]
     fn the_hls_simulation_runs_at_one_thread_on_the_on_chip_models_only() {
-        let plan = Plan {
-            workloads: vec![workloads::find("mixed-kernels").expect("registered")],
-            allocators: ["hls-bitmap", "system", "hls-defrag"]
-                .iter()
-                .map(|a| peers::find(a).expect("registered"))
-                .collect(),
-            threads: Some(vec![4, 8]),
-            scale: Scale::Tiny,
-            runs: 1,
-            runs_per_suite: Vec::new(),
-            seed: 1,
-            sched: Sched::Other,
-        };
+        let plan = plan_of(
+            &["mixed-kernels"],
+            &["hls-bitmap", "system", "hls-defrag"],
+            vec![4, 8],
+        );
         let jobs = plan.jobs();
         let names: Vec<&str> = jobs.iter().map(|j| j.allocator.name).collect();
         assert_eq!(names, ["hls-bitmap", "hls-defrag"]);
@@ -790,22 +802,11 @@ mod tests {
 
     #[test]
     fn a_storage_workloads_heaps_share_a_worker_per_thread_count_and_other_jobs_run_alone() {
-        let plan = Plan {
-            workloads: ["larson", "inp-c", "lsm-h"]
-                .iter()
-                .map(|w| workloads::find(w).expect("registered"))
-                .collect(),
-            allocators: ["system", "pmdk", "alloclab-pmem", "dram", "mimalloc"]
-                .iter()
-                .map(|a| peers::find(a).expect("registered"))
-                .collect(),
-            threads: Some(vec![1, 2]),
-            scale: Scale::Tiny,
-            runs: 1,
-            runs_per_suite: Vec::new(),
-            seed: 1,
-            sched: Sched::Other,
-        };
+        let plan = plan_of(
+            &["larson", "inp-c", "lsm-h"],
+            &["system", "pmdk", "alloclab-pmem", "dram", "mimalloc"],
+            vec![1, 2],
+        );
         let jobs = plan.jobs();
         let units = units(&jobs);
         let described: Vec<(String, usize, Vec<&str>)> = units

@@ -677,7 +677,7 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::ListEngine;
+    use super::super::testing::{ListEngine, tiny};
     use super::super::ycsb::{KeyChoice, Mix};
     use super::super::{LOADED, unavailable};
     use super::*;
@@ -686,14 +686,6 @@ mod tests {
     use crate::results::Sample;
     use crate::workloads::Scale;
     use crate::workloads::pmem::pool_dir;
-
-    fn tiny(threads: usize) -> Params {
-        Params {
-            threads,
-            scale: Scale::Tiny,
-            seed: 11,
-        }
-    }
 
     fn spec(mix: Mix, keys: KeyChoice) -> Spec {
         Spec {

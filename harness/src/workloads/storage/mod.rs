@@ -375,15 +375,8 @@ pub fn loaded_at(scale: Scale) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use super::testing::tiny;
     use super::*;
-
-    fn tiny(threads: usize) -> Params {
-        Params {
-            threads,
-            scale: Scale::Tiny,
-            seed: 11,
-        }
-    }
 
     #[test]
     fn workload_names_parse_into_engine_mix_and_keys_and_others_are_refused() {

@@ -11,6 +11,17 @@ use std::sync::Arc;
 
 use alloclab_storage_engines::{Engine, PersistentAllocator, Phase, Split};
 
+use crate::workloads::{Params, Scale};
+
+/// The tests' parameters: `threads` partitions at the tiny scale.
+pub(super) fn tiny(threads: usize) -> Params {
+    Params {
+        threads,
+        scale: Scale::Tiny,
+        seed: 11,
+    }
+}
+
 const MAGIC: u64 = 0x7465_7374_6c69_7374; // "testlist"
 const BUCKETS: usize = 4096;
 const HEADER: usize = 24;
