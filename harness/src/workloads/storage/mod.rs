@@ -1,7 +1,7 @@
 //! The `storage` suite: three storage engines in the style of N-Store (in-place update,
 //! log-structured merge, copy-on-write; [`alloclab_storage_engines::engines`]) on YCSB, over
 //! alloclab-pmem, PMDK's libpmemobj and a DRAM upper bound, all through
-//! [`PersistentAllocator`] — the workload of Chen et al., "On the Performance
+//! [`PersistentAllocator`](alloclab_storage_engines::PersistentAllocator) — the workload of Chen et al., "On the Performance
 //! Intricacies of Persistent Memory Aware Storage Engines" (TKDE 2023).
 //!
 //! # Workloads
@@ -22,7 +22,7 @@
 //!
 //! 1. **Load** (untimed): [`LOADED`] items (scaled by `--scale`) shared out among the
 //!    partitions, each inserted and committed as the engine commits
-//!    ([`Engine::COMMIT_EVERY`]).
+//!    ([`Engine::COMMIT_EVERY`](alloclab_storage_engines::Engine::COMMIT_EVERY)).
 //! 2. **Run** (timed): as many operations again, drawn before the clock starts (the same
 //!    for every heap), each timed on its own with two clock reads into an HDR histogram;
 //!    the engine commits after every `COMMIT_EVERY` operations (inside the timing of the
@@ -35,8 +35,8 @@
 //!    operations they time, so the throughput and the latencies are of the other
 //!    operations (each partition's, over its run phase less the sampled operations' time).
 //! 3. **Recovery** (durable heaps): the engines and the heap are dropped (a clean close),
-//!    the pool is opened again ([`PersistentAllocator::open`]: heap recovery) and every partition is
-//!    recovered ([`Engine::recover`], one after another: engine recovery).
+//!    the pool is opened again ([`PersistentAllocator::open`](alloclab_storage_engines::PersistentAllocator::open): heap recovery) and every partition is
+//!    recovered ([`Engine::recover`](alloclab_storage_engines::Engine::recover), one after another: engine recovery).
 //! 4. **Check** (untimed): every item that should exist after the run is read back from the
 //!    recovered engines (from the running ones for DRAM), and every deleted one is absent;
 //!    a single miss fails the measurement.
@@ -268,9 +268,9 @@ pub struct Report {
 /// The recovery measurement.
 #[derive(Clone, Copy, Debug)]
 pub struct Recovery {
-    /// [`PersistentAllocator::open`].
+    /// [`PersistentAllocator::open`](alloclab_storage_engines::PersistentAllocator::open).
     pub heap: Duration,
-    /// Every partition's [`Engine::recover`], one after another.
+    /// Every partition's [`Engine::recover`](alloclab_storage_engines::Engine::recover), one after another.
     pub engine: Duration,
 }
 
