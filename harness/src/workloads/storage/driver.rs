@@ -88,10 +88,7 @@ pub fn measure_together(
     dir: &Path,
 ) -> Result<Vec<Result<Report, String>>, String> {
     let plans = plan(spec, params)?;
-    let pool = pool_bytes(
-        plans.iter().map(|p| p.load_bytes.len() as u64).sum(),
-        plans.iter().map(|p| p.ops.len() as u64).sum(),
-    );
+    let pool = pool_for(&plans);
     let contenders = heaps
         .iter()
         .map(|name| contender(spec, name, pool, plans.len(), dir))
@@ -110,10 +107,7 @@ pub fn measure<H: PersistentAllocator, E: Engine<H>>(
     dir: &Path,
 ) -> Result<Report, String> {
     let plans = plan(spec, params)?;
-    let pool = pool_bytes(
-        plans.iter().map(|p| p.load_bytes.len() as u64).sum(),
-        plans.iter().map(|p| p.ops.len() as u64).sum(),
-    );
+    let pool = pool_for(&plans);
     let heap =
         HeapRun::<H, E>::create(pool, plans.len(), dir).map(|h| Box::new(h) as Box<dyn Contender>);
     drive(vec![heap], &plans, SEGMENT_OPS)
@@ -141,6 +135,14 @@ fn plan(spec: Spec, params: &Params) -> Result<Vec<PartitionPlan>, String> {
             )
         })
         .collect()
+}
+
+/// The pool size for `plans`' items and operations.
+fn pool_for(plans: &[PartitionPlan]) -> usize {
+    pool_bytes(
+        plans.iter().map(|p| p.load_bytes.len() as u64).sum(),
+        plans.iter().map(|p| p.ops.len() as u64).sum(),
+    )
 }
 
 /// The heap named `name` with `spec`'s engine, its pool created.
