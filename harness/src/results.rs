@@ -279,6 +279,75 @@ impl Record {
             lower_is_better: samples[0].lower_is_better,
         }
     }
+
+    /// This record's figure over `base`'s, measured in the same runs: see [`RunRatio`].
+    /// `None` when `base`'s median is not positive or a ratio is not finite.
+    pub fn ratio_to(&self, base: &Record) -> Option<RunRatio> {
+        let paired = self.values.len() == base.values.len() && !self.values.is_empty();
+        if paired {
+            let mut ratios: Vec<f64> = self
+                .values
+                .iter()
+                .zip(&base.values)
+                .map(|(a, b)| a / b)
+                .collect();
+            if ratios.iter().all(|r| r.is_finite() && *r >= 0.0) {
+                ratios.sort_by(f64::total_cmp);
+                return Some(RunRatio {
+                    median: median_of_sorted(&ratios),
+                    min: ratios[0],
+                    max: ratios[ratios.len() - 1],
+                    runs: ratios.len() as u32,
+                });
+            }
+        }
+        let median = self.median / base.median;
+        (base.median > 0.0 && median.is_finite()).then_some(RunRatio {
+            median,
+            min: median,
+            max: median,
+            runs: 0,
+        })
+    }
+}
+
+/// One allocator's figure over another's, run by run.
+///
+/// Runs are interleaved (run `i` of every allocator of a workload one after the other, see
+/// `runner`), so value `i` of two records was measured minutes apart at most, and usually
+/// within a second: the ratio of the two is taken run by run and the median of those ratios
+/// is the figure. A shared machine's slow spells last longer than one round of a program
+/// under every heap, so they fall on both values of a pair alike and cancel in its ratio,
+/// where the median of each allocator's own runs keeps whichever spell its middle run hit.
+/// Records without per-run values (files written before they were kept) or with different
+/// run counts (a run that failed) give the ratio of the medians, `runs` 0.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunRatio {
+    /// The median of the run-by-run ratios.
+    pub median: f64,
+    /// The smallest run's ratio.
+    pub min: f64,
+    /// The largest run's ratio.
+    pub max: f64,
+    /// The runs paired; 0 when the ratio is of the medians.
+    pub runs: u32,
+}
+
+impl RunRatio {
+    /// How far the run-by-run ratio moved: its largest over its smallest (1 for one run or
+    /// for a ratio of medians).
+    pub fn spread(&self) -> f64 {
+        if self.min > 0.0 {
+            self.max / self.min
+        } else {
+            f64::INFINITY
+        }
+    }
+
+    /// Whether the runs were paired and every run's ratio lies below `limit`.
+    pub fn every_run_below(&self, limit: f64) -> bool {
+        self.runs > 0 && self.max < limit
+    }
 }
 
 /// The median of values sorted in ascending order (the mean of the middle two for an even
@@ -340,6 +409,42 @@ mod tests {
             value,
             lower_is_better: true,
         }
+    }
+
+    fn summarised(allocator: &str, values: &[f64]) -> Record {
+        let samples: Vec<Sample> = values.iter().map(|&v| sample(v)).collect();
+        Record::summarise("programs", "lua", allocator, 1, &samples)
+    }
+
+    #[test]
+    fn a_ratio_pairs_the_runs_of_both_records_and_takes_the_median() {
+        // A slow spell on runs 2 and 3 of both: the medians' ratio (100 / 60) is off, each
+        // run's ratio is not.
+        let ours = summarised("wfspan", &[50.0, 100.0, 105.0]);
+        let base = summarised("libmimalloc", &[55.0, 110.0, 60.0]);
+        let r = ours.ratio_to(&base).unwrap();
+        assert_eq!(r.runs, 3);
+        assert!((r.median - 100.0 / 110.0).abs() < 1e-12, "{r:?}");
+        assert!((r.min - 50.0 / 55.0).abs() < 1e-12 && (r.max - 1.75).abs() < 1e-12);
+        assert!((r.spread() - 1.75 / (50.0 / 55.0)).abs() < 1e-12);
+        assert!(!r.every_run_below(1.0));
+        assert!(r.every_run_below(1.8));
+        // Without per-run values, or with a run missing on one side, the medians' ratio.
+        let mut old = ours.clone();
+        old.values.clear();
+        let r = old.ratio_to(&base).unwrap();
+        assert_eq!((r.median, r.runs, r.spread()), (100.0 / 60.0, 0, 1.0));
+        assert!(
+            !r.every_run_below(2.0),
+            "unpaired runs say nothing run by run"
+        );
+        let short = summarised("wfspan", &[50.0, 100.0]);
+        assert_eq!(short.ratio_to(&base).unwrap().runs, 0);
+        // A base of zero gives no ratio.
+        assert!(
+            ours.ratio_to(&summarised("system", &[0.0, 0.0, 0.0]))
+                .is_none()
+        );
     }
 
     #[test]

@@ -6,7 +6,10 @@
 //! fails that measurement with a clear error instead of taking the harness down.
 //!
 //! Runs are interleaved (run 1 of every job, then run 2 ...) so that a slow phase of a
-//! shared, noisy machine spreads over all allocators instead of landing on one.
+//! shared, noisy machine spreads over all allocators instead of landing on one. Within a
+//! run, the allocators of a (workload, thread count) follow one another, each run starting
+//! from the next one ([`round_order`]): no allocator always runs first after another
+//! workload, and value `i` of two allocators' records was measured moments apart.
 //!
 //! The worker is the `alloclab` binary itself, called as
 //! `alloclab __worker --workload W --alloc A --threads N --scale S --seed X`; it prints one
@@ -249,8 +252,9 @@ pub fn execute(
         .map(|j| plan.runs_for(j.workload))
         .max()
         .unwrap_or(plan.runs);
+    let units = units(&jobs);
     for run in 1..=most_runs {
-        for unit in units(&jobs) {
+        for unit in round_order(&units, &jobs, run) {
             if run > plan.runs_for(jobs[unit[0]].workload) {
                 continue;
             }
@@ -428,6 +432,29 @@ pub fn units(jobs: &[Job]) -> Vec<Vec<usize>> {
         }
     }
     units
+}
+
+/// The order in which run `run` (from 1) measures `units`: plan order, except that the
+/// consecutive units of one (workload, thread count) — its allocators, one unit each —
+/// start from the `(run - 1)`-th of them and wrap around.
+pub fn round_order(units: &[Vec<usize>], jobs: &[Job], run: u32) -> Vec<Vec<usize>> {
+    let same_point = |a: &[usize], b: &[usize]| {
+        let (a, b) = (&jobs[a[0]], &jobs[b[0]]);
+        std::ptr::eq(a.workload, b.workload) && a.threads == b.threads
+    };
+    let mut order = Vec::with_capacity(units.len());
+    let mut start = 0;
+    while start < units.len() {
+        let len = units[start..]
+            .iter()
+            .take_while(|u| same_point(u, &units[start]))
+            .count();
+        let group = &units[start..start + len];
+        let first = (run.saturating_sub(1) as usize) % len;
+        order.extend(group[first..].iter().chain(&group[..first]).cloned());
+        start += len;
+    }
+    order
 }
 
 /// A job's index in the plan, and its samples of one run or why it has none.
@@ -838,6 +865,54 @@ mod tests {
         let mut all: Vec<usize> = units.concat();
         all.sort_unstable();
         assert_eq!(all, (0..jobs.len()).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn each_run_starts_a_points_allocators_from_the_next_one() {
+        let plan = plan_of(
+            &["larson", "inp-c", "lua"],
+            &["system", "pmdk", "wfspan"],
+            vec![1, 2],
+        );
+        let jobs = plan.jobs();
+        let units = units(&jobs);
+        let described = |run: u32| -> Vec<String> {
+            round_order(&units, &jobs, run)
+                .iter()
+                .map(|u| {
+                    let names: Vec<&str> = u.iter().map(|&i| jobs[i].allocator.name).collect();
+                    let job = &jobs[u[0]];
+                    format!("{}/{}:{}", job.workload.name, job.threads, names.join("+"))
+                })
+                .collect()
+        };
+        // lua runs at one thread whatever `--threads` says; pmdk runs only the storage suite,
+        // whose heaps share a worker (one unit: nothing to turn).
+        let first = [
+            "larson/1:system",
+            "larson/1:wfspan",
+            "larson/2:system",
+            "larson/2:wfspan",
+            "inp-c/1:pmdk",
+            "inp-c/2:pmdk",
+            "lua/1:system",
+            "lua/1:wfspan",
+        ];
+        assert_eq!(described(1), first);
+        assert_eq!(
+            described(2),
+            [
+                "larson/1:wfspan",
+                "larson/1:system",
+                "larson/2:wfspan",
+                "larson/2:system",
+                "inp-c/1:pmdk",
+                "inp-c/2:pmdk",
+                "lua/1:wfspan",
+                "lua/1:system",
+            ]
+        );
+        assert_eq!(described(3), first);
     }
 
     #[test]

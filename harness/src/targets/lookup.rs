@@ -101,7 +101,8 @@ pub(super) fn not_here(what: &str, why: &str) -> Check {
 }
 
 /// The ratio `ours / theirs` of `metric` on every workload of `suite` both ran, per thread
-/// count both ran at: `(workload, threads, ratio)`.
+/// count both ran at: `(workload, threads, ratio)`, the median of the run-by-run ratios
+/// ([`RunRatio`](crate::results::RunRatio)).
 pub(super) fn ratios(
     view: &Lookup<'_>,
     suite: &str,
@@ -109,10 +110,17 @@ pub(super) fn ratios(
     ours: &str,
     theirs: &str,
 ) -> Vec<(String, usize, f64)> {
-    medians(view, suite, metric, ours, theirs)
-        .into_iter()
-        .map(|(workload, t, a, b)| (workload, t, a / b))
-        .collect()
+    let mut out = Vec::new();
+    for workload in view.workloads(suite) {
+        for t in view.threads(suite, ours) {
+            let a = view.view.get(suite, workload, ours, t, metric);
+            let b = view.view.get(suite, workload, theirs, t, metric);
+            if let Some(r) = a.zip(b).and_then(|(a, b)| a.ratio_to(b)) {
+                out.push((workload.to_owned(), t, r.median));
+            }
+        }
+    }
+    out
 }
 
 /// `(workload, threads, ours, theirs)`: the medians of `metric` of both, over every

@@ -296,10 +296,11 @@ pub(super) fn programs_checks(view: &Lookup<'_>) -> [Check; 3] {
 /// as under jemalloc's shared library (Debian's redis-server is linked with it: the
 /// allocator redis is built for), in less peak RSS.
 ///
-/// A command's requests/s moves by tens of percent from run to run on a shared machine
-/// (the benchmark client and the server share its cores), so a command is judged slower
-/// only when wfspan's median lies below every one of jemalloc's runs; a lower median within
-/// jemalloc's own spread leaves the check undecided, saying so.
+/// Each figure is the median of the run-by-run ratios (see
+/// [`RunRatio`](crate::results::RunRatio)). A command's requests/s moves by tens of percent
+/// from run to run on a shared machine (the benchmark client and the server share its
+/// cores), so a command is judged slower only when wfspan was slower in every run; a lower
+/// median with some runs faster leaves the check undecided, saying so.
 pub(super) fn redis_check(view: &Lookup<'_>) -> Check {
     let what = format!(
         "`{PROGRAMS}/{REDIS}`: {WFSPAN}'s requests/s at least {LIBJEMALLOC}'s on every command, and the server's peak RSS at most {LIBJEMALLOC}'s"
@@ -310,55 +311,54 @@ pub(super) fn redis_check(view: &Lookup<'_>) -> Check {
     let Some(&t) = view.threads(PROGRAMS, WFSPAN).first() else {
         return not_here(&what, "no redis figures");
     };
-    let get = |allocator: &str, metric: &str| {
-        view.view
-            .get(PROGRAMS, REDIS, allocator, t, metric)
-            .filter(|r| r.median.is_finite() && r.median > 0.0)
+    let compare = |metric: &str| {
+        let ours = view.view.get(PROGRAMS, REDIS, WFSPAN, t, metric)?;
+        let theirs = view.view.get(PROGRAMS, REDIS, LIBJEMALLOC, t, metric)?;
+        let ratio = ours.ratio_to(theirs).filter(|r| r.median > 0.0)?;
+        // Without per-run values (an older results file), slower in every run reads as
+        // wfspan's median below every one of jemalloc's runs.
+        let slower_every_run = if ratio.runs > 0 {
+            ratio.every_run_below(REDIS_RPS_VS_JEMALLOC)
+        } else {
+            ours.median < theirs.min
+        };
+        Some((ratio, slower_every_run))
     };
     let mut parts = Vec::new();
     let mut slower = Vec::new();
     let mut within = Vec::new();
     for command in alloclab_programs::redis::COMMANDS {
-        let metric = format!("{command}_rps");
-        let (Some(ours), Some(theirs)) = (get(WFSPAN, &metric), get(LIBJEMALLOC, &metric)) else {
+        let Some((r, slower_every_run)) = compare(&format!("{command}_rps")) else {
             return not_here(&what, &format!("no {command} figure of both"));
         };
         let name = command.to_uppercase();
-        let ratio = ours.median / theirs.median;
-        parts.push(format!("{name} {ratio:.2}"));
-        if ratio < REDIS_RPS_VS_JEMALLOC {
-            if ours.median < theirs.min {
+        parts.push(format!("{name} {:.2}", r.median));
+        if r.median < REDIS_RPS_VS_JEMALLOC {
+            if slower_every_run {
                 slower.push(name);
+            } else if r.runs > 0 {
+                within.push(format!("{name} (runs {:.2}–{:.2})", r.min, r.max));
             } else {
-                within.push(format!(
-                    "{name} (its runs {:.2}–{:.2} of its median, jemalloc's {:.2}–{:.2})",
-                    ours.min / ours.median,
-                    ours.max / ours.median,
-                    theirs.min / theirs.median,
-                    theirs.max / theirs.median
-                ));
+                within.push(name);
             }
         }
     }
-    let (Some(ours), Some(theirs)) = (get(WFSPAN, "peak_rss"), get(LIBJEMALLOC, "peak_rss")) else {
+    let Some((rss, _)) = compare("peak_rss") else {
         return not_here(&what, "no server peak RSS of both");
     };
-    let rss = ours.median / theirs.median;
+    let rss = rss.median;
     let mut line = format!(
         "{what}: requests/s over {LIBJEMALLOC}'s {}; peak RSS {rss:.2}",
         parts.join(", ")
     );
     let verdict = if !slower.is_empty() || rss > REDIS_RSS_VS_JEMALLOC {
         if !slower.is_empty() {
-            line.push_str(&format!(
-                "; below every run of {LIBJEMALLOC}: {}",
-                slower.join(", ")
-            ));
+            line.push_str(&format!("; slower in every run: {}", slower.join(", ")));
         }
         Verdict::Fail
     } else if !within.is_empty() {
         line.push_str(&format!(
-            "; not decided by this run: lower within the runs' spread on {}",
+            "; not decided by this run: lower, but not in every run, on {}",
             within.join(", ")
         ));
         Verdict::NotHere

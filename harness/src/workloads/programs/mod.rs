@@ -30,10 +30,13 @@ use crate::results::Sample;
 /// The suite's name.
 pub const SUITE: &str = "programs";
 
-/// Runs per measurement when `--runs` is not given: a whole program takes tenths of a second
-/// to seconds, and the suite's part of the default `alloclab suite` stays near a minute and
-/// a half on a 2-core machine.
-pub const DEFAULT_RUNS: u32 = 3;
+/// Runs per measurement when `--runs` is not given. A whole program takes 20 ms to half a
+/// second, and a shared machine's slow spells, seconds long, slow one by up to 2x: with
+/// three runs the median of the run-by-run ratios still followed a spell on some program
+/// of every run (lua under wfspan over libmimalloc read 1.58 in one, 1.05 over nine), with
+/// five it moved by a few percent. The suite's part of the default `alloclab suite` is
+/// about a minute on a 2-core machine.
+pub const DEFAULT_RUNS: u32 = 5;
 
 /// The registry entries of the suite, one per program of the catalog.
 pub fn workloads() -> Vec<WorkloadInfo> {

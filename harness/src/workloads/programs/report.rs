@@ -45,11 +45,13 @@ fn median(view: &View<'_>, workload: &str, allocator: &str, metric: &str) -> Opt
         .map(|r| r.median)
 }
 
-/// `allocator`'s median over [`BASELINE`]'s.
+/// `allocator`'s figure over [`BASELINE`]'s: the median of the run-by-run ratios
+/// ([`RunRatio`](crate::results::RunRatio)).
 fn ratio(view: &View<'_>, workload: &str, allocator: &str, metric: &str) -> Option<f64> {
-    let value = median(view, workload, allocator, metric)?;
-    let base = median(view, workload, BASELINE, metric).filter(|b| *b > 0.0)?;
-    Some(value / base)
+    let t = threads_of(view, workload)?;
+    let ours = view.get(SUITE, workload, allocator, t, metric)?;
+    let base = view.get(SUITE, workload, BASELINE, t, metric)?;
+    ours.ratio_to(base).map(|r| r.median)
 }
 
 /// A heap under which a program's result was not the one it gave under [`BASELINE`].
@@ -284,34 +286,33 @@ fn redis_table(out: &mut String, view: &View<'_>) {
     let metrics: Vec<&str> = alloclab_programs::redis::COMMANDS.to_vec();
     for command in metrics {
         let metric = format!("{command}_rps");
-        let base = view
-            .get(SUITE, "redis", BASELINE, t, &metric)
-            .map(|r| r.median);
         let mut cells = vec![command.to_uppercase()];
-        for a in &allocators {
-            cells.push(match view.get(SUITE, "redis", a, t, &metric) {
-                Some(r) => match base.filter(|b| *b > 0.0) {
-                    Some(b) if *a != BASELINE => {
-                        format!("{} ({:.2})", fmt_value(r.median), r.median / b)
-                    }
-                    _ => fmt_value(r.median),
-                },
-                None => "—".to_owned(),
-            });
-        }
+        cells.extend(allocators.iter().map(|a| redis_cell(view, t, a, &metric)));
         table_row(out, &cells);
     }
     let mut cells = vec!["server peak RSS [MiB]".to_owned()];
-    for a in &allocators {
-        cells.push(match view.get(SUITE, "redis", a, t, "peak_rss") {
-            Some(r) => match ratio(view, "redis", a, "peak_rss") {
-                Some(x) if *a != BASELINE => format!("{} ({x:.2})", fmt_value(r.median)),
-                _ => fmt_value(r.median),
-            },
-            None => "—".to_owned(),
-        });
-    }
+    cells.extend(
+        allocators
+            .iter()
+            .map(|a| redis_cell(view, t, a, "peak_rss")),
+    );
     table_row(out, &cells);
+}
+
+/// A cell of the redis table: `allocator`'s median of `metric`, and for any heap but
+/// [`BASELINE`] its run-by-run ratio to it in brackets.
+fn redis_cell(view: &View<'_>, t: usize, allocator: &str, metric: &str) -> String {
+    let Some(r) = view.get(SUITE, "redis", allocator, t, metric) else {
+        return "—".to_owned();
+    };
+    let ratio = view
+        .get(SUITE, "redis", BASELINE, t, metric)
+        .and_then(|base| r.ratio_to(base))
+        .filter(|_| allocator != BASELINE);
+    match ratio {
+        Some(x) => format!("{} ({:.2})", fmt_value(r.median), x.median),
+        None => fmt_value(r.median),
+    }
 }
 
 fn result_lines(out: &mut String, results: &ResultsFile) {
@@ -393,8 +394,11 @@ fn reconciliation_table(out: &mut String, results: &ResultsFile) {
     }
 }
 
-const METHOD: &str = "Each program runs unmodified, in a fresh process per run, runs interleaved \
-    across heaps. alloclab's heaps and the peers' shared libraries (`lib*`: Debian's \
+const METHOD: &str = "Each program runs unmodified, in a fresh process per run. A round runs it \
+    once under every heap, one after the other, each round starting from another heap; a \
+    ratio is the median over the rounds of the heap's figure over the baseline's of the same \
+    round, so that the machine's slow spells, which last longer than a round, fall on both \
+    figures of a ratio alike. alloclab's heaps and the peers' shared libraries (`lib*`: Debian's \
     libmimalloc.so.2, libjemalloc.so.2, libtcmalloc_minimal.so.4) are put in front of the C \
     library with `LD_PRELOAD`; `system` preloads nothing. Wall time, CPU time and peak RSS come \
     from `wait4` (for redis: the server's peak RSS and CPU time; its wall time is the whole \
@@ -408,7 +412,7 @@ pub fn markdown(out: &mut String, results: &ResultsFile) {
     let _ = writeln!(out, "\n{METHOD}");
     let _ = writeln!(
         out,
-        "\n### Wall time over `{BASELINE}`'s (median over the runs)\n"
+        "\n### Wall time over `{BASELINE}`'s (median of the run-by-run ratios)\n"
     );
     ratio_table(out, &view, "wall", true);
     let _ = writeln!(out, "\n### Peak RSS over `{BASELINE}`'s\n");

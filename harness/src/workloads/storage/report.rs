@@ -121,19 +121,10 @@ impl<'a> Storage<'a> {
     fn ratio_spread(&self, engine: &str, section: Section, threads: usize) -> Option<(f64, u32)> {
         let ours = self.get(engine, section, OURS, threads, "ops_per_s")?;
         let theirs = self.get(engine, section, PMDK, threads, "ops_per_s")?;
-        if ours.values.is_empty() || ours.values.len() != theirs.values.len() {
-            return None;
-        }
-        let ratios: Vec<f64> = ours
-            .values
-            .iter()
-            .zip(&theirs.values)
-            .map(|(a, b)| a / b)
-            .filter(|r| r.is_finite() && *r > 0.0)
-            .collect();
-        let max = ratios.iter().copied().fold(f64::MIN, f64::max);
-        let min = ratios.iter().copied().fold(f64::MAX, f64::min);
-        (ratios.len() == ours.values.len()).then_some((max / min, ratios.len() as u32))
+        let ratio = ours
+            .ratio_to(theirs)
+            .filter(|r| r.runs > 0 && r.min > 0.0)?;
+        Some((ratio.spread(), ratio.runs))
     }
 
     fn engines(&self) -> Vec<&'static str> {
