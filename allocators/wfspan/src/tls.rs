@@ -7,16 +7,19 @@
 //! C program's malloc/free pair here, measured with callgrind. glibc's, mimalloc's and
 //! jemalloc's libraries use the *initial-exec* model instead: the variable lives in the
 //! static TLS block at a fixed offset from the thread pointer, known once the library is
-//! loaded, so an access is two instructions and a load. Stable Rust cannot ask for a TLS
-//! model, so on x86_64 Linux the word is an ELF TLS symbol of our own, defined in assembly,
-//! and read through its initial-exec GOT entry (`@GOTTPOFF`) added to the thread pointer.
+//! loaded, so an access is two instructions: the offset from the GOT, then a load through
+//! `%fs`. Stable Rust cannot ask for a TLS model, so on x86_64 Linux the word is an ELF TLS
+//! symbol of our own, defined in assembly, and reached through its initial-exec GOT entry
+//! (`@GOTTPOFF`) relative to `%fs`.
 //!
 //! Why this is sound:
 //!
 //! * **The thread pointer.** The x86_64 TLS ABI (Drepper, "ELF Handling For Thread-Local
-//!   Storage", section 4.3) puts the thread control block at `%fs` and requires its first
-//!   word to hold its own address, so `mov %fs:0` is the thread pointer in glibc and musl;
-//!   static TLS sits at negative offsets from it.
+//!   Storage", section 4.3) puts the thread control block at the `%fs` base and static TLS
+//!   at negative offsets from it, in glibc and musl; the initial-exec GOT entry holds that
+//!   offset, so `%fs:offset` is the word (the sequence C compilers emit for
+//!   `-ftls-model=initial-exec`). The ABI also makes the block's first word its own
+//!   address (`%fs:0`), which the test below uses to check where the word lies.
 //! * **Threads alloclab never saw start.** The dynamic loader allocates and zero-fills
 //!   every thread's static TLS block (`.tbss`) when the thread is created, whoever creates
 //!   it; a zero word is "no heap yet", which is what [`crate::thread`] expects.
@@ -64,15 +67,49 @@ mod word {
         ".popsection",
     );
 
-    /// The address of the calling thread's word.
+    /// The calling thread's word: the standard initial-exec sequence, its offset from the
+    /// thread pointer (its GOT entry) and a load through `%fs`.
     #[inline(always)]
+    pub fn get() -> *mut Heap {
+        let value: usize;
+        // SAFETY: loads the word's offset from its initial-exec GOT entry (filled in by the
+        // loader before any code of ours runs, constant for the process) and the word at
+        // that offset from the thread's TLS base (`%fs`, set up for every thread before it
+        // runs). Reads memory only, touches no stack and no flags; not `nomem`, so it is
+        // not moved across a `set`.
+        unsafe {
+            core::arch::asm!(
+                "mov {value}, qword ptr [rip + alloclab_wfspan_thread_heaps@GOTTPOFF]",
+                "mov {value}, qword ptr fs:[{value}]",
+                value = out(reg) value,
+                options(pure, readonly, nostack, preserves_flags),
+            );
+        }
+        value as *mut Heap
+    }
+
+    /// Sets the calling thread's word.
+    #[inline(always)]
+    pub fn set(heap: *mut Heap) {
+        // SAFETY: as in `get`, a store instead of a load: the word is the calling thread's
+        // own, eight bytes, aligned.
+        unsafe {
+            core::arch::asm!(
+                "mov {offset}, qword ptr [rip + alloclab_wfspan_thread_heaps@GOTTPOFF]",
+                "mov qword ptr fs:[{offset}], {heap}",
+                offset = out(reg) _,
+                heap = in(reg) heap,
+                options(nostack, preserves_flags),
+            );
+        }
+    }
+
+    /// The address of the calling thread's word (the thread pointer, `%fs:0`, which the
+    /// x86_64 TLS ABI makes the TCB's pointer to itself, plus the word's offset).
+    #[cfg(test)]
     pub fn address() -> *mut *mut Heap {
         let address: usize;
-        // SAFETY: reads the thread pointer (`%fs:0`, the TCB's pointer to itself, which the
-        // x86_64 TLS ABI guarantees) and the word's offset from it (its initial-exec GOT
-        // entry, filled in by the loader before any code of ours runs); both are constant
-        // for the life of the thread, so the asm is pure. It touches no stack and only
-        // reads memory.
+        // SAFETY: reads `%fs:0` and the GOT entry, as `get` does.
         unsafe {
             core::arch::asm!(
                 "mov {address}, qword ptr fs:[0]",
@@ -96,27 +133,31 @@ mod word {
         static WORD: Cell<*mut Heap> = const { Cell::new(ptr::null_mut()) };
     }
 
-    /// The address of the calling thread's word.
+    /// The calling thread's word.
     #[inline(always)]
-    pub fn address() -> *mut *mut Heap {
-        WORD.with(Cell::as_ptr)
+    pub fn get() -> *mut Heap {
+        WORD.get()
+    }
+
+    /// Sets the calling thread's word.
+    #[inline(always)]
+    pub fn set(heap: *mut Heap) {
+        WORD.set(heap);
     }
 }
 
 impl Slot {
-    /// The calling thread's chain head.
+    /// The calling thread's chain head. The word is the calling thread's own, initialised
+    /// (zero-filled at thread creation) and only ever accessed by this thread.
     #[inline(always)]
     pub fn get(&self) -> *mut Heap {
-        // SAFETY: the word is the calling thread's own, aligned, initialised (zero-filled
-        // at thread creation) and only ever accessed by this thread, one access at a time.
-        unsafe { word::address().read() }
+        word::get()
     }
 
     /// Sets the calling thread's chain head.
     #[inline(always)]
     pub fn set(&self, heap: *mut Heap) {
-        // SAFETY: as in `get`.
-        unsafe { word::address().write(heap) }
+        word::set(heap);
     }
 
     /// Sets the calling thread's chain head and returns the old one.
