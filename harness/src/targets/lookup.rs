@@ -110,17 +110,83 @@ pub(super) fn ratios(
     ours: &str,
     theirs: &str,
 ) -> Vec<(String, usize, f64)> {
+    paired(view, suite, metric, ours, theirs)
+        .into_iter()
+        .map(|p| (p.workload, p.threads, p.ratio))
+        .collect()
+}
+
+/// One workload's comparison: the median of the run-by-run ratios and each run's ratio.
+pub(super) struct Paired {
+    pub(super) workload: String,
+    pub(super) threads: usize,
+    pub(super) ratio: f64,
+    /// Each run's ratio, in run order; empty when the runs could not be paired.
+    pub(super) runs: Vec<f64>,
+}
+
+/// [`ratios`], with each run's ratio.
+pub(super) fn paired(
+    view: &Lookup<'_>,
+    suite: &str,
+    metric: &str,
+    ours: &str,
+    theirs: &str,
+) -> Vec<Paired> {
     let mut out = Vec::new();
     for workload in view.workloads(suite) {
         for t in view.threads(suite, ours) {
             let a = view.view.get(suite, workload, ours, t, metric);
             let b = view.view.get(suite, workload, theirs, t, metric);
-            if let Some(r) = a.zip(b).and_then(|(a, b)| a.ratio_to(b)) {
-                out.push((workload.to_owned(), t, r.median));
+            let Some((a, b)) = a.zip(b) else { continue };
+            if let Some(r) = a.ratio_to(b) {
+                let runs = if r.runs > 0 {
+                    a.values.iter().zip(&b.values).map(|(x, y)| x / y).collect()
+                } else {
+                    Vec::new()
+                };
+                out.push(Paired {
+                    workload: workload.to_owned(),
+                    threads: t,
+                    ratio: r.median,
+                    runs,
+                });
             }
         }
     }
     out
+}
+
+/// The fewest paired runs of every workload for [`mean_interval`] to resample.
+pub(super) const RESAMPLE_MIN_RUNS: usize = 3;
+/// Resamples drawn by [`mean_interval`].
+const RESAMPLES: usize = 1000;
+
+/// Where the geometric mean over workloads of each workload's median run-by-run ratio
+/// lands when each workload's runs are drawn again with replacement (a bootstrap of
+/// [`RESAMPLES`] draws from a fixed seed, so the same records give the same figures): its
+/// 5th and 95th percentiles. How far one run of the suite can move the mean on this
+/// machine, from the runs themselves. `None` when a workload has fewer than
+/// [`RESAMPLE_MIN_RUNS`] paired runs.
+pub(super) fn mean_interval(runs: &[&[f64]]) -> Option<(f64, f64)> {
+    if runs.is_empty() || runs.iter().any(|r| r.len() < RESAMPLE_MIN_RUNS) {
+        return None;
+    }
+    let mut rng = alloclab_core::rng::SplitMix64::new(0x5eed_b007_57a9);
+    let mut means = Vec::with_capacity(RESAMPLES);
+    let mut draw = Vec::new();
+    for _ in 0..RESAMPLES {
+        let mut log_sum = 0.0;
+        for workload in runs {
+            draw.clear();
+            draw.extend((0..workload.len()).map(|_| workload[rng.below(workload.len())]));
+            draw.sort_by(f64::total_cmp);
+            log_sum += crate::results::median_of_sorted(&draw).ln();
+        }
+        means.push((log_sum / runs.len() as f64).exp());
+    }
+    means.sort_by(f64::total_cmp);
+    Some((means[RESAMPLES / 20], means[RESAMPLES - 1 - RESAMPLES / 20]))
 }
 
 /// `(workload, threads, ours, theirs)`: the medians of `metric` of both, over every
@@ -162,8 +228,8 @@ pub(super) fn missing(
     (!absent.is_empty()).then(|| format!("not run on `{suite}`: {}", absent.join(", ")))
 }
 
-/// The ratios of [`ratios`], or the `·` check for `what` saying why there are none (the
-/// suite or an allocator not run, or no workload both measured).
+/// The comparisons of [`paired`], or the `·` check for `what` saying why there are none
+/// (the suite or an allocator not run, or no workload both measured).
 fn compared(
     view: &Lookup<'_>,
     suite: &str,
@@ -171,11 +237,11 @@ fn compared(
     what: &str,
     ours: &str,
     theirs: &str,
-) -> Result<Vec<(String, usize, f64)>, Check> {
+) -> Result<Vec<Paired>, Check> {
     if let Some(why) = missing(view, suite, ours, &[theirs]) {
         return Err(not_here(what, &why));
     }
-    let all = ratios(view, suite, metric, ours, theirs);
+    let all = paired(view, suite, metric, ours, theirs);
     if all.is_empty() {
         return Err(not_here(
             what,
@@ -187,6 +253,11 @@ fn compared(
 
 /// `≤ limit` on the geometric mean of `ours / theirs` of `metric` over every workload (and
 /// thread count) of `suite` both ran; `what` names the figure.
+///
+/// With [`RESAMPLE_MIN_RUNS`] or more paired runs of every workload the check is decided
+/// by [`mean_interval`]: met when the whole interval is at most `limit`, missed when it is
+/// all above, and otherwise undecided (`·`), saying how far the runs reach. On a shared
+/// machine one run of a suite of short programs moves such a mean by several percent.
 pub(super) fn mean_over_workloads_check(
     view: &Lookup<'_>,
     suite: &str,
@@ -200,10 +271,28 @@ pub(super) fn mean_over_workloads_check(
         Ok(all) => all,
         Err(undecided) => return undecided,
     };
-    let mean = (all.iter().map(|(_, _, r)| r.ln()).sum::<f64>() / all.len() as f64).exp();
-    Check {
-        verdict: Verdict::of(mean <= limit),
-        line: format!("{what}: {mean:.3} ({} workloads)", all.len()),
+    let mean = (all.iter().map(|p| p.ratio.ln()).sum::<f64>() / all.len() as f64).exp();
+    let runs: Vec<&[f64]> = all.iter().map(|p| p.runs.as_slice()).collect();
+    let Some((lo, hi)) = mean_interval(&runs) else {
+        return Check {
+            verdict: Verdict::of(mean <= limit),
+            line: format!("{what}: {mean:.3} ({} workloads)", all.len()),
+        };
+    };
+    let figure = format!(
+        "{mean:.3} ({} workloads; {lo:.3}–{hi:.3} in 90% of the runs resampled)",
+        all.len()
+    );
+    if hi <= limit || lo > limit {
+        Check {
+            verdict: Verdict::of(hi <= limit),
+            line: format!("{what}: {figure}"),
+        }
+    } else {
+        Check {
+            verdict: Verdict::NotHere,
+            line: format!("{what}: not decided by this run: {figure}, on both sides of {limit}"),
+        }
     }
 }
 
@@ -254,8 +343,11 @@ pub(super) fn every_workload_check(
     theirs: &str,
     limit: f64,
 ) -> Check {
-    let all = match compared(view, suite, metric, &what, ours, theirs) {
-        Ok(all) => all,
+    let all: Vec<(String, usize, f64)> = match compared(view, suite, metric, &what, ours, theirs) {
+        Ok(all) => all
+            .into_iter()
+            .map(|p| (p.workload, p.threads, p.ratio))
+            .collect(),
         Err(undecided) => return undecided,
     };
     let Some((workload, t, worst)) = all.iter().max_by(|a, b| a.2.total_cmp(&b.2)) else {

@@ -505,6 +505,82 @@ fn programs_checks_compare_with_the_peers_shared_libraries() {
     assert_eq!(checks[REDIS_CHECK].verdict, Verdict::Pass);
 }
 
+/// `programs` wall records of `workload` for wfspan and libmimalloc, run by run.
+fn paired_walls(workload: &str, ours: &[f64], theirs: &[f64]) -> Vec<Record> {
+    [(WFSPAN, ours), (LIBMIMALLOC, theirs)]
+        .into_iter()
+        .map(|(allocator, values)| {
+            let samples: Vec<crate::results::Sample> = values
+                .iter()
+                .map(|&v| crate::results::sample("wall", "ms", v, true))
+                .collect();
+            Record::summarise(PROGRAMS, workload, allocator, 1, &samples)
+        })
+        .collect()
+}
+
+#[test]
+fn a_mean_whose_resampled_runs_reach_both_sides_of_the_limit_is_undecided() {
+    let check = |spread: f64| {
+        let mut recs = Vec::new();
+        for (i, w) in ["lua", "perl", "sqlite", "cc"].into_iter().enumerate() {
+            // Every run 0.9x, but for one program one run of five `spread` times that.
+            let mut ours = vec![90.0; 5];
+            ours[i] *= spread;
+            recs.extend(paired_walls(w, &ours, &[100.0; 5]));
+        }
+        goal(&host_heap_goals(&results(recs)), WFSPAN).checks[PROGRAMS_WALL_CHECK].clone()
+    };
+    // Steady runs: 0.9 whatever is resampled, met.
+    let steady = check(1.0);
+    assert_eq!(steady.verdict, Verdict::Pass, "{}", steady.line);
+    assert!(
+        steady
+            .line
+            .contains("0.900 (4 workloads; 0.900–0.900 in 90% of the runs resampled)"),
+        "{}",
+        steady.line
+    );
+    // One run in five at 1.3x on every program: the medians still say 0.9, but a run of the
+    // suite that drew those runs twice reads above 0.95.
+    let noisy = check(1.3 / 0.9);
+    assert_eq!(noisy.verdict, Verdict::NotHere, "{}", noisy.line);
+    assert!(
+        noisy.line.contains("not decided by this run: 0.900"),
+        "{}",
+        noisy.line
+    );
+    assert!(
+        noisy.line.contains("on both sides of 0.95"),
+        "{}",
+        noisy.line
+    );
+    // Steady runs above the limit: missed.
+    let mut recs = Vec::new();
+    for w in ["lua", "perl", "sqlite"] {
+        recs.extend(paired_walls(w, &[99.0, 100.0, 101.0], &[100.0; 3]));
+    }
+    let slow = goal(&host_heap_goals(&results(recs)), WFSPAN).checks[PROGRAMS_WALL_CHECK].clone();
+    assert_eq!(slow.verdict, Verdict::Fail, "{}", slow.line);
+}
+
+#[test]
+fn the_resampled_interval_is_reproducible_and_holds_the_mean() {
+    let a = [0.8, 0.9, 1.0, 1.1, 1.2];
+    let b = [0.95, 1.0, 1.05];
+    let first = mean_interval(&[&a, &b]).unwrap();
+    assert_eq!(
+        mean_interval(&[&a, &b]),
+        Some(first),
+        "the same runs give the same interval"
+    );
+    assert!(first.0 < 1.0 && 1.0 < first.1, "{first:?}");
+    assert!(first.0 >= 0.8 * 0.95 && first.1 <= 1.2 * 1.05, "{first:?}");
+    // Too few runs of one workload to resample: no interval.
+    assert_eq!(mean_interval(&[&a, &[1.0, 1.1]]), None);
+    assert_eq!(mean_interval(&[]), None);
+}
+
 #[test]
 fn security_checks_cover_every_size_and_every_misuse_case() {
     let mut recs = vec![
