@@ -285,6 +285,9 @@ pub struct HeapLocal {
     idle_cursor: usize,
     /// Which heap to help next.
     help_cursor: usize,
+    /// Per size class, a discarded span with blocks freed into it by this heap's thread,
+    /// to take back before a fresh span (see `ADOPT_FREE_SHARE`). Hints only.
+    adoptable: [*mut SpanHeader; MAX_CLASSES],
     /// Per run class, the spans of the runs this heap published since it last needed a
     /// run its private cache could not give: past [`PURGE_AFTER_SPANS`] the heap is
     /// shrinking, and (with `Config::purge_published`) what it publishes gives its pages
@@ -370,6 +373,7 @@ impl Heap {
                     idle: [(ptr::null_mut(), 0); IDLE_HINTS],
                     idle_cursor: 0,
                     help_cursor: 0,
+                    adoptable: [ptr::null_mut(); MAX_CLASSES],
                     published_unused: [0; RUN_CLASSES],
                 }),
             })
@@ -570,7 +574,8 @@ impl Heap {
     }
 
     /// Takes a new span for `class` (discarding a full span first if the class
-    /// holds `K`), makes it active and takes a block from it.
+    /// holds `K`): the discarded span remembered for the class if it can be taken back,
+    /// else a span acquired afresh; makes it active and takes a block from it.
     ///
     /// # Safety
     /// Owner only; `cs` is this heap's state of `class`, which has no active span.
@@ -590,6 +595,12 @@ impl Heap {
                     (*cs).owned -= 1;
                     steps += 1 + self.discard(wf, old);
                 }
+            }
+            // A discarded span of the class with blocks freed into it, before a fresh one.
+            let span = self.take_adoptable(wf, class, &mut steps);
+            if !span.is_null() {
+                (*cs).owned += 1;
+                return self.activate(wf, cs, class, span, steps);
             }
             let span = self.acquire_run(wf, 0, &mut steps);
             if span.is_null() {
@@ -813,6 +824,50 @@ impl Heap {
                 return self.give_run(wf, span, 0);
             }
             0
+        }
+    }
+
+    /// Remembers `span`, a discarded span of `class` with blocks freed into it, as the span
+    /// that class takes back next ([`take_adoptable`](Self::take_adoptable)). A hint: it
+    /// replaces the one before, and is checked when used.
+    ///
+    /// # Safety
+    /// Owner only; `class < MAX_CLASSES`.
+    #[inline]
+    pub unsafe fn note_adoptable(&self, class: usize, span: *mut SpanHeader) {
+        // SAFETY: owner-only access per the contract.
+        unsafe { self.local().adoptable[class] = span };
+    }
+
+    /// The discarded span remembered for `class`, taken back from the discard (one
+    /// compare-and-swap, [`ReclaimCounter::adopt`](crate::remote_free::ReclaimCounter::adopt))
+    /// and now owned by this heap, on no list; null if there is none or it cannot be taken
+    /// back (its blocks all came back, or a free counted itself meanwhile). A span reclaimed,
+    /// reused for another class and discarded again since the hint is given up again as
+    /// found. Steps: 1, or at most 4 with that give-up.
+    ///
+    /// # Safety
+    /// Owner only; `class < MAX_CLASSES`.
+    unsafe fn take_adoptable(&self, wf: &WfSpan, class: usize, steps: &mut u64) -> *mut SpanHeader {
+        // SAFETY: (for the whole block) owner-only access. A hint names a span header of
+        // the region (single spans stay single spans, and their header page is never given
+        // back), so its counter may be read whatever happened to the span since; the span's
+        // other fields are read only once the compare-and-swap made it ours.
+        unsafe {
+            let span = core::mem::replace(&mut self.local().adoptable[class], ptr::null_mut());
+            if span.is_null() {
+                return span;
+            }
+            *steps += 1;
+            if !(*span).reclaim().adopt() {
+                return ptr::null_mut();
+            }
+            if (*span).kind != Kind::Small || usize::from((*span).class) != class {
+                *steps += 1 + self.discard(wf, span);
+                return ptr::null_mut();
+            }
+            (*span).owner.store(self.as_ptr(), Ordering::Relaxed);
+            span
         }
     }
 

@@ -10,7 +10,7 @@ use alloclab_core::sync::atomic::Ordering;
 use alloclab_core::sync::{Arc, model, thread};
 
 use crate::help::{Collected, HelpRecord};
-use crate::remote_free::{Consumer, Node, ReclaimCounter, RemoteFreeList, take_linked};
+use crate::remote_free::{Consumer, Counted, Node, ReclaimCounter, RemoteFreeList, take_linked};
 use crate::span_list::{Link, SpanList};
 
 /// Nodes for a model, leaked so raw pointers stay valid across threads.
@@ -263,6 +263,110 @@ fn loom_span_discarded_while_a_remote_free_arrives_is_reclaimed_exactly_once() {
             owner_reclaims ^ freer_reclaims,
             "reclaimed by owner: {owner_reclaims}, by freer: {freer_reclaims}"
         );
+    });
+}
+
+#[test]
+fn loom_a_discarded_span_is_taken_back_or_reclaimed_never_both() {
+    // Two blocks out when the owner discarded the span; a thread frees both while a heap
+    // whose free left it a hint takes the span back. Either the heap owns the span (and no
+    // free finds itself the last), or the freer reclaims it (and the heap does not).
+    model(|| {
+        let counter = Arc::new(ReclaimCounter::new());
+        assert!(!counter.discard(2));
+        let freer = {
+            let counter = counter.clone();
+            thread::spawn(move || {
+                let first = counter.remote_free();
+                let second = counter.remote_free();
+                assert_ne!(
+                    first,
+                    Counted::Last,
+                    "the first of two frees cannot be the last"
+                );
+                second == Counted::Last
+            })
+        };
+        let adopted = counter.adopt();
+        let reclaimed = freer.join().unwrap();
+        assert!(
+            adopted ^ reclaimed,
+            "taken back: {adopted}, reclaimed by the last free: {reclaimed}"
+        );
+    });
+}
+
+#[test]
+fn loom_two_heaps_taking_back_one_discarded_span_one_wins() {
+    model(|| {
+        let counter = Arc::new(ReclaimCounter::new());
+        assert!(!counter.discard(1));
+        let other = {
+            let counter = counter.clone();
+            thread::spawn(move || counter.adopt())
+        };
+        let mine = counter.adopt();
+        let theirs = other.join().unwrap();
+        assert!(mine ^ theirs, "mine: {mine}, theirs: {theirs}");
+    });
+}
+
+#[test]
+fn loom_a_span_discarded_again_with_every_free_in_is_left_to_its_reclaimer() {
+    // Discarded with nothing out, which reads like a discard with frees still to come to a
+    // heap that loaded the word before: the owner takes it back and discards it again with
+    // every free in (so it reclaims the span itself), the word back to the one that heap
+    // loaded. That heap's compare-and-swap may succeed; it must not take the span.
+    model(|| {
+        let counter = Arc::new(ReclaimCounter::new());
+        assert!(!counter.discard(2));
+        let late = {
+            let counter = counter.clone();
+            thread::spawn(move || counter.adopt())
+        };
+        let owner_took_it = counter.adopt();
+        let owner_reclaims = owner_took_it && counter.discard(0);
+        let late_took_it = late.join().unwrap();
+        assert!(
+            owner_took_it ^ late_took_it,
+            "owner: {owner_took_it}, late heap: {late_took_it}"
+        );
+        assert!(
+            !(late_took_it && owner_reclaims),
+            "taken back while its discarder reclaims it"
+        );
+    });
+}
+
+#[test]
+fn loom_a_stale_hint_takes_back_only_the_spans_current_life() {
+    // A heap loaded the word of a discarded span with one block out; that block's free
+    // reclaims the span, which is reset and discarded again (one block out of its new
+    // life). Whatever the heap's compare-and-swap found, it took back a life whose free was
+    // still to come: before the free (which then counts as an owned span's), or the new one.
+    model(|| {
+        let counter = Arc::new(ReclaimCounter::new());
+        assert!(!counter.discard(1));
+        let heap = {
+            let counter = counter.clone();
+            thread::spawn(move || counter.adopt())
+        };
+        let reclaimed = counter.remote_free() == Counted::Last;
+        if reclaimed {
+            counter.reset();
+            assert!(!counter.discard(1));
+        }
+        let taken = heap.join().unwrap();
+        let (discarded, count) = counter.state();
+        match (taken, reclaimed) {
+            // Taken back before the free: the free counted as an owned span's.
+            (true, false) => assert_eq!((discarded, count), (false, 1)),
+            // The new life taken back, its free still to come.
+            (true, true) => assert_eq!((discarded, count), (false, 0)),
+            // Not taken: the free reclaimed it and the new life waits, discarded.
+            (false, true) => assert_eq!((discarded, count), (true, 0)),
+            (false, false) => panic!("neither taken back nor reclaimed"),
+        }
     });
 }
 

@@ -318,6 +318,22 @@ impl Default for RemoteFreeList {
     }
 }
 
+/// What one remote free's count found ([`ReclaimCounter::remote_free`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counted {
+    /// The span has an owner: nothing more to do.
+    Owned,
+    /// The span was discarded and this free was the last one out: the caller must reclaim
+    /// it.
+    Last,
+    /// The span was discarded and `out` of the remote frees it will see are still to come
+    /// (its blocks still out, or frees already taken back whose counts are late).
+    Discarded {
+        /// Remote frees still to come.
+        out: u64,
+    },
+}
+
 /// Tells the last remote freer of a discarded span that it must reclaim it.
 ///
 /// Every remote free, after its push, counts itself with one `fetch_add`. An owner that
@@ -325,7 +341,9 @@ impl Default for RemoteFreeList {
 /// remote frees the span will ever see — those it consumed plus the blocks still out — and
 /// raises the `DISCARDED` flag with one RMW. Exactly one party then sees the count reach the
 /// target: the owner, if every free already happened, or else the freer whose increment
-/// completes it. Both sides are one RMW: wait-free.
+/// completes it. Both sides are one RMW: wait-free. Until then an owner may take the span
+/// back ([`adopt`](ReclaimCounter::adopt)) with one compare-and-swap that fails if any
+/// free counted itself in between, so exactly one of "adopted" and "reclaimed" happens.
 pub struct ReclaimCounter {
     count: AtomicU64,
     target: AtomicU64,
@@ -354,14 +372,68 @@ impl ReclaimCounter {
         }
     }
 
+    /// Counts one remote free (after its push) and says what the count found.
+    #[inline]
+    pub fn remote_free(&self) -> Counted {
+        let old = self.count.fetch_add(1, Ordering::AcqRel);
+        if old & DISCARDED == 0 {
+            return Counted::Owned;
+        }
+        // The target was stored before the `Release` half of `discard`'s RMW, and this RMW
+        // reads from its release sequence, so the load below sees it.
+        let seen = (old & !DISCARDED) + 1;
+        let target = self.target.load(Ordering::Relaxed);
+        if seen == target {
+            Counted::Last
+        } else {
+            Counted::Discarded {
+                out: target.saturating_sub(seen),
+            }
+        }
+    }
+
     /// Counts one remote free (after its push). Returns `true` if the span was discarded and
     /// this free was the last one out: the caller must reclaim the span.
     #[inline]
     pub fn remote_free_done(&self) -> bool {
-        let old = self.count.fetch_add(1, Ordering::AcqRel);
-        // The target was stored before the `Release` half of `discard`'s RMW, and this RMW
-        // reads from its release sequence, so the load below sees it.
-        old & DISCARDED != 0 && (old & !DISCARDED) + 1 == self.target.load(Ordering::Relaxed)
+        self.remote_free() == Counted::Last
+    }
+
+    /// Takes a discarded span back for an owner, with one compare-and-swap: succeeds only
+    /// while frees are still to come (the count below the target: no free has found itself
+    /// the last one, so none is reclaiming the span) and no free counts itself in between.
+    /// Then the flag is down with the count kept, every later free counts as a free of an
+    /// owned span, none reclaims it, and the caller owns the span with the state its last
+    /// owner left (the `Acquire` halves see what that owner wrote before `discard`). A free
+    /// that counts itself in between makes it fail; the free that completes the count still
+    /// reclaims the span. Wait-free: two loads, one RMW, one load.
+    ///
+    /// The word seen may be an earlier life's: the span reclaimed, reset, reused and
+    /// discarded again with the same count since the first load, or discarded, taken back
+    /// and discarded again. The compare-and-swap then takes back the span's current life,
+    /// which is as good, if frees are still to come in it; but a discard that found every
+    /// free already in (its discarder reclaims the span itself) leaves the same word as one
+    /// with frees to come. The target that discard stored before its RMW, seen through the
+    /// compare-and-swap, tells them apart, and such a span is left to its reclaimer.
+    pub fn adopt(&self) -> bool {
+        let word = self.count.load(Ordering::Acquire);
+        if word & DISCARDED == 0 {
+            return false;
+        }
+        let seen = word & !DISCARDED;
+        // The load above read `discard`'s RMW or a later one: the target is visible.
+        if seen >= self.target.load(Ordering::Relaxed) {
+            return false;
+        }
+        if self
+            .count
+            .compare_exchange(word, word & !DISCARDED, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        // The RMW read from the latest discard's: its target is visible.
+        seen < self.target.load(Ordering::Relaxed)
     }
 
     /// Discards the span: it will see `total_remote_frees` remote frees over its life (those
@@ -377,6 +449,13 @@ impl ReclaimCounter {
     pub fn reset(&self) {
         self.count.store(0, Ordering::Relaxed);
         self.target.store(0, Ordering::Relaxed);
+    }
+
+    /// Whether the span is discarded, and the remote frees counted (for the loom models).
+    #[cfg(test)]
+    pub fn state(&self) -> (bool, u64) {
+        let word = self.count.load(Ordering::Acquire);
+        (word & DISCARDED != 0, word & !DISCARDED)
     }
 }
 

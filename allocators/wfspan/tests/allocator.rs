@@ -380,6 +380,48 @@ fn discarded_spans_are_reclaimed_by_their_last_remote_freer_and_reused() {
 }
 
 #[test]
+fn blocks_freed_into_discarded_spans_are_handed_out_again_before_fresh_spans() {
+    // K = 2: a thread fills forty spans of one class, so it discards thirty-eight of them
+    // full; then it replaces a quarter of the blocks of every span, freeing one and
+    // allocating one (a server overwriting values). The discarded spans are taken back and
+    // hand those blocks out again (their other blocks are still out, so none is reclaimed),
+    // instead of fresh spans from the region.
+    let config = Config {
+        spans_per_class: 2,
+        ..Config::DEFAULT
+    };
+    let heap = Checked::with_policy(WfSpan::with_config(config), Policy::Record);
+    let l = layout(256, 16);
+    let per_span = config.span_bytes / 256;
+    let mut blocks: Vec<usize> = (0..40 * per_span)
+        .map(|_| heap.allocate(l).unwrap().as_ptr() as usize)
+        .collect();
+    let before = heap.inner().stats().footprint_bytes.unwrap();
+    for (i, b) in blocks.iter_mut().enumerate() {
+        if i % 4 == 1 {
+            // SAFETY: allocated above with `l`, freed once.
+            unsafe { heap.deallocate(NonNull::new(*b as *mut u8).unwrap(), l) };
+            *b = heap.allocate(l).unwrap().as_ptr() as usize;
+        }
+    }
+    let after = heap.inner().stats().footprint_bytes.unwrap();
+    let distinct: std::collections::HashSet<_> = blocks.iter().copied().collect();
+    assert_eq!(distinct.len(), blocks.len(), "a block was handed out twice");
+    // A quarter of forty spans is ten: taken from the region they would add 640 KiB.
+    assert!(
+        after <= before + 2 * config.span_bytes as u64,
+        "footprint {before} -> {after} B: the blocks freed into discarded spans stayed unused"
+    );
+    for &b in &blocks {
+        // SAFETY: live blocks of `l`, each freed once.
+        unsafe { heap.deallocate(NonNull::new(b as *mut u8).unwrap(), l) };
+    }
+    assert!(heap.violations().is_empty(), "{:?}", heap.violations());
+    assert_eq!(heap.live_blocks(), 0);
+    heap.check_stats().unwrap();
+}
+
+#[test]
 fn spans_per_class_is_checked_against_the_class_table() {
     for (k, ok) in [
         (0, false),
