@@ -422,6 +422,64 @@ fn blocks_freed_into_discarded_spans_are_handed_out_again_before_fresh_spans() {
 }
 
 #[test]
+fn threads_replacing_each_others_blocks_take_back_discarded_spans_without_sharing_a_block() {
+    // K = 2 and two threads that each keep 24 spans' worth of blocks of one class and
+    // replace them at random, a third of the frees being the other thread's blocks: spans
+    // are discarded, freed into from both sides, taken back by either heap or reclaimed by
+    // their last free, over and over. The checker sees every block handed out once at a
+    // time and every free match.
+    let config = Config {
+        spans_per_class: 2,
+        ..Config::DEFAULT
+    };
+    let heap = Checked::with_policy(WfSpan::with_config(config), Policy::Record);
+    let l = layout(512, 16);
+    let live = 24 * (config.span_bytes / 512);
+    let (to_a, from_b) = mpsc::channel::<usize>();
+    let (to_b, from_a) = mpsc::channel::<usize>();
+    std::thread::scope(|s| {
+        for (seed, give, take) in [(1u64, to_b, from_b), (2, to_a, from_a)] {
+            let heap = &heap;
+            s.spawn(move || {
+                let mut rng = alloclab_core::rng::SplitMix64::new(seed);
+                let mut mine: Vec<usize> = (0..live)
+                    .map(|_| heap.allocate(l).unwrap().as_ptr() as usize)
+                    .collect();
+                for _ in 0..6 * live {
+                    let i = rng.below(mine.len());
+                    let old = mine[i];
+                    if rng.below(3) == 0 {
+                        // Hand it to the other thread, which frees it (a remote free).
+                        let _ = give.send(old);
+                    } else {
+                        // SAFETY: allocated above with `l`, freed once.
+                        unsafe { heap.deallocate(NonNull::new(old as *mut u8).unwrap(), l) };
+                    }
+                    mine[i] = heap.allocate(l).unwrap().as_ptr() as usize;
+                    while let Ok(theirs) = take.try_recv() {
+                        // SAFETY: the other thread's block, handed over once, freed once.
+                        unsafe { heap.deallocate(NonNull::new(theirs as *mut u8).unwrap(), l) };
+                    }
+                }
+                drop(give);
+                for b in mine {
+                    // SAFETY: live blocks of `l`, each freed once.
+                    unsafe { heap.deallocate(NonNull::new(b as *mut u8).unwrap(), l) };
+                }
+                // What the other thread handed over after its last look.
+                for theirs in take {
+                    // SAFETY: as above.
+                    unsafe { heap.deallocate(NonNull::new(theirs as *mut u8).unwrap(), l) };
+                }
+            });
+        }
+    });
+    assert!(heap.violations().is_empty(), "{:?}", heap.violations());
+    assert_eq!(heap.live_blocks(), 0);
+    heap.check_stats().unwrap();
+}
+
+#[test]
 fn spans_per_class_is_checked_against_the_class_table() {
     for (k, ok) in [
         (0, false),
