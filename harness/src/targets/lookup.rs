@@ -334,6 +334,12 @@ pub(super) fn time_mean_check(view: &Lookup<'_>, ours: &str, theirs: &str, limit
 
 /// `≤ limit` on `ours / theirs` of `metric` on every workload of `suite`: the worst one
 /// decides.
+///
+/// A workload with [`RESAMPLE_MIN_RUNS`] or more paired runs is judged, as
+/// [`mean_over_workloads_check`] judges a mean, by where the median of its runs lands when
+/// they are drawn again ([`mean_interval`] of the one workload): beyond the limit when the
+/// middle 90% of the draws are, within it when they are, and otherwise undecided (`·`,
+/// with the range), unless another workload is beyond it.
 pub(super) fn every_workload_check(
     view: &Lookup<'_>,
     suite: &str,
@@ -343,31 +349,57 @@ pub(super) fn every_workload_check(
     theirs: &str,
     limit: f64,
 ) -> Check {
-    let all: Vec<(String, usize, f64)> = match compared(view, suite, metric, &what, ours, theirs) {
-        Ok(all) => all
-            .into_iter()
-            .map(|p| (p.workload, p.threads, p.ratio))
-            .collect(),
+    let all = match compared(view, suite, metric, &what, ours, theirs) {
+        Ok(all) => all,
         Err(undecided) => return undecided,
     };
-    let Some((workload, t, worst)) = all.iter().max_by(|a, b| a.2.total_cmp(&b.2)) else {
+    let Some(worst) = all.iter().max_by(|a, b| a.ratio.total_cmp(&b.ratio)) else {
         return not_here(&what, &format!("no workload with {metric} of both"));
     };
-    let over: Vec<String> = all
-        .iter()
-        .filter(|(_, _, r)| *r > limit)
-        .map(|(w, t, r)| format!("{w} {r:.2}{}", at_threads(view, suite, ours, *t)))
-        .collect();
-    let detail = if over.is_empty() {
+    let name = |p: &Paired| {
         format!(
-            "highest {worst:.2} ({workload}{})",
-            at_threads(view, suite, ours, *t)
+            "{} {:.2}{}",
+            p.workload,
+            p.ratio,
+            at_threads(view, suite, ours, p.threads)
+        )
+    };
+    let mut over = Vec::new();
+    let mut unsure = Vec::new();
+    for p in &all {
+        match mean_interval(&[p.runs.as_slice()]) {
+            Some((lo, _)) if lo > limit => over.push(name(p)),
+            Some((lo, hi)) if hi > limit => {
+                unsure.push(format!("{} (resampled {lo:.2}–{hi:.2})", name(p)));
+            }
+            Some(_) => {}
+            None if p.ratio > limit => over.push(name(p)),
+            None => {}
+        }
+    }
+    let (verdict, detail) = if !over.is_empty() {
+        (Verdict::Fail, format!("above on {}", over.join(", ")))
+    } else if !unsure.is_empty() {
+        (
+            Verdict::NotHere,
+            format!(
+                "not decided by this run: its runs resampled reach both sides of {limit} on {}",
+                unsure.join(", ")
+            ),
         )
     } else {
-        format!("above on {}", over.join(", "))
+        (
+            Verdict::Pass,
+            format!(
+                "highest {:.2} ({}{})",
+                worst.ratio,
+                worst.workload,
+                at_threads(view, suite, ours, worst.threads)
+            ),
+        )
     };
     Check {
-        verdict: Verdict::of(over.is_empty()),
+        verdict,
         line: format!("{what}: {detail}"),
     }
 }

@@ -565,6 +565,41 @@ fn a_mean_whose_resampled_runs_reach_both_sides_of_the_limit_is_undecided() {
 }
 
 #[test]
+fn a_program_whose_resampled_runs_reach_both_sides_of_the_limit_is_undecided() {
+    let worst = |ours: [f64; 5]| {
+        let mut recs = paired_walls("lua", &[100.0; 5], &[100.0; 5]);
+        recs.extend(paired_walls("c-glibc-simple", &ours, &[100.0; 5]));
+        goal(&host_heap_goals(&results(recs)), WFSPAN).checks[PROGRAMS_WORST_CHECK].clone()
+    };
+    // Runs 1.10–1.43 of libmimalloc's, median 1.28: above 1.25, but not in most draws.
+    let straddles = worst([110.0, 118.0, 128.0, 131.0, 143.0]);
+    assert_eq!(straddles.verdict, Verdict::NotHere, "{}", straddles.line);
+    assert!(
+        straddles
+            .line
+            .contains("both sides of 1.25 on c-glibc-simple 1.28 (resampled"),
+        "{}",
+        straddles.line
+    );
+    // Every run above: missed, naming the program.
+    let above = worst([130.0, 135.0, 140.0, 145.0, 150.0]);
+    assert_eq!(above.verdict, Verdict::Fail, "{}", above.line);
+    assert!(
+        above.line.contains("above on c-glibc-simple 1.40"),
+        "{}",
+        above.line
+    );
+    // Every run well below: met, the highest named.
+    let below = worst([105.0, 110.0, 113.0, 115.0, 120.0]);
+    assert_eq!(below.verdict, Verdict::Pass, "{}", below.line);
+    assert!(
+        below.line.contains("highest 1.13 (c-glibc-simple)"),
+        "{}",
+        below.line
+    );
+}
+
+#[test]
 fn the_resampled_interval_is_reproducible_and_holds_the_mean() {
     let a = [0.8, 0.9, 1.0, 1.1, 1.2];
     let b = [0.95, 1.0, 1.05];
