@@ -283,23 +283,14 @@ impl Record {
     /// This record's figure over `base`'s, measured in the same runs: see [`RunRatio`].
     /// `None` when `base`'s median is not positive or a ratio is not finite.
     pub fn ratio_to(&self, base: &Record) -> Option<RunRatio> {
-        let paired = self.values.len() == base.values.len() && !self.values.is_empty();
-        if paired {
-            let mut ratios: Vec<f64> = self
-                .values
-                .iter()
-                .zip(&base.values)
-                .map(|(a, b)| a / b)
-                .collect();
-            if ratios.iter().all(|r| r.is_finite() && *r >= 0.0) {
-                ratios.sort_by(f64::total_cmp);
-                return Some(RunRatio {
-                    median: median_of_sorted(&ratios),
-                    min: ratios[0],
-                    max: ratios[ratios.len() - 1],
-                    runs: ratios.len() as u32,
-                });
-            }
+        if let Some(mut ratios) = self.run_ratios(base) {
+            ratios.sort_by(f64::total_cmp);
+            return Some(RunRatio {
+                median: median_of_sorted(&ratios),
+                min: ratios[0],
+                max: ratios[ratios.len() - 1],
+                runs: ratios.len() as u32,
+            });
         }
         let median = self.median / base.median;
         (base.median > 0.0 && median.is_finite()).then_some(RunRatio {
@@ -308,6 +299,25 @@ impl Record {
             max: median,
             runs: 0,
         })
+    }
+
+    /// Each run's value over `base`'s value of the same run, in run order; `None` when the
+    /// two cannot be paired (no per-run values, different run counts) or a ratio is not a
+    /// finite non-negative number.
+    pub fn run_ratios(&self, base: &Record) -> Option<Vec<f64>> {
+        if self.values.is_empty() || self.values.len() != base.values.len() {
+            return None;
+        }
+        let ratios: Vec<f64> = self
+            .values
+            .iter()
+            .zip(&base.values)
+            .map(|(a, b)| a / b)
+            .collect();
+        ratios
+            .iter()
+            .all(|r| r.is_finite() && *r >= 0.0)
+            .then_some(ratios)
     }
 }
 

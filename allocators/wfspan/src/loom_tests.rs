@@ -242,7 +242,7 @@ fn loom_span_discarded_while_a_remote_free_arrives_is_reclaimed_exactly_once() {
         let blocks = nodes(2);
         // SAFETY: the first remote free, completed before the race.
         unsafe { list.push(blocks[0] as *mut Node) };
-        assert!(!counter.remote_free_done());
+        assert_ne!(counter.remote_free(), Counted::Last);
         // The owner consumed it.
         let mut deferred = Consumer::new();
         let mut consumed = Vec::new();
@@ -253,7 +253,7 @@ fn loom_span_discarded_while_a_remote_free_arrives_is_reclaimed_exactly_once() {
             thread::spawn(move || {
                 // SAFETY: pushed once.
                 unsafe { list.push(node as *mut Node) };
-                counter.remote_free_done()
+                counter.remote_free() == Counted::Last
             })
         };
         // The owner discards: one block is still out (allocated == 1).
@@ -385,7 +385,7 @@ fn loom_an_empty_span_is_not_reused_while_a_remote_free_has_yet_to_count_itself(
             thread::spawn(move || {
                 // SAFETY: pushed once.
                 unsafe { list.push(node as *mut Node) };
-                counter.remote_free_done()
+                counter.remote_free() == Counted::Last
             })
         };
         let mut consumer = Consumer::new();

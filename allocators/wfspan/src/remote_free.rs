@@ -392,13 +392,6 @@ impl ReclaimCounter {
         }
     }
 
-    /// Counts one remote free (after its push). Returns `true` if the span was discarded and
-    /// this free was the last one out: the caller must reclaim the span.
-    #[inline]
-    pub fn remote_free_done(&self) -> bool {
-        self.remote_free() == Counted::Last
-    }
-
     /// Takes a discarded span back for an owner, with one compare-and-swap: succeeds only
     /// while frees are still to come (the count below the target: no free has found itself
     /// the last one, so none is reclaiming the span) and no free counts itself in between.

@@ -713,7 +713,7 @@ impl WfSpan {
     ///
     /// # Safety
     ///
-    /// `span` is a small span whose `remote_free_done` the caller's free just reported, so
+    /// `span` is a small span whose `remote_free` the caller's free just reported `Last`, so
     /// the caller holds it exclusively; `me` is the caller's heap or null.
     #[cold]
     #[inline(never)]
