@@ -140,11 +140,7 @@ pub(super) fn paired(
             let b = view.view.get(suite, workload, theirs, t, metric);
             let Some((a, b)) = a.zip(b) else { continue };
             if let Some(r) = a.ratio_to(b) {
-                let runs = if r.runs > 0 {
-                    a.values.iter().zip(&b.values).map(|(x, y)| x / y).collect()
-                } else {
-                    Vec::new()
-                };
+                let runs = a.run_ratios(b).unwrap_or_default();
                 out.push(Paired {
                     workload: workload.to_owned(),
                     threads: t,
@@ -166,10 +162,11 @@ const RESAMPLES: usize = 1000;
 /// lands when each workload's runs are drawn again with replacement (a bootstrap of
 /// [`RESAMPLES`] draws from a fixed seed, so the same records give the same figures): its
 /// 5th and 95th percentiles. How far one run of the suite can move the mean on this
-/// machine, from the runs themselves. `None` when a workload has fewer than
-/// [`RESAMPLE_MIN_RUNS`] paired runs.
-pub(super) fn mean_interval(runs: &[&[f64]]) -> Option<(f64, f64)> {
-    if runs.is_empty() || runs.iter().any(|r| r.len() < RESAMPLE_MIN_RUNS) {
+/// machine, from the runs themselves. A workload with fewer than [`RESAMPLE_MIN_RUNS`]
+/// paired runs (a run that failed, records without per-run values) stays at its ratio in
+/// every draw; `None` when no workload has enough runs to draw from.
+pub(super) fn mean_interval(workloads: &[&Paired]) -> Option<(f64, f64)> {
+    if !workloads.iter().any(|p| p.runs.len() >= RESAMPLE_MIN_RUNS) {
         return None;
     }
     let mut rng = alloclab_core::rng::SplitMix64::new(0x5eed_b007_57a9);
@@ -177,13 +174,18 @@ pub(super) fn mean_interval(runs: &[&[f64]]) -> Option<(f64, f64)> {
     let mut draw = Vec::new();
     for _ in 0..RESAMPLES {
         let mut log_sum = 0.0;
-        for workload in runs {
+        for p in workloads {
+            let runs = &p.runs;
+            if runs.len() < RESAMPLE_MIN_RUNS {
+                log_sum += p.ratio.ln();
+                continue;
+            }
             draw.clear();
-            draw.extend((0..workload.len()).map(|_| workload[rng.below(workload.len())]));
+            draw.extend((0..runs.len()).map(|_| runs[rng.below(runs.len())]));
             draw.sort_by(f64::total_cmp);
             log_sum += crate::results::median_of_sorted(&draw).ln();
         }
-        means.push((log_sum / runs.len() as f64).exp());
+        means.push((log_sum / workloads.len() as f64).exp());
     }
     means.sort_by(f64::total_cmp);
     Some((means[RESAMPLES / 20], means[RESAMPLES - 1 - RESAMPLES / 20]))
@@ -254,8 +256,8 @@ fn compared(
 /// `≤ limit` on the geometric mean of `ours / theirs` of `metric` over every workload (and
 /// thread count) of `suite` both ran; `what` names the figure.
 ///
-/// With [`RESAMPLE_MIN_RUNS`] or more paired runs of every workload the check is decided
-/// by [`mean_interval`]: met when the whole interval is at most `limit`, missed when it is
+/// With [`RESAMPLE_MIN_RUNS`] or more paired runs of any workload the check is decided by
+/// [`mean_interval`]: met when the whole interval is at most `limit`, missed when it is
 /// all above, and otherwise undecided (`·`), saying how far the runs reach. On a shared
 /// machine one run of a suite of short programs moves such a mean by several percent.
 pub(super) fn mean_over_workloads_check(
@@ -272,8 +274,8 @@ pub(super) fn mean_over_workloads_check(
         Err(undecided) => return undecided,
     };
     let mean = (all.iter().map(|p| p.ratio.ln()).sum::<f64>() / all.len() as f64).exp();
-    let runs: Vec<&[f64]> = all.iter().map(|p| p.runs.as_slice()).collect();
-    let Some((lo, hi)) = mean_interval(&runs) else {
+    let workloads: Vec<&Paired> = all.iter().collect();
+    let Some((lo, hi)) = mean_interval(&workloads) else {
         return Check {
             verdict: Verdict::of(mean <= limit),
             line: format!("{what}: {mean:.3} ({} workloads)", all.len()),
@@ -367,7 +369,7 @@ pub(super) fn every_workload_check(
     let mut over = Vec::new();
     let mut unsure = Vec::new();
     for p in &all {
-        match mean_interval(&[p.runs.as_slice()]) {
+        match mean_interval(&[p]) {
             Some((lo, _)) if lo > limit => over.push(name(p)),
             Some((lo, hi)) if hi > limit => {
                 unsure.push(format!("{} (resampled {lo:.2}–{hi:.2})", name(p)));

@@ -601,8 +601,14 @@ fn a_program_whose_resampled_runs_reach_both_sides_of_the_limit_is_undecided() {
 
 #[test]
 fn the_resampled_interval_is_reproducible_and_holds_the_mean() {
-    let a = [0.8, 0.9, 1.0, 1.1, 1.2];
-    let b = [0.95, 1.0, 1.05];
+    let paired = |ratio: f64, runs: &[f64]| Paired {
+        workload: "w".into(),
+        threads: 1,
+        ratio,
+        runs: runs.to_vec(),
+    };
+    let a = paired(1.0, &[0.8, 0.9, 1.0, 1.1, 1.2]);
+    let b = paired(1.0, &[0.95, 1.0, 1.05]);
     let first = mean_interval(&[&a, &b]).unwrap();
     assert_eq!(
         mean_interval(&[&a, &b]),
@@ -611,9 +617,38 @@ fn the_resampled_interval_is_reproducible_and_holds_the_mean() {
     );
     assert!(first.0 < 1.0 && 1.0 < first.1, "{first:?}");
     assert!(first.0 >= 0.8 * 0.95 && first.1 <= 1.2 * 1.05, "{first:?}");
-    // Too few runs of one workload to resample: no interval.
-    assert_eq!(mean_interval(&[&a, &[1.0, 1.1]]), None);
+    // A workload with too few runs stays at its ratio in every draw: it moves the range
+    // (by the geometric mean of 2 and the other's draws) but does not make it vanish.
+    let short = paired(2.0, &[1.9, 2.1]);
+    let with_short = mean_interval(&[&a, &short]).unwrap();
+    assert!(
+        (with_short.0 - (first_alone(&a).0 * 2.0).sqrt()).abs() < 1e-9,
+        "{with_short:?}"
+    );
+    // No workload with enough runs: no interval.
+    assert_eq!(mean_interval(&[&short]), None);
     assert_eq!(mean_interval(&[]), None);
+}
+
+/// The interval of one workload alone.
+fn first_alone(p: &Paired) -> (f64, f64) {
+    mean_interval(&[p]).unwrap()
+}
+
+#[test]
+fn a_workload_without_paired_runs_does_not_turn_an_undecided_mean_into_a_verdict() {
+    // As in the undecided case below the limit, but one program lost a run (its runs no
+    // longer pair): the others' runs still decide, and still say they cannot.
+    let mut recs = Vec::new();
+    for (i, w) in ["lua", "perl", "sqlite", "cc"].into_iter().enumerate() {
+        let mut ours = vec![90.0; 5];
+        ours[i] *= 1.3 / 0.9;
+        recs.extend(paired_walls(w, &ours, &[100.0; 5]));
+    }
+    recs.extend(paired_walls("redis", &[90.0; 4], &[100.0; 5]));
+    let check = goal(&host_heap_goals(&results(recs)), WFSPAN).checks[PROGRAMS_WALL_CHECK].clone();
+    assert_eq!(check.verdict, Verdict::NotHere, "{}", check.line);
+    assert!(check.line.contains("0.900 (5 workloads;"), "{}", check.line);
 }
 
 #[test]
