@@ -96,6 +96,8 @@ mod lock;
 mod remote;
 
 #[cfg(not(loom))]
+mod bug;
+#[cfg(not(loom))]
 mod checks;
 #[cfg(not(loom))]
 mod heap;

@@ -57,6 +57,7 @@
 
 #![cfg_attr(loom, allow(dead_code))]
 
+mod bug;
 pub mod help;
 mod hint;
 pub mod remote_free;

@@ -239,8 +239,9 @@ impl RemoteFreeList {
         // as an atomic so a consumer may read it concurrently.
         unsafe {
             ptr::addr_of_mut!((*node).next).write(AtomicPtr::new(PENDING));
-            let prev = self.head.swap(node, Ordering::AcqRel);
-            (*node).next.store(prev, Ordering::Release);
+            let (swap, link) = crate::bug::PUSH_ORDERINGS; // AcqRel, Release
+            let prev = self.head.swap(node, swap);
+            (*node).next.store(prev, link);
         }
     }
 
@@ -375,7 +376,9 @@ impl ReclaimCounter {
     /// Counts one remote free (after its push) and says what the count found.
     #[inline]
     pub fn remote_free(&self) -> Counted {
-        let old = self.count.fetch_add(1, Ordering::AcqRel);
+        let old = self
+            .count
+            .fetch_add(crate::bug::REMOTE_FREE_STEP, Ordering::AcqRel); // 1
         if old & DISCARDED == 0 {
             return Counted::Owned;
         }
@@ -383,7 +386,7 @@ impl ReclaimCounter {
         // reads from its release sequence, so the load below sees it.
         let seen = (old & !DISCARDED) + 1;
         let target = self.target.load(Ordering::Relaxed);
-        if seen == target {
+        if crate::bug::is_last_free(seen == target, seen, target) {
             Counted::Last
         } else {
             Counted::Discarded {

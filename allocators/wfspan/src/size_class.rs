@@ -120,6 +120,7 @@ pub fn small_class(size: usize, align: usize, max_class: usize) -> Option<usize>
     } else {
         class_of(size)
     };
+    let class = crate::bug::class_for_size(class, size);
     (class <= max_class).then_some(class)
 }
 

@@ -36,7 +36,10 @@ impl<M: Medium> PersistentHeap<M> {
         // SAFETY: `dest` is 8-aligned and inside the mapping (checked); the caller rules out
         // concurrent non-atomic access.
         unsafe { PPtr::store(dest, p) };
-        self.medium().persist(dest_off, 8);
+        if bug::PERSIST_PUBLISH {
+            // Always (see `bug.rs`).
+            self.medium().persist(dest_off, 8);
+        }
         Ok(p)
     }
 

@@ -102,6 +102,7 @@
 
 mod alloc;
 mod batch;
+mod bug;
 mod classes;
 mod error;
 mod live;

@@ -22,7 +22,8 @@ impl Arena {
         kind: usize,
         chunks: &dyn ChunkSource,
     ) -> Option<usize> {
-        let need = (payload.next_multiple_of(GRANULE) + HEADER).max(MIN_BLOCK);
+        // `HEADER_COUNTED` is `HEADER` (see `bug.rs`).
+        let need = (payload.next_multiple_of(GRANULE) + crate::bug::HEADER_COUNTED).max(MIN_BLOCK);
         // Worst case for a larger alignment: the first aligned offset is 16, too small for the
         // slack to stand alone, so the object starts `align + 16` in.
         let want = if align > GRANULE {

@@ -143,6 +143,9 @@ impl Arena {
                     start_prev,
                 );
                 self.push(start, total);
+                if crate::bug::FREE_BLOCK_PUSHED_TWICE {
+                    self.push(start, total);
+                }
                 self.set_prev(start + total, total);
             }
         }

@@ -120,6 +120,9 @@ pub(crate) unsafe fn get(key: u64, h: usize) -> Option<(usize, usize)> {
     // SAFETY: forwarded from the caller.
     let (w0, w1) = unsafe { (rd(h), rd(h + 8)) };
     let prev = ((w1 & PREV_MASK) >> 32) * GRANULE;
+    if crate::bug::TAG_NOT_CHECKED {
+        return Some((w0, prev));
+    }
     (tag(key, h, w0) == w1 as u32).then_some((w0, prev))
 }
 
@@ -256,6 +259,9 @@ pub(crate) unsafe fn check_canary(key: u64, h: usize, size: usize) -> Result<(),
     // SAFETY: forwarded from the caller.
     let len = unsafe { canary_len(h) };
     if len == 0 {
+        return Ok(());
+    }
+    if crate::bug::CANARY_NOT_CHECKED {
         return Ok(());
     }
     let payload = h + HEADER;
