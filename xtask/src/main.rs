@@ -12,13 +12,19 @@
 //! so: it writes `SKIPPED: <test>: <reason>` to the process's stderr, past the test harness's
 //! capture. `cargo xtask test` passes the tests' stderr through, and ends with how many
 //! tests skipped and why, so that a skip is never mistaken for a pass.
+//!
+//! `cargo xtask mutants <crate>` — a mutation campaign: cargo-mutants's mutants of an
+//! allocator crate, each built and tested in a copy of the workspace, with the layer of the
+//! verification kit that caught it (see the `mutants` module).
 
 use std::env;
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::process::{Command, ExitCode, Stdio};
 
+mod mutants;
+
 /// Crates that contain loom models.
-const LOOM_CRATES: &[&str] = &[
+pub(crate) const LOOM_CRATES: &[&str] = &[
     "alloclab-core",
     "alloclab-wfspan",
     "alloclab-randomized",
@@ -34,9 +40,10 @@ fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]),
+        Some("mutants") => mutants::main(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask test [--no-loom]\n\n  test   runs every test of the workspace, then the loom models"
+                "usage: cargo xtask test [--no-loom]\n       cargo xtask mutants <crate> [options]\n\n  test      runs every test of the workspace, then the loom models\n  mutants   a mutation campaign against an allocator crate (cargo xtask mutants --help)"
             );
             ExitCode::from(2)
         }

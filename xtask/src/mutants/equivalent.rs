@@ -1,0 +1,92 @@
+//! Mutants reviewed and found equivalent to the original: no test can catch them, because
+//! no behaviour a caller can observe changes (only which thread does some work, or a
+//! performance choice). Each with the reason. A missed mutant listed here is counted as
+//! equivalent, not missed.
+//!
+//! Keys are cargo-mutants's names without the line and column (`file: replace ... in
+//! function`), so that they survive edits elsewhere in the file; a function with two
+//! identical changes at different places shares the entry, which then must hold for both.
+
+/// `(mutant, why it is equivalent)`.
+pub const EQUIVALENT: &[(&str, &str)] = &[
+    (
+        "allocators/randomized/src/heap/free.rs: replace prescrubbed -> bool with false",
+        "no remote free is zeroed by the thread that queues it: the owner zeroes every one when it drains the queue (`release` with `scrubbed` false); the same bytes are zeroed, by the other thread",
+    ),
+    (
+        "allocators/randomized/src/heap/free.rs: replace < with == in prescrubbed",
+        "`prescrubbed` decides both whether the queuing thread zeroes (`scrub_queued`) and whether the owner skips it (`drain`), so any threshold keeps every freed payload zeroed exactly once; only who does it changes",
+    ),
+    (
+        "allocators/randomized/src/heap/free.rs: replace < with > in prescrubbed",
+        "as for `==`: the one function decides both sides, so the payload is zeroed once whichever thread does it",
+    ),
+    (
+        "allocators/randomized/src/heap/free.rs: replace < with <= in prescrubbed",
+        "as for `==`: the boundary moves by one byte, on both sides",
+    ),
+    (
+        "allocators/randomized/src/heap/free.rs: replace - with + in prescrubbed",
+        "as for `==`: a threshold 32 bytes lower, applied on both sides",
+    ),
+    (
+        "allocators/randomized/src/heap/free.rs: replace - with / in prescrubbed",
+        "as for `==`: a threshold of 1 MiB instead of 64 KiB, applied on both sides (the queuing thread zeroes payloads up to 1 MiB with stores instead of the owner giving their pages back)",
+    ),
+];
+
+/// The key of a cargo-mutants name: the name without `:line:column` after the file.
+pub fn key(name: &str) -> String {
+    let mut parts = name.splitn(4, ':');
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(file), Some(line), Some(col), Some(rest))
+            if line.chars().all(|c| c.is_ascii_digit())
+                && col.chars().all(|c| c.is_ascii_digit()) =>
+        {
+            format!("{file}:{rest}")
+        }
+        _ => name.to_owned(),
+    }
+}
+
+/// Why the mutant `name` is equivalent, if it was found to be.
+pub fn reason(name: &str) -> Option<&'static str> {
+    let k = key(name);
+    EQUIVALENT
+        .iter()
+        .find(|(m, _)| *m == k)
+        .map(|(_, why)| *why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_drop_the_line_and_column_only() {
+        assert_eq!(
+            key("allocators/randomized/src/heap/free.rs:199:19: replace < with == in prescrubbed"),
+            "allocators/randomized/src/heap/free.rs: replace < with == in prescrubbed"
+        );
+        assert_eq!(key("no position here"), "no position here");
+        assert!(reason("allocators/randomized/src/heap/free.rs:12:5: replace prescrubbed -> bool with false").is_some());
+        assert!(
+            reason(
+                "allocators/randomized/src/heap/free.rs:12:5: replace prescrubbed -> bool with true"
+            )
+            .is_none()
+        );
+    }
+
+    #[test]
+    fn every_entry_is_a_key_and_unique() {
+        let mut keys: Vec<_> = EQUIVALENT.iter().map(|(m, _)| *m).collect();
+        for k in &keys {
+            assert_eq!(key(k), *k, "{k} still carries a position");
+            assert!(k.contains(": replace "), "{k}");
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), EQUIVALENT.len());
+    }
+}
