@@ -58,7 +58,8 @@ pub enum Outcome {
     Unviable,
 }
 
-/// The beginnings of the messages `Checked` panics with (its `Violation`'s `Display`).
+/// The beginnings of `Checked`'s violations (its `Violation`'s `Display`), which it panics
+/// with after `Checked<allocator name>: `.
 const CHECKED_MESSAGES: [&str; 4] = [
     "bad transition ",
     "bad allocate",
@@ -105,7 +106,7 @@ impl Failures {
                 } else {
                     found.tests.push(name);
                 }
-            } else if CHECKED_MESSAGES.iter().any(|m| line.starts_with(m)) {
+            } else if is_checked_violation(line) {
                 found.checked = true;
             } else if line.contains("process didn't exit successfully")
                 && (line.contains("signal:") || line.contains("SIGABRT"))
@@ -130,6 +131,13 @@ impl Failures {
             None
         }
     }
+}
+
+/// Whether `line` is the message of a `Checked` panic: `Checked<name>: ` and a violation.
+fn is_checked_violation(line: &str) -> bool {
+    line.strip_prefix("Checked<")
+        .and_then(|rest| rest.split_once(">: "))
+        .is_some_and(|(_, message)| CHECKED_MESSAGES.iter().any(|m| message.starts_with(m)))
 }
 
 /// The test binary's name from the rest of cargo's "Running" line: `tests/heap_crash.rs
@@ -171,8 +179,8 @@ test result: ok. 2 passed; 0 failed
 test cross_thread_frees_under_checked_lose_nothing ... FAILED
 failures:
 ---- cross_thread_frees_under_checked_lose_nothing stdout ----
-thread 'cross_thread_frees_under_checked_lose_nothing' panicked at allocators/core/src/checked.rs:500:9:
-bad transition Allocated -> Allocated on allocate: new block 0x10 (size 8, align 8) overlaps live block 0x10 (size 8, align 8)
+thread 'cross_thread_frees_under_checked_lose_nothing' panicked at allocators/core/src/checked.rs:478:13:
+Checked<wfspan>: bad transition Allocated -> Allocated on allocate: new block 0x10 (size 8, align 8) overlaps live block 0x10 (size 8, align 8)
 "
         );
         let f = Failures::read(&out);
@@ -181,6 +189,19 @@ bad transition Allocated -> Allocated on allocate: new block 0x10 (size 8, align
             ["allocator::cross_thread_frees_under_checked_lose_nothing"]
         );
         assert_eq!(f.layer(), Some(Layer::Checked));
+    }
+
+    #[test]
+    fn only_checkeds_own_panic_message_counts_as_a_checked_catch() {
+        assert!(is_checked_violation(
+            "Checked<randomized>: bad deallocate: 0x10 freed with (size 8, align 8) but allocated with (size 16, align 8)"
+        ));
+        assert!(is_checked_violation(
+            "Checked<x>: inconsistent stats: allocator reports live = 1, checker expects 0"
+        ));
+        // A test's own message that happens to use the words is not Checked's.
+        assert!(!is_checked_violation("bad transition in my state machine"));
+        assert!(!is_checked_violation("Checked<x>: something else"));
     }
 
     #[test]
