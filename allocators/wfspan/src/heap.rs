@@ -1224,3 +1224,47 @@ impl Heap {
 pub fn run_object_offset_bound(align: usize) -> usize {
     (MAX_COLOUR_BYTES + HEADER_BYTES).next_multiple_of(align)
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_run_object_offset_bound_holds_for_every_colour_and_alignment() {
+        // Where an object aligned to `align` lands in a run whose header has colour `c`:
+        // after the header, aligned.
+        for shift in 4..=20 {
+            let align = 1usize << shift;
+            let bound = run_object_offset_bound(align);
+            assert!(bound.is_multiple_of(align));
+            for colour in (0..=MAX_COLOUR_BYTES).step_by(64) {
+                let offset = (colour + HEADER_BYTES).next_multiple_of(align);
+                assert!(
+                    offset <= bound,
+                    "colour {colour}, align {align}: offset {offset} past the bound {bound}"
+                );
+            }
+            // And it is the tightest such bound: the largest colour reaches it.
+            assert_eq!(
+                bound,
+                (MAX_COLOUR_BYTES + HEADER_BYTES).next_multiple_of(align)
+            );
+        }
+    }
+
+    #[test]
+    fn next_entry_finds_the_first_set_entry_at_or_after_from_going_round() {
+        let max = MAX_SPANS_PER_CLASS;
+        for mask in [1u64, 1 << 63, 0b1010_0000, u64::MAX, 0x8000_0001] {
+            for from in 0..2 * max {
+                let found = next_entry(mask, from);
+                let start = from % max;
+                let expected = (0..max)
+                    .map(|k| (start + k) % max)
+                    .find(|&e| mask & (1 << e) != 0)
+                    .unwrap();
+                assert_eq!(found, expected, "mask {mask:#x}, from {from}");
+            }
+        }
+    }
+}

@@ -215,6 +215,42 @@ fn cross_thread_frees_under_checked_lose_nothing() {
 }
 
 #[test]
+fn counters_agree_with_checked_through_live_small_blocks_and_in_place_reallocations() {
+    // `Checked` counts a reallocation as a free and an allocation, and its live bytes as
+    // the layouts' sizes: the heap's counters must say as much (live bytes at least, the
+    // counts exactly), whether the block moved or not.
+    let heap = Checked::with_policy(WfSpan::new(), Policy::Record);
+    let mut live = Vec::new();
+    for i in 0..200 {
+        let size = 16 + (i * 53) % 2000;
+        live.push((heap.allocate(layout(size, 8)).unwrap(), size));
+    }
+    heap.check_stats().unwrap();
+    let mut in_place = 0;
+    for (p, size) in &mut live {
+        let grown = *size + 1;
+        // SAFETY: live, with this layout.
+        let q = unsafe { heap.reallocate(*p, layout(*size, 8), grown) }.unwrap();
+        in_place += usize::from(q == *p);
+        (*p, *size) = (q, grown);
+    }
+    assert!(in_place > 100, "only {in_place} of 200 grew in place");
+    heap.check_stats().unwrap();
+    let reported = heap.stats().live_bytes.expect("wfspan reports live bytes");
+    let asked: usize = live.iter().map(|&(_, size)| size).sum();
+    assert!(
+        reported >= asked as u64,
+        "live bytes {reported} < {asked} asked"
+    );
+    for (p, size) in live {
+        // SAFETY: live, with this layout.
+        unsafe { heap.deallocate(p, layout(size, 8)) };
+    }
+    heap.check_stats().unwrap();
+    assert!(heap.violations().is_empty(), "{:?}", heap.violations());
+}
+
+#[test]
 fn reallocation_within_the_size_class_stays_in_place_and_keeps_contents() {
     let heap = WfSpan::new();
     let p = heap.allocate(layout(100, 8)).unwrap();

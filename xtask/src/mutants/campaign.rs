@@ -107,7 +107,13 @@ fn run_logged(command: &mut Command, log: &Path, limit: Duration) -> Result<Ende
 /// incremental from one campaign to the next).
 fn sync_copy(root: &Path, copy: &Path) -> Result<(), String> {
     let listed = Command::new("git")
-        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        .args([
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ])
         .current_dir(root)
         .output()
         .map_err(|e| format!("cannot run git ls-files: {e}"))?;

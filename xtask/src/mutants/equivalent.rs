@@ -10,6 +10,18 @@
 /// `(mutant, why it is equivalent)`.
 pub const EQUIVALENT: &[(&str, &str)] = &[
     (
+        "allocators/wfspan/src/heap.rs: replace % with + in next_entry",
+        "the span table has 64 entries (`MAX_SPANS_PER_CLASS`), the mask's width: `rotate_right` takes its count modulo 64 and the entry found is reduced modulo 64 again, so `from + 64` finds what `from % 64` does (a table of another size would make this a bug, which the unit test of `next_entry` checks for every start)",
+    ),
+    (
+        "allocators/wfspan/src/heap.rs: replace > with >= in raise",
+        "storing a maximum equal to the one stored changes nothing",
+    ),
+    (
+        "allocators/wfspan/src/heap.rs: replace > with >= in Heap::count_free_steps",
+        "the free-step maximum starts at 1 (every heap is built with it), so raising it to 1 changes nothing",
+    ),
+    (
         "allocators/randomized/src/heap/free.rs: replace prescrubbed -> bool with false",
         "no remote free is zeroed by the thread that queues it: the owner zeroes every one when it drains the queue (`release` with `scrubbed` false); the same bytes are zeroed, by the other thread",
     ),
