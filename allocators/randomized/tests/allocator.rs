@@ -830,3 +830,33 @@ fn with_zero_fill_a_freed_payload_of_64_kib_or_more_gives_its_pages_back_and_rea
     heap.check().expect("freed memory reads zero");
     free_small_blocks(&heap, live);
 }
+
+#[test]
+fn the_mapped_byte_counters_follow_the_chunks_the_heap_maps() {
+    // Every chunk is 4 MiB; the counters say what the heap walk finds mapped, and the
+    // peak is never below the current figure.
+    const CHUNK: u64 = 4 << 20;
+    let heap = Randomized::with_seed(41).unwrap();
+    let mut live = Vec::new();
+    let mut chunks_seen = 0;
+    // About 12 MiB of 1 KiB blocks from one thread: its arena maps chunks one after another.
+    for i in 0..12_000 {
+        live.push(heap.allocate(layout(1000, 16)).unwrap());
+        if i % 3000 == 2999 {
+            let (shape, counters) = (heap.check().unwrap(), heap.counters());
+            assert_eq!(
+                counters.mapped_bytes,
+                shape.chunks * CHUNK,
+                "{shape:?} {counters:?}"
+            );
+            assert!(counters.peak_mapped_bytes >= counters.mapped_bytes);
+            assert!(shape.chunks >= chunks_seen);
+            chunks_seen = shape.chunks;
+        }
+    }
+    assert!(chunks_seen >= 3, "12 MiB in {chunks_seen} chunks");
+    for p in live {
+        // SAFETY: live, allocated with this layout, freed once.
+        unsafe { heap.deallocate(p, layout(1000, 16)) };
+    }
+}

@@ -3,51 +3,51 @@
 //! performance choice). Each with the reason. A missed mutant listed here is counted as
 //! equivalent, not missed.
 //!
-//! Keys are cargo-mutants's names without the line and column (`file: replace ... in
-//! function`), so that they survive edits elsewhere in the file; a function with two
-//! identical changes at different places shares the entry, which then must hold for both.
+//! Keys are cargo-mutants's names without the line (`file:column: replace ... in
+//! function`), so that they survive edits elsewhere in the file; the column tells apart
+//! the same change at two places of one function, unless both are in the same column.
 
 /// `(mutant, why it is equivalent)`.
 pub const EQUIVALENT: &[(&str, &str)] = &[
     (
-        "allocators/wfspan/src/heap.rs: replace % with + in next_entry",
+        "allocators/wfspan/src/heap.rs:22: replace % with + in next_entry",
         "the span table has 64 entries (`MAX_SPANS_PER_CLASS`), the mask's width: `rotate_right` takes its count modulo 64 and the entry found is reduced modulo 64 again, so `from + 64` finds what `from % 64` does (a table of another size would make this a bug, which the unit test of `next_entry` checks for every start)",
     ),
     (
-        "allocators/wfspan/src/heap.rs: replace > with >= in raise",
+        "allocators/wfspan/src/heap.rs:14: replace > with >= in raise",
         "storing a maximum equal to the one stored changes nothing",
     ),
     (
-        "allocators/wfspan/src/heap.rs: replace > with >= in Heap::count_free_steps",
+        "allocators/wfspan/src/heap.rs:18: replace > with >= in Heap::count_free_steps",
         "the free-step maximum starts at 1 (every heap is built with it), so raising it to 1 changes nothing",
     ),
     (
-        "allocators/randomized/src/heap/free.rs: replace prescrubbed -> bool with false",
+        "allocators/randomized/src/heap/free.rs:5: replace prescrubbed -> bool with false",
         "no remote free is zeroed by the thread that queues it: the owner zeroes every one when it drains the queue (`release` with `scrubbed` false); the same bytes are zeroed, by the other thread",
     ),
     (
-        "allocators/randomized/src/heap/free.rs: replace < with == in prescrubbed",
+        "allocators/randomized/src/heap/free.rs:19: replace < with == in prescrubbed",
         "`prescrubbed` decides both whether the queuing thread zeroes (`scrub_queued`) and whether the owner skips it (`drain`), so any threshold keeps every freed payload zeroed exactly once; only who does it changes",
     ),
     (
-        "allocators/randomized/src/heap/free.rs: replace < with > in prescrubbed",
+        "allocators/randomized/src/heap/free.rs:19: replace < with > in prescrubbed",
         "as for `==`: the one function decides both sides, so the payload is zeroed once whichever thread does it",
     ),
     (
-        "allocators/randomized/src/heap/free.rs: replace < with <= in prescrubbed",
+        "allocators/randomized/src/heap/free.rs:19: replace < with <= in prescrubbed",
         "as for `==`: the boundary moves by one byte, on both sides",
     ),
     (
-        "allocators/randomized/src/heap/free.rs: replace - with + in prescrubbed",
+        "allocators/randomized/src/heap/free.rs:10: replace - with + in prescrubbed",
         "as for `==`: a threshold 32 bytes lower, applied on both sides",
     ),
     (
-        "allocators/randomized/src/heap/free.rs: replace - with / in prescrubbed",
+        "allocators/randomized/src/heap/free.rs:10: replace - with / in prescrubbed",
         "as for `==`: a threshold of 1 MiB instead of 64 KiB, applied on both sides (the queuing thread zeroes payloads up to 1 MiB with stores instead of the owner giving their pages back)",
     ),
 ];
 
-/// The key of a cargo-mutants name: the name without `:line:column` after the file.
+/// The key of a cargo-mutants name: the name without the `:line` after the file.
 pub fn key(name: &str) -> String {
     let mut parts = name.splitn(4, ':');
     match (parts.next(), parts.next(), parts.next(), parts.next()) {
@@ -55,7 +55,7 @@ pub fn key(name: &str) -> String {
             if line.chars().all(|c| c.is_ascii_digit())
                 && col.chars().all(|c| c.is_ascii_digit()) =>
         {
-            format!("{file}:{rest}")
+            format!("{file}:{col}:{rest}")
         }
         _ => name.to_owned(),
     }
@@ -78,7 +78,7 @@ mod tests {
     fn keys_drop_the_line_and_column_only() {
         assert_eq!(
             key("allocators/randomized/src/heap/free.rs:199:19: replace < with == in prescrubbed"),
-            "allocators/randomized/src/heap/free.rs: replace < with == in prescrubbed"
+            "allocators/randomized/src/heap/free.rs:19: replace < with == in prescrubbed"
         );
         assert_eq!(key("no position here"), "no position here");
         assert!(reason("allocators/randomized/src/heap/free.rs:12:5: replace prescrubbed -> bool with false").is_some());
@@ -94,8 +94,14 @@ mod tests {
     fn every_entry_is_a_key_and_unique() {
         let mut keys: Vec<_> = EQUIVALENT.iter().map(|(m, _)| *m).collect();
         for k in &keys {
-            assert_eq!(key(k), *k, "{k} still carries a position");
-            assert!(k.contains(": replace "), "{k}");
+            // `file:column: replace ...`: one number after the file, not two.
+            let (file, rest) = k.split_once(':').unwrap();
+            let (col, change) = rest.split_once(':').unwrap();
+            assert!(file.ends_with(".rs") && col.parse::<u32>().is_ok(), "{k}");
+            assert!(
+                change.starts_with(" replace ") || change.starts_with(" delete "),
+                "{k}"
+            );
         }
         keys.sort_unstable();
         keys.dedup();
