@@ -329,12 +329,11 @@ fn baseline(runner: &Runner<'_>, loom: bool) -> Result<Duration, String> {
 }
 
 /// Runs the crate's catalogued bug patterns (`--patterns`).
-fn run_patterns(o: &Options, places: &Places) -> Result<(), String> {
+fn run_patterns(o: &Options, places: &Places, dir: &Path) -> Result<(), String> {
     let catalogue = patterns::of(&o.krate);
     if catalogue.is_empty() {
         return Err(format!("the catalogue has no pattern for {}", o.krate));
     }
-    let dir = crate_dir(&places.root, &o.krate)?;
     let missing = patterns::missing_from(&o.krate, &crate_source(&dir.join("src")));
     if !missing.is_empty() {
         return Err(format!(
@@ -427,10 +426,18 @@ fn patterns_table(krate: &str, records: &[Record]) -> String {
 /// Runs the campaign `o` describes.
 pub fn run(o: &Options) -> Result<(), String> {
     let places = Places::new(&o.out)?;
+    // A crate name that is not the workspace's is an error, not an empty campaign.
+    let dir = crate_dir(&places.root, &o.krate)?;
     if o.patterns {
-        return run_patterns(o, &places);
+        return run_patterns(o, &places, &dir);
     }
     let all = list_mutants(o, &places.root)?;
+    if all.is_empty() {
+        return Err(format!(
+            "cargo-mutants generated no mutants for {} (do the --files globs match its files?)",
+            o.krate
+        ));
+    }
     let listed: Vec<String> = all.iter().map(|m| m.name.clone()).collect();
     let shard: Vec<&Mutant> = all
         .iter()
