@@ -22,6 +22,10 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
         "the free-step maximum starts at 1 (every heap is built with it), so raising it to 1 changes nothing",
     ),
     (
+        "allocators/randomized/src/heap/alloc.rs:58: replace > with >= in Arena::alloc",
+        "`blocks > 0 && bytes >= reserve`: the reserve is at least 16 KiB, and bytes on the candidates' lists mean a candidate block, so `bytes >= reserve` holds only where `blocks > 0` does, and `blocks >= 0 && bytes >= reserve` is the same condition",
+    ),
+    (
         "allocators/randomized/src/heap/free.rs:5: replace prescrubbed -> bool with false",
         "no remote free is zeroed by the thread that queues it: the owner zeroes every one when it drains the queue (`release` with `scrubbed` false); the same bytes are zeroed, by the other thread",
     ),

@@ -79,6 +79,8 @@ mod class;
 mod fill;
 mod free;
 mod header;
+#[cfg(all(test, not(loom)))]
+mod policy_tests;
 mod resize;
 
 pub(crate) use arena::{Arena, ChunkSource, Lists};
