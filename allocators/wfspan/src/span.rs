@@ -477,14 +477,23 @@ mod tests {
                 "header not aligned for CachePadded"
             );
             let first_block = header as usize + HEADER_BYTES;
-            for block in [first_block, base + span_bytes / 2, base + span_bytes - 16] {
-                assert_eq!(SpanHeader::of(block as *mut u8, span_bytes), header);
-            }
             // A huge or span-aligned object starts one span later and finds the same header.
-            assert_eq!(
-                SpanHeader::of((base + span_bytes) as *mut u8, span_bytes),
-                header
-            );
+            let aligned = base + span_bytes;
+            for block in [
+                first_block,
+                base + span_bytes / 2,
+                base + span_bytes - 16,
+                aligned,
+            ] {
+                assert_eq!(SpanHeader::of(block as *mut u8, span_bytes), header);
+                // The fast paths' form, from the mask and shift computed once.
+                let fast = header_of_block(
+                    block as *mut u8,
+                    !(span_bytes - 1),
+                    colour_shift(span_bytes),
+                );
+                assert_eq!(fast, header, "block {block:#x}");
+            }
         }
     }
 
