@@ -92,14 +92,25 @@ fn run_logged(command: &mut Command, log: &Path, limit: Duration) -> Result<Ende
         }
         if started.elapsed() > limit {
             // The whole group: cargo, rustc, the test binaries and what they forked.
-            let _ = Command::new("kill")
-                .args(["-KILL", &format!("-{}", child.id())])
-                .status();
+            kill_group(&child);
             let _ = child.wait();
             return Ok(Ended::TimedOut);
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Sends SIGKILL to the process group `child` leads (it was spawned with
+/// `process_group(0)`, so its id is the group's). Not through the `kill` program: procps's
+/// reads `-PID` after a signal as an option, not as a group, unless a `--` comes first.
+fn kill_group(child: &std::process::Child) {
+    let Ok(group) = libc::pid_t::try_from(child.id()) else {
+        return;
+    };
+    // SAFETY: `kill` with a negative pid signals that process group; no memory is passed.
+    // `group` is the id of a child not yet waited for, so not reused, and never 0 or 1
+    // (which would name this process's group or every process).
+    unsafe { libc::kill(-group, libc::SIGKILL) };
 }
 
 /// Makes `copy` hold the workspace's files as they are now (those git tracks, and new ones
@@ -578,5 +589,61 @@ fn describe(outcome: Outcome) -> String {
         Outcome::Missed => "MISSED".to_owned(),
         Outcome::TimedOut => "timed out".to_owned(),
         Outcome::Unviable => "unviable".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether process `pid` has ended (gone, or a zombie nobody reaped yet).
+    fn ended(pid: u32) -> bool {
+        fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+    }
+
+    #[test]
+    fn a_command_past_its_limit_is_killed_with_everything_it_started() {
+        let dir = std::env::temp_dir().join(format!("xtask-run-logged-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let pid_file = dir.join("pid");
+        // A child that outlives the shell: only a kill of the whole group ends it.
+        let script = format!("sleep 60 & echo $! > {}; exec sleep 2", pid_file.display());
+        let ended_as = run_logged(
+            Command::new("sh").args(["-c", &script]),
+            &dir.join("log"),
+            Duration::from_millis(500),
+        )
+        .unwrap();
+        let pid: u32 = fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let gone = ended(pid);
+        let _ = fs::remove_dir_all(&dir);
+        assert_eq!(ended_as, Ended::TimedOut);
+        assert!(gone, "the command's child {pid} survived the limit");
+    }
+
+    #[test]
+    fn a_command_within_its_limit_passes_or_fails_as_it_exits() {
+        let dir = std::env::temp_dir().join(format!("xtask-run-exit-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("log");
+        let limit = Duration::from_secs(60);
+        let passed = run_logged(
+            Command::new("sh").args(["-c", "echo out; echo err >&2"]),
+            &log,
+            limit,
+        );
+        let text = fs::read_to_string(&log).unwrap_or_default();
+        let failed = run_logged(Command::new("sh").args(["-c", "exit 3"]), &log, limit);
+        let _ = fs::remove_dir_all(&dir);
+        assert_eq!(passed, Ok(Ended::Passed));
+        assert_eq!(failed, Ok(Ended::Failed));
+        assert!(text.contains("out") && text.contains("err"), "{text:?}");
     }
 }
