@@ -100,42 +100,6 @@ fn allocate_write_free_round_trips_for_sizes_from_1_byte_to_1_mib() {
     assert_eq!(reopen(&heap).recovery().live_blocks, 0);
 }
 
-/// Recovery reads the tags of the heap's slabs and no further: in a pool whose metadata
-/// area ends exactly where the heap begins (a heap of whole slabs), the word after the last
-/// tag is the first block's data, which may read as anything, a tag included.
-#[test]
-fn recovery_reads_no_tag_past_the_last_slab_when_the_heap_starts_where_the_tags_end() {
-    // A pool of 63 slabs and their tag lines (a line of tags per 64 heap lines) after the
-    // header and the root.
-    let meta_offset = sim_heap(4 * MIB).pool().metadata_range().offset;
-    let heap = sim_heap(meta_offset + 63 * (SLAB_BYTES + SLAB_BYTES / 64));
-    let (meta, space) = (heap.pool().metadata_range(), heap.pool().heap_range());
-    assert_eq!((space.len, meta.end()), (63 * SLAB_BYTES, space.offset));
-    let start = heap.pool().heap_range().offset as u64;
-    // Small blocks until one starts the heap; every byte of each reads as a small-class tag.
-    let mut first = None;
-    for i in 0..64 {
-        // SAFETY: a root slot, no other thread.
-        let p = unsafe { heap.allocate_into(root_slot(&heap, i), layout(64)) }.unwrap();
-        let ptr = heap.resolve(p).unwrap();
-        // SAFETY: a live block of at least 64 bytes.
-        unsafe { std::ptr::write_bytes(ptr, 5, 64) };
-        heap.persist(ptr, 64);
-        if p.offset() == start {
-            first = Some(i);
-            break;
-        }
-    }
-    let blocks = first.expect("a block at the start of the heap") + 1;
-    let reopened = reopen(&heap);
-    assert_eq!(reopened.recovery().live_blocks, blocks as u64);
-    let p = load(root_slot(&reopened, blocks - 1));
-    assert_eq!(p.offset(), start);
-    // SAFETY: a live block of 64 bytes.
-    let bytes = unsafe { std::slice::from_raw_parts(reopened.resolve(p).unwrap(), 64) };
-    assert!(bytes.iter().all(|&b| b == 5));
-}
-
 #[test]
 fn the_fast_path_costs_one_flush_and_one_fence_per_operation() {
     let heap = sim_heap(4 * MIB);

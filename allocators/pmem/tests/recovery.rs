@@ -1,0 +1,119 @@
+//! Recovery from slab tags as crashes and old runs leave them (the rules are in the
+//! `heap` module's documentation): a run head that no longer describes a run, a recorded
+//! length that runs past the heap, and the bytes after the last tag line, which in a pool
+//! whose heap is a whole number of slabs are the first block's data. The images are made
+//! by a heap, then their tag lines are written as a crash at the wrong moment would have
+//! left them.
+
+use std::alloc::Layout;
+
+use alloclab_pmem::heap::SLAB_BYTES;
+use alloclab_pmem::{PPtr, PersistentHeap, SimMedium};
+
+/// A run head's tag; its length in slabs is bytes 4..8 of its tag line.
+const TAG_RUN_HEAD: u8 = 0xFE;
+/// Bytes of the metadata area per slab: a tag line per slab, one byte per heap line.
+const TAG_LINE_STRIDE: usize = SLAB_BYTES / 64;
+
+/// A heap of `slabs` slabs in a pool whose metadata area ends where the heap begins.
+fn exact_heap(slabs: usize) -> PersistentHeap<SimMedium> {
+    let create = |len| PersistentHeap::create_on(SimMedium::new(len), 512).unwrap();
+    let meta_offset = create(4 << 20).pool().metadata_range().offset;
+    let heap = create(meta_offset + slabs * (SLAB_BYTES + TAG_LINE_STRIDE));
+    let (meta, space) = (heap.pool().metadata_range(), heap.pool().heap_range());
+    assert_eq!((space.len, meta.end()), (slabs * SLAB_BYTES, space.offset));
+    heap
+}
+
+fn slot(heap: &PersistentHeap<SimMedium>, i: usize) -> *mut PPtr<u8> {
+    assert!((i + 1) * 8 <= heap.root_size());
+    // SAFETY: inside the root (asserted).
+    unsafe { heap.root().add(i * 8).cast() }
+}
+
+/// Allocates `size` bytes into root slot `i`, fills them with `byte` and persists them;
+/// returns the block's offset in the heap.
+fn allocate_filled(heap: &PersistentHeap<SimMedium>, i: usize, size: usize, byte: u8) -> usize {
+    let layout = Layout::from_size_align(size, 8).unwrap();
+    // SAFETY: a root slot, no other thread.
+    let p = unsafe { heap.allocate_into(slot(heap, i), layout) }.unwrap();
+    let ptr = heap.resolve(p).unwrap();
+    // SAFETY: a live block of at least `size` bytes.
+    unsafe { std::ptr::write_bytes(ptr, byte, size) };
+    heap.persist(ptr, size);
+    p.offset() as usize - heap.pool().heap_range().offset
+}
+
+/// The durable image of `heap` with slab `slab`'s tag line rewritten as a run head of
+/// `len` slabs.
+fn with_head(heap: &PersistentHeap<SimMedium>, slab: usize, len: u32) -> Box<[u8]> {
+    let mut image = heap.medium().durable_image();
+    let line = heap.pool().metadata_range().offset + slab * TAG_LINE_STRIDE;
+    image[line] = TAG_RUN_HEAD;
+    image[line + 4..line + 8].copy_from_slice(&len.to_le_bytes());
+    image
+}
+
+/// Opens `image` and checks, for each `(i, size, byte)` of `slots`, that root slot `i`
+/// holds a live block whose first `size` bytes are `byte`; returns the number of live
+/// blocks recovery found.
+fn reopen_and_check(image: Box<[u8]>, slots: &[(usize, usize, u8)]) -> u64 {
+    let heap = PersistentHeap::open_on(SimMedium::from_image(image)).unwrap();
+    for &(i, size, byte) in slots {
+        // SAFETY: a root slot.
+        let p = unsafe { PPtr::load(slot(&heap, i)) };
+        let ptr = heap.resolve(p).expect("the slot's block");
+        assert!(
+            heap.block_size(p).is_some_and(|b| b >= size),
+            "slot {i}: the block is not live after recovery"
+        );
+        // SAFETY: a live block of at least `size` bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(ptr, size) };
+        assert!(bytes.iter().all(|&b| b == byte), "slot {i}: data changed");
+    }
+    heap.recovery().live_blocks
+}
+
+#[test]
+fn the_bytes_after_the_last_tag_line_are_not_read_as_a_tag() {
+    let heap = exact_heap(63);
+    // The heap's first block, every byte of it reading as the tag of a small class.
+    let offset = allocate_filled(&heap, 0, 4096, 5);
+    assert_eq!(offset, 0, "the first block starts the heap");
+    let live = reopen_and_check(heap.medium().durable_image(), &[(0, 4096, 5)]);
+    assert_eq!(live, 1);
+}
+
+/// A head whose slabs are not all continuations is not a run: the state a thread leaves
+/// that took a slab for a run (its tag line still the head of an older run) while another
+/// took the next slab for small blocks and published one, when a crash comes before the
+/// first thread's tags are persisted.
+#[test]
+fn a_stale_run_head_covering_a_slab_in_use_since_is_not_a_run() {
+    let heap = exact_heap(63);
+    // Slab 0 for one class, slab 1 for another; slab 0 then left empty.
+    assert_eq!(allocate_filled(&heap, 0, 64, 0x11), 0);
+    let second = allocate_filled(&heap, 1, 128, 0x22);
+    assert_eq!(second / SLAB_BYTES, 1, "the second class's slab");
+    // SAFETY: root slot 0 holds a live block.
+    unsafe { heap.free_from(slot(&heap, 0)) }.unwrap();
+    for len in [2, 3, 63] {
+        let live = reopen_and_check(with_head(&heap, 0, len), &[(1, 128, 0x22)]);
+        assert_eq!(live, 1, "a head of {len} slabs over slab 1");
+    }
+}
+
+/// A head whose recorded length runs past the last slab is not a run, whatever the
+/// bytes past the tag lines read as (here: continuations).
+#[test]
+fn a_run_head_longer_than_the_slabs_left_is_not_a_run() {
+    let heap = exact_heap(63);
+    // The first block fills the bytes read as the tags of slabs 63, 64, ... with the
+    // continuation tag.
+    assert_eq!(allocate_filled(&heap, 0, 4096, 0xFF), 0);
+    // The last slab: free, its tag line rewritten as a head of 2 to 4 slabs.
+    for len in [2, 3, 4] {
+        let live = reopen_and_check(with_head(&heap, 62, len), &[(0, 4096, 0xFF)]);
+        assert_eq!(live, 1, "a head of {len} slabs at the last slab");
+    }
+}
