@@ -117,3 +117,34 @@ fn a_run_head_longer_than_the_slabs_left_is_not_a_run() {
         assert_eq!(live, 1, "a head of {len} slabs at the last slab");
     }
 }
+
+/// Recovery rebuilds a live run's continuation slabs as part of it: a persistent pointer
+/// stored past the run's first slab is a valid destination before and after a reopen, and
+/// what it links is live after the next one.
+#[test]
+fn a_run_recovered_holds_destinations_in_every_slab() {
+    let heap = exact_heap(63);
+    let big = 200 << 10;
+    allocate_filled(&heap, 0, big, 0);
+    let small = Layout::from_size_align(64, 8).unwrap();
+    let dest_in = |heap: &PersistentHeap<SimMedium>, at: usize| {
+        // SAFETY: root slot 0 holds the run.
+        let run = heap.resolve(unsafe { PPtr::load(slot(heap, 0)) }).unwrap();
+        // SAFETY: `at` is inside the run, 8-aligned.
+        unsafe { run.add(at).cast::<PPtr<u8>>() }
+    };
+    // Before a reopen, and after: the third slab of the run.
+    let at = 2 * SLAB_BYTES + 64;
+    // SAFETY: a destination inside a live block, no other thread.
+    unsafe { heap.allocate_into(dest_in(&heap, at), small) }.unwrap();
+    let reopened =
+        PersistentHeap::open_on(SimMedium::from_image(heap.medium().durable_image())).unwrap();
+    assert_eq!(reopened.recovery().live_blocks, 2);
+    let at = 3 * SLAB_BYTES + 128;
+    // SAFETY: as above.
+    unsafe { reopened.allocate_into(dest_in(&reopened, at), small) }
+        .expect("a destination in the run's last slab after recovery");
+    let again =
+        PersistentHeap::open_on(SimMedium::from_image(reopened.medium().durable_image())).unwrap();
+    assert_eq!(again.recovery().live_blocks, 3);
+}
