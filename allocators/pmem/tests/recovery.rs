@@ -148,3 +148,80 @@ fn a_run_recovered_holds_destinations_in_every_slab() {
         PersistentHeap::open_on(SimMedium::from_image(reopened.medium().durable_image())).unwrap();
     assert_eq!(again.recovery().live_blocks, 3);
 }
+
+/// Stores a persistent pointer to pool offset `to` at `at` and persists it.
+fn store_durably(heap: &PersistentHeap<SimMedium>, at: *mut PPtr<u8>, to: u64) {
+    // SAFETY: `at` is a root slot or 8 aligned bytes inside a block, no other thread.
+    unsafe { PPtr::store(at, PPtr::from_offset(to)) };
+    heap.persist(at.cast_const().cast(), 8);
+}
+
+/// The pool offset of the block in root slot `i`, and the slot cleared (durably): the
+/// block stays allocated in this heap, and is unreachable for the next recovery.
+fn unlink(heap: &PersistentHeap<SimMedium>, i: usize) -> u64 {
+    // SAFETY: a root slot.
+    let p = unsafe { PPtr::load(slot(heap, i)) };
+    store_durably(heap, slot(heap, i), 0);
+    p.offset()
+}
+
+/// The mark pass takes a word for a pointer only when it holds a block's start: a word
+/// pointing inside a small block, inside a run's first slab, or at the slack after a
+/// slab's last block keeps nothing alive, and what such a place holds is not followed.
+/// (The same link, from a block the root points at, keeps its target.)
+#[test]
+fn only_a_pointer_to_a_blocks_start_keeps_anything_alive() {
+    let cases: [(&str, usize, u64); 3] = [
+        // A 128-byte block, pointed at 64 bytes in; its second half holds the link.
+        ("inside a small block", 128, 64),
+        // A run of four slabs, pointed at 4 KiB into its first slab; the link is at 100 KiB.
+        ("inside a run's first slab", 200 << 10, 4096),
+        // A slab of 192-byte blocks (341 of them, 64 bytes left over), pointed at the
+        // slack after the last block; the link is in the next slab's first block.
+        ("at a slab's slack", 192, (SLAB_BYTES / 192 * 192) as u64),
+    ];
+    for (what, size, inside) in cases {
+        let heap = exact_heap(63);
+        allocate_filled(&heap, 0, size, 0);
+        // The next slab's first block (the third case's link holder), and the target.
+        allocate_filled(&heap, 1, 64, 0);
+        allocate_filled(&heap, 2, 256, 0);
+        let (block, next_slab, target) = (unlink(&heap, 0), unlink(&heap, 1), unlink(&heap, 2));
+        let holder = match size {
+            128 => block + 64,
+            192 => next_slab,
+            _ => block + (100 << 10),
+        };
+        if size == 192 {
+            assert_eq!(
+                next_slab,
+                block + SLAB_BYTES as u64,
+                "{what}: the next slab"
+            );
+        }
+        let at = heap
+            .resolve(PPtr::from_offset(holder))
+            .unwrap()
+            .cast::<PPtr<u8>>();
+        store_durably(&heap, at, target);
+        let live_after = |root_word: u64| {
+            store_durably(&heap, slot(&heap, 0), root_word);
+            PersistentHeap::open_on(SimMedium::from_image(heap.medium().durable_image()))
+                .unwrap()
+                .recovery()
+                .live_blocks
+        };
+        // The block holding the link, from its start: it and the target live.
+        let holder_block = if size == 192 { next_slab } else { block };
+        assert_eq!(
+            live_after(holder_block),
+            2,
+            "{what}: the link from a live block"
+        );
+        assert_eq!(
+            live_after(block + inside),
+            0,
+            "{what}: a pointer {inside} bytes into the block at {block:#x} kept blocks alive"
+        );
+    }
+}
