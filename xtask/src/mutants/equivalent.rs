@@ -22,6 +22,14 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
         "the free-step maximum starts at 1 (every heap is built with it), so raising it to 1 changes nothing",
     ),
     (
+        "allocators/pmem/src/heap/recovery.rs:46: replace | with ^ in PersistentHeap<M>::recover",
+        "`KIND_HEAD | n`: `KIND_HEAD` is bit 31 and a run's length is at most `MAX_SLABS`, below 2^30, so no bit is set in both and `^` sets the same bits as `|`",
+    ),
+    (
+        "allocators/pmem/src/heap/recovery.rs:44: replace | with ^ in PersistentHeap<M>::recover",
+        "`KIND_CONT | i`: `KIND_CONT` is bit 30 and a slab index is below `MAX_SLABS`, below 2^30, so no bit is set in both and `^` sets the same bits as `|`",
+    ),
+    (
         "allocators/randomized/src/heap/alloc.rs:58: replace > with >= in Arena::alloc",
         "`blocks > 0 && bytes >= reserve`: the reserve is at least 16 KiB, and bytes on the candidates' lists mean a candidate block, so `bytes >= reserve` holds only where `blocks > 0` does, and `blocks >= 0 && bytes >= reserve` is the same condition",
     ),

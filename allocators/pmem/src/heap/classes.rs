@@ -38,6 +38,9 @@ pub(super) const LIVE_PER_SLAB: usize = SLAB_BYTES / SIZE_CLASSES[0];
 pub(super) const KIND_HEAD: u32 = 0x8000_0000;
 pub(super) const KIND_CONT: u32 = 0x4000_0000;
 pub(super) const KIND_LOW: u32 = 0x3FFF_FFFF;
+/// The most slabs a heap uses (64 TiB less a slab): a run's length and a head's index
+/// fit in a kind's low 30 bits, clear of [`KIND_HEAD`] and [`KIND_CONT`].
+pub(super) const MAX_SLABS: usize = KIND_LOW as usize;
 
 /// What a slab is, decoded from its volatile kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

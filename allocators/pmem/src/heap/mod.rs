@@ -283,8 +283,11 @@ impl<M: Medium> PersistentHeap<M> {
         let meta = pool.metadata_range();
         let heap = pool.heap_range();
         // The metadata area has a byte per heap line (validated by the pool's layout rules
-        // only as "no overlap"), so never use more slabs than it describes.
-        let nslabs = (heap.len / SLAB_BYTES).min(meta.len / META_PER_SLAB);
+        // only as "no overlap"), so never use more slabs than it describes, nor more than a
+        // kind word can number.
+        let nslabs = (heap.len / SLAB_BYTES)
+            .min(meta.len / META_PER_SLAB)
+            .min(MAX_SLABS);
         let geo = Geometry {
             root_off: root.offset,
             root_len: root.len,
