@@ -964,6 +964,75 @@ mod tests {
         assert!(heap.check().is_ok());
     }
 
+    /// Frees `p` (of `layout`) from a thread whose preferred arena is not this thread's,
+    /// so that the free is queued for the block's arena rather than done in place.
+    fn free_from_another_arena(heap: &Randomized, p: core::ptr::NonNull<u8>, layout: Layout) {
+        let mine = preferred_arena();
+        let address = p.as_ptr() as usize;
+        for _ in 0..64 {
+            let queued = std::thread::scope(|s| {
+                s.spawn(|| {
+                    if preferred_arena() == mine {
+                        return false;
+                    }
+                    let p = core::ptr::NonNull::new(address as *mut u8).unwrap();
+                    // SAFETY: live, allocated with `layout`, freed once (here).
+                    unsafe { heap.deallocate(p, layout) };
+                    true
+                })
+                .join()
+                .unwrap()
+            });
+            if queued {
+                return;
+            }
+        }
+        panic!("64 threads all preferred this thread's arena");
+    }
+
+    /// With zero-fill, the payload of a block freed by another thread reads zero once
+    /// the owner has taken the free, and is treated as a local free is: one under 64 KiB
+    /// is zeroed with stores (by the thread that queues it), one of 64 KiB or more has its
+    /// whole pages given back, none of them written.
+    #[test]
+    fn a_remote_free_zeroes_a_small_payload_and_gives_a_large_ones_pages_back() {
+        let heap = Randomized::with_seed_and_checks(64, Checks::ALL).unwrap();
+        // Live small blocks: a heap that did not shrink, where only the scrub of a large
+        // payload gives pages back.
+        let small = Layout::from_size_align(1024, 16).unwrap();
+        let live: Vec<_> = (0..1024).map(|_| heap.allocate(small).unwrap()).collect();
+        for (payload, least_released) in [
+            (32usize << 10, None),
+            ((64 << 10) - 16, None),
+            (64 << 10, Some(56 << 10)),
+            (96 << 10, Some(88 << 10)),
+        ] {
+            let layout = Layout::from_size_align(payload, 16).unwrap();
+            let p = heap.allocate(layout).unwrap();
+            // SAFETY: a live block of `payload` bytes.
+            unsafe { p.as_ptr().write_bytes(0x5a, payload) };
+            let before = heap.counters().released_bytes;
+            free_from_another_arena(&heap, p, layout);
+            // `counters` completes every queued free first.
+            let released = heap.counters().released_bytes - before;
+            // SAFETY: a read of freed memory in a chunk, which stays mapped.
+            let stale = unsafe { p.as_ptr().add(payload / 2).read_volatile() };
+            assert_eq!(stale, 0, "{payload} B: the freed payload reads {stale:#x}");
+            match least_released {
+                None => assert_eq!(released, 0, "{payload} B: zeroed with stores"),
+                Some(least) => assert!(
+                    released >= least,
+                    "{payload} B: gave back {released} bytes (at least {least} expected)"
+                ),
+            }
+        }
+        heap.check().expect("freed memory reads zero");
+        for p in live {
+            // SAFETY: allocated above with `small`, freed once.
+            unsafe { heap.deallocate(p, small) };
+        }
+    }
+
     #[test]
     fn chunks_whose_wilderness_retired_end_with_their_sentinel() {
         let heap = Randomized::with_seed(11).expect("first chunk");

@@ -38,24 +38,8 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
         "no remote free is zeroed by the thread that queues it: the owner zeroes every one when it drains the queue (`release` with `scrubbed` false); the same bytes are zeroed, by the other thread",
     ),
     (
-        "allocators/randomized/src/heap/free.rs:19: replace < with == in prescrubbed",
-        "`prescrubbed` decides both whether the queuing thread zeroes (`scrub_queued`) and whether the owner skips it (`drain`), so any threshold keeps every freed payload zeroed exactly once; only who does it changes",
-    ),
-    (
-        "allocators/randomized/src/heap/free.rs:19: replace < with > in prescrubbed",
-        "as for `==`: the one function decides both sides, so the payload is zeroed once whichever thread does it",
-    ),
-    (
-        "allocators/randomized/src/heap/free.rs:19: replace < with <= in prescrubbed",
-        "as for `==`: the boundary moves by one byte, on both sides",
-    ),
-    (
         "allocators/randomized/src/heap/free.rs:10: replace - with + in prescrubbed",
-        "as for `==`: a threshold 32 bytes lower, applied on both sides",
-    ),
-    (
-        "allocators/randomized/src/heap/free.rs:10: replace - with / in prescrubbed",
-        "as for `==`: a threshold of 1 MiB instead of 64 KiB, applied on both sides (the queuing thread zeroes payloads up to 1 MiB with stores instead of the owner giving their pages back)",
+        "a threshold 32 bytes lower: payloads from 64 KiB - 32 to 64 KiB - 16 are zeroed with stores by the owner when it drains the queue instead of by the queuing thread (`prescrubbed` decides both sides); the same bytes are zeroed, and pages are given back from 64 KiB as before",
     ),
 ];
 
