@@ -964,6 +964,53 @@ mod tests {
         assert!(heap.check().is_ok());
     }
 
+    /// Arena 0 starts in the first chunk, after the control block, and carves it to its
+    /// end before it maps a chunk of its own: its blocks lie there, and the heap walk
+    /// finds them.
+    #[test]
+    fn arena_zero_carves_the_first_chunk_after_the_control_block() {
+        let heap = Randomized::with_seed(78).expect("first chunk");
+        let root = heap.existing_root().expect("built");
+        let base = root as *const Root as usize;
+        let block = 60 << 10;
+        let mut blocks = Vec::new();
+        let mapped = heap.counters().mapped_bytes;
+        // Until arena 0 maps a chunk: the first one's room after the control block.
+        while heap.counters().mapped_bytes == mapped {
+            let mut arena = root.lock_arena(0);
+            let p = arena.alloc(block, 16, 0, root).expect("allocation");
+            drop(arena);
+            blocks.push(p);
+            assert!(
+                blocks.len() <= CHUNK / block,
+                "the first chunk never filled"
+            );
+        }
+        let last = blocks.pop().unwrap();
+        // Each lands within WINDOW bytes of the wilderness front, the slack before it
+        // going to the free lists.
+        let least = (CHUNK - ROOT_SPACE) / (block + crate::heap::WINDOW) - 1;
+        assert!(
+            blocks.len() >= least,
+            "{} blocks, {least} expected",
+            blocks.len()
+        );
+        for &p in &blocks {
+            assert!(
+                p >= base + ROOT_SPACE && p + block <= base + CHUNK,
+                "{p:#x} outside the first chunk's room"
+            );
+        }
+        let shape = heap.check().expect("heap walk");
+        assert_eq!(shape.live_blocks, blocks.len() as u64 + 1, "{shape:?}");
+        let layout = Layout::from_size_align(block, 16).unwrap();
+        for p in blocks.into_iter().chain([last]) {
+            // SAFETY: allocated above with `layout`'s size and alignment, freed once.
+            unsafe { heap.deallocate(core::ptr::NonNull::new(p as *mut u8).unwrap(), layout) };
+        }
+        assert_eq!(heap.check().expect("heap walk").live_blocks, 0);
+    }
+
     /// Frees `p` (of `layout`) from a thread whose preferred arena is not this thread's,
     /// so that the free is queued for the block's arena rather than done in place.
     fn free_from_another_arena(heap: &Randomized, p: core::ptr::NonNull<u8>, layout: Layout) {

@@ -421,6 +421,31 @@ impl Arena {
 mod tests {
     use super::*;
 
+    /// The generators of a heap's arenas are streams of one seed: each arena its own, none
+    /// the stream the header key was drawn from (a placement would otherwise give the key
+    /// away).
+    #[cfg(not(loom))]
+    #[test]
+    fn every_arena_draws_from_a_stream_of_its_own_apart_from_the_keys() {
+        let heap = crate::Randomized::with_seed(77).unwrap();
+        let root = heap.existing_root().unwrap();
+        let mut firsts: Vec<u64> = (0..crate::root::ARENAS)
+            .map(|i| {
+                let mut arena = root.lock_arena(i);
+                let first = arena.rng().next_u64();
+                assert_ne!(first, arena.key, "arena {i} draws the key");
+                first
+            })
+            .collect();
+        firsts.sort_unstable();
+        firsts.dedup();
+        assert_eq!(
+            firsts.len(),
+            crate::root::ARENAS,
+            "two arenas share a stream"
+        );
+    }
+
     #[test]
     fn class_of_nth_finds_the_class_of_every_block() {
         // SAFETY: zeroed memory is a valid `Arena` (see `Arena::init`); only its tallies
