@@ -964,6 +964,32 @@ mod tests {
         assert!(heap.check().is_ok());
     }
 
+    /// Threads alive at once prefer different arenas (consecutive stacks map to different
+    /// ones), so that they do not take turns on one lock.
+    #[test]
+    fn threads_alive_at_once_spread_over_the_arenas() {
+        let barrier = std::sync::Barrier::new(8);
+        let mut preferred: Vec<usize> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        // All alive together: eight stacks at once.
+                        barrier.wait();
+                        preferred_arena()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(preferred.iter().all(|&a| a < ARENAS), "{preferred:?}");
+        preferred.sort_unstable();
+        preferred.dedup();
+        assert!(
+            preferred.len() >= 4,
+            "eight threads on arenas {preferred:?}"
+        );
+    }
+
     /// Arena 0 starts in the first chunk, after the control block, and carves it to its
     /// end before it maps a chunk of its own: its blocks lie there, and the heap walk
     /// finds them.
