@@ -30,6 +30,30 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
         "`KIND_CONT | i`: `KIND_CONT` is bit 30 and a slab index is below `MAX_SLABS`, below 2^30, so no bit is set in both and `^` sets the same bits as `|`",
     ),
     (
+        "allocators/randomized/src/root.rs:5: replace thread_pointer -> usize with 0",
+        "the portable `thread_pointer` (`pthread_self`), built only where the x86-64 Linux one (the `%fs:0` load) is not: on x86-64 Linux, where the campaigns run, the mutant changes no code that is built",
+    ),
+    (
+        "allocators/randomized/src/root.rs:5: replace thread_pointer -> usize with 1",
+        "as for `0`: the portable `thread_pointer` is not built on x86-64 Linux",
+    ),
+    (
+        "allocators/randomized/src/root.rs:39: replace | with ^ in Root::create",
+        "`base | KIND_BLOCKS`: the first chunk's base is aligned to the chunk size, so the low bits where the kind goes are zero and `^` gives the same entry",
+    ),
+    (
+        "allocators/randomized/src/root.rs:9: replace Root::slot_of -> usize with 0",
+        "where the chunk table's probe for a base starts: insert, find and remove all start at `slot_of` of the same base and walk the table slot by slot (wrapping), so any start finds the same entries; only the number of probes changes (a performance choice, explained at `slot_of`)",
+    ),
+    (
+        "allocators/randomized/src/root.rs:9: replace Root::slot_of -> usize with 1",
+        "as for `0`: a constant start of the probe, which finds the same entries",
+    ),
+    (
+        "allocators/randomized/src/root.rs:26: replace / with % in Root::slot_of",
+        "`base % CHUNK` is 0 for every chunk base (chunks are aligned to their size): a constant start of the probe, which finds the same entries (as for `slot_of` returning 0)",
+    ),
+    (
         "allocators/randomized/src/heap/alloc.rs:58: replace > with >= in Arena::alloc",
         "`blocks > 0 && bytes >= reserve`: the reserve is at least 16 KiB, and bytes on the candidates' lists mean a candidate block, so `bytes >= reserve` holds only where `blocks > 0` does, and `blocks >= 0 && bytes >= reserve` is the same condition",
     ),
