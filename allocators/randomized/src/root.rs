@@ -964,6 +964,36 @@ mod tests {
         assert!(heap.check().is_ok());
     }
 
+    /// The chunk table's slots: the chunks of one run of [`TABLE_RUN`] take consecutive
+    /// slots on one page of the table, and runs spread over the table's pages.
+    #[test]
+    fn a_run_of_chunks_takes_consecutive_slots_on_one_page_of_the_table() {
+        let mut rng = Rng::from_seed_stream([9; 32], 0);
+        let pages = TABLE / TABLE_RUN;
+        let mut used = std::collections::HashSet::new();
+        for _ in 0..256 {
+            // A run anywhere in a 47-bit address space.
+            let runs = 1u64 << (47 - (CHUNK * TABLE_RUN).trailing_zeros());
+            let first = rng.below(runs) as usize * TABLE_RUN * CHUNK;
+            let slot = Root::slot_of(first);
+            assert_eq!(slot % TABLE_RUN, 0, "run at {first:#x}: slot {slot}");
+            assert!(slot + TABLE_RUN <= TABLE, "run at {first:#x}: slot {slot}");
+            for k in 0..TABLE_RUN {
+                assert_eq!(
+                    Root::slot_of(first + k * CHUNK),
+                    slot + k,
+                    "{first:#x} + {k}"
+                );
+            }
+            used.insert(slot / TABLE_RUN);
+        }
+        assert!(
+            used.len() >= pages * 3 / 4,
+            "256 runs on {} of {pages} pages",
+            used.len()
+        );
+    }
+
     /// Threads alive at once prefer different arenas (consecutive stacks map to different
     /// ones), so that they do not take turns on one lock.
     #[test]

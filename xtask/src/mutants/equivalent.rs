@@ -42,18 +42,6 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
         "`base | KIND_BLOCKS`: the first chunk's base is aligned to the chunk size, so the low bits where the kind goes are zero and `^` gives the same entry",
     ),
     (
-        "allocators/randomized/src/root.rs:9: replace Root::slot_of -> usize with 0",
-        "where the chunk table's probe for a base starts: insert, find and remove all start at `slot_of` of the same base and walk the table slot by slot (wrapping), so any start finds the same entries; only the number of probes changes (a performance choice, explained at `slot_of`)",
-    ),
-    (
-        "allocators/randomized/src/root.rs:9: replace Root::slot_of -> usize with 1",
-        "as for `0`: a constant start of the probe, which finds the same entries",
-    ),
-    (
-        "allocators/randomized/src/root.rs:26: replace / with % in Root::slot_of",
-        "`base % CHUNK` is 0 for every chunk base (chunks are aligned to their size): a constant start of the probe, which finds the same entries (as for `slot_of` returning 0)",
-    ),
-    (
         "allocators/randomized/src/heap/alloc.rs:58: replace > with >= in Arena::alloc",
         "`blocks > 0 && bytes >= reserve`: the reserve is at least 16 KiB, and bytes on the candidates' lists mean a candidate block, so `bytes >= reserve` holds only where `blocks > 0` does, and `blocks >= 0 && bytes >= reserve` is the same condition",
     ),
