@@ -994,6 +994,90 @@ mod tests {
         );
     }
 
+    /// `count` chunk bases (never mapped) whose table probes all start at `slot`: the
+    /// same offset in runs of chunks that hash to the same page, far above where the OS
+    /// maps anything here.
+    fn bases_at(slot: usize, count: usize) -> Vec<usize> {
+        let run_bytes = TABLE_RUN * CHUNK;
+        ((1usize << 45) / run_bytes..)
+            .map(|run| run * run_bytes + slot % TABLE_RUN * CHUNK)
+            .filter(|&base| Root::slot_of(base) == slot)
+            .take(count)
+            .collect()
+    }
+
+    /// The chunk table with colliding entries: each goes to the next free slot after
+    /// where its probe starts (wrapping at the table's end), each is found by its own
+    /// base with its own kind, a removed one leaves a tombstone that lookups walk past and
+    /// an insert reuses; and the table refuses an entry past three quarters full.
+    #[test]
+    fn the_chunk_table_keeps_colliding_entries_apart_and_refuses_past_three_quarters() {
+        let heap = Randomized::with_seed(79).expect("first chunk");
+        let root = heap.existing_root().expect("built");
+        root.table_lock.lock();
+        // Three entries whose probes start at the last slot: the second and third wrap.
+        let bases = bases_at(TABLE - 1, 4);
+        let kinds = [KIND_BLOCKS, KIND_HUGE, KIND_BLOCKS];
+        for (&base, &kind) in bases.iter().zip(&kinds) {
+            assert!(root.table_insert(base | kind));
+        }
+        for (&base, &kind) in bases.iter().zip(&kinds) {
+            assert_eq!(root.table_find(base), Some(kind), "{base:#x}");
+        }
+        assert_eq!(root.table_find(bases[3]), None, "never inserted");
+        root.table_remove(bases[0]);
+        assert_eq!(root.table_find(bases[0]), None, "removed");
+        assert_eq!(
+            root.table_find(bases[1]),
+            Some(KIND_HUGE),
+            "past the tombstone"
+        );
+        assert_eq!(
+            root.table_find(bases[2]),
+            Some(KIND_BLOCKS),
+            "past the tombstone"
+        );
+        let used = root.table_used.load(Ordering::Relaxed);
+        assert!(root.table_insert(bases[3] | KIND_HUGE));
+        assert_eq!(
+            root.table_used.load(Ordering::Relaxed),
+            used,
+            "the tombstone reused"
+        );
+        assert_eq!(root.table_find(bases[3]), Some(KIND_HUGE));
+        for &base in &bases[1..] {
+            root.table_remove(base);
+        }
+        // Fill: the entry that would take the table past three quarters is refused.
+        let mut filler = Vec::new();
+        let first = (1usize << 46) / CHUNK;
+        for chunk in first.. {
+            let base = chunk * CHUNK;
+            if !root.table_insert(base | KIND_BLOCKS) {
+                break;
+            }
+            filler.push(base);
+            assert!(filler.len() <= TABLE, "the table never refused an entry");
+        }
+        assert_eq!(root.table_used.load(Ordering::Relaxed), TABLE / 4 * 3);
+        assert!(
+            filler
+                .iter()
+                .all(|&b| root.table_find(b) == Some(KIND_BLOCKS))
+        );
+        for base in filler {
+            root.table_remove(base);
+        }
+        root.table_lock.unlock(0);
+        // The heap's own chunk is still found, past every tombstone.
+        let p = heap
+            .allocate(Layout::from_size_align(64, 16).unwrap())
+            .unwrap();
+        // SAFETY: allocated just above, freed once.
+        unsafe { heap.deallocate(p, Layout::from_size_align(64, 16).unwrap()) };
+        assert!(heap.check().is_ok());
+    }
+
     /// Threads alive at once prefer different arenas (consecutive stacks map to different
     /// ones), so that they do not take turns on one lock.
     #[test]
