@@ -1077,30 +1077,42 @@ mod tests {
         assert!(heap.check().is_ok());
     }
 
-    /// Threads alive at once prefer different arenas (consecutive stacks map to different
-    /// ones), so that they do not take turns on one lock.
-    #[test]
-    fn threads_alive_at_once_spread_over_the_arenas() {
+    /// The arenas that eight threads alive at once, each with a stack of `stack` bytes,
+    /// prefer.
+    fn preferred_by_eight_threads(stack: usize) -> Vec<usize> {
         let barrier = std::sync::Barrier::new(8);
-        let mut preferred: Vec<usize> = std::thread::scope(|s| {
+        std::thread::scope(|s| {
             let handles: Vec<_> = (0..8)
                 .map(|_| {
-                    s.spawn(|| {
-                        // All alive together: eight stacks at once.
-                        barrier.wait();
-                        preferred_arena()
-                    })
+                    std::thread::Builder::new()
+                        .stack_size(stack)
+                        .spawn_scoped(s, || {
+                            // All alive together: eight stacks at once.
+                            barrier.wait();
+                            preferred_arena()
+                        })
+                        .unwrap()
                 })
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        assert!(preferred.iter().all(|&a| a < ARENAS), "{preferred:?}");
-        preferred.sort_unstable();
-        preferred.dedup();
-        assert!(
-            preferred.len() >= 4,
-            "eight threads on arenas {preferred:?}"
-        );
+        })
+    }
+
+    /// Threads alive at once prefer different arenas, with Rust's 2 MiB stacks and the C
+    /// library's 8 MiB ones alike (consecutive stacks of either size map to different
+    /// arenas), so that they do not take turns on one lock.
+    #[test]
+    fn threads_alive_at_once_spread_over_the_arenas() {
+        for stack in [2 << 20, 8 << 20] {
+            let mut preferred = preferred_by_eight_threads(stack);
+            assert!(preferred.iter().all(|&a| a < ARENAS), "{preferred:?}");
+            preferred.sort_unstable();
+            preferred.dedup();
+            assert!(
+                preferred.len() >= 4,
+                "eight threads with {stack} B stacks on arenas {preferred:?}"
+            );
+        }
     }
 
     /// Arena 0 starts in the first chunk, after the control block, and carves it to its
