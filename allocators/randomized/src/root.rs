@@ -999,11 +999,19 @@ mod tests {
     /// maps anything here.
     fn bases_at(slot: usize, count: usize) -> Vec<usize> {
         let run_bytes = TABLE_RUN * CHUNK;
-        ((1usize << 45) / run_bytes..)
+        let first = (1usize << 45) / run_bytes;
+        // Runs hash to one of TABLE / TABLE_RUN pages: a few hundred runs hold `count`.
+        let bases: Vec<usize> = (first..first + 1024 * count)
             .map(|run| run * run_bytes + slot % TABLE_RUN * CHUNK)
             .filter(|&base| Root::slot_of(base) == slot)
             .take(count)
-            .collect()
+            .collect();
+        assert_eq!(
+            bases.len(),
+            count,
+            "runs whose chunks start their probe at slot {slot}"
+        );
+        bases
     }
 
     /// The chunk table with colliding entries: each goes to the next free slot after
