@@ -353,15 +353,37 @@ impl Root {
     }
 
     /// Replaces the entry of `base` (present) with a tombstone. Under the table lock.
+    ///
+    /// A tombstone followed by an empty slot ends every probe that reaches it: no entry
+    /// lies past it on a probe through it (an insert fills the first tombstone or empty
+    /// slot it meets, so the slots between an entry and where its probe starts are never
+    /// empty). It is made empty again, and so is each tombstone before it that then ends
+    /// its cluster, and they stop counting against the table's limit. Without that, a
+    /// program whose mappings come and go at ever-new addresses would fill the table with
+    /// tombstones and be refused memory. A lock-free lookup that read the tombstone
+    /// walks on to the empty slot; one that reads the empty slot stops there: either way
+    /// it finds what is registered.
     fn table_remove(&self, base: usize) {
         let mut i = Self::slot_of(base);
         loop {
             let e = self.table[i].load(Ordering::Relaxed);
             if e != TOMBSTONE && e & !(CHUNK - 1) == base {
                 self.table[i].store(TOMBSTONE, Ordering::Release);
-                return;
+                break;
             }
             i = (i + 1) & (TABLE - 1);
+        }
+        let mut cleared = 0;
+        while self.table[i].load(Ordering::Relaxed) == TOMBSTONE
+            && self.table[(i + 1) & (TABLE - 1)].load(Ordering::Relaxed) == 0
+        {
+            self.table[i].store(0, Ordering::Release);
+            cleared += 1;
+            i = i.wrapping_sub(1) & (TABLE - 1);
+        }
+        if cleared > 0 {
+            let used = self.table_used.load(Ordering::Relaxed);
+            self.table_used.store(used - cleared, Ordering::Relaxed);
         }
     }
 
@@ -1082,13 +1104,90 @@ mod tests {
         for base in filler {
             root.table_remove(base);
         }
-        // The heap's own chunk is still found, past every tombstone. (No new chunk can be
-        // registered now unless its probe meets a tombstone first: tombstones count
-        // against the limit until the heap is gone.)
+        // The heap's own chunk is still found, past whatever tombstones are left.
         let own = root as *const Root as usize;
         assert_eq!(root.table_find(own), Some(KIND_BLOCKS));
         root.table_lock.unlock(0);
         assert!(heap.check().is_ok());
+    }
+
+    /// Removing the last entry of a cluster empties its slot and the tombstones before it,
+    /// which stop counting against the limit; a tombstone with an entry after it stays
+    /// (lookups of that entry walk past it).
+    #[test]
+    fn removing_a_clusters_last_entry_empties_the_tombstones_before_it() {
+        // Not dropped if the test fails: its table would then hold made-up mappings,
+        // which dropping the heap would read and unmap.
+        let heap = core::mem::ManuallyDrop::new(Randomized::with_seed(80).expect("first chunk"));
+        let root = heap.existing_root().expect("built");
+        root.table_lock.lock();
+        // Three entries whose probes start at one slot, with four empty slots from there.
+        let slot = (0..TABLE - 4)
+            .step_by(97)
+            .find(|&s| (s..s + 4).all(|i| root.table[i].load(Ordering::Relaxed) == 0))
+            .expect("four empty slots in a row");
+        let bases = bases_at(slot, 3);
+        let used = root.table_used.load(Ordering::Relaxed);
+        for &base in &bases {
+            assert!(root.table_insert(base | KIND_HUGE));
+        }
+        let slot_value = |i: usize| root.table[i].load(Ordering::Relaxed);
+        assert_eq!(root.table_used.load(Ordering::Relaxed), used + 3);
+        // The middle one: a tombstone with an entry after it.
+        root.table_remove(bases[1]);
+        assert_eq!(slot_value(slot + 1), TOMBSTONE);
+        assert_eq!(root.table_used.load(Ordering::Relaxed), used + 3);
+        assert_eq!(
+            root.table_find(bases[2]),
+            Some(KIND_HUGE),
+            "past the tombstone"
+        );
+        // The last one: it and the tombstone before it are emptied, the first stays.
+        root.table_remove(bases[2]);
+        assert_eq!((slot_value(slot + 1), slot_value(slot + 2)), (0, 0));
+        assert_eq!(root.table_used.load(Ordering::Relaxed), used + 1);
+        assert_eq!(root.table_find(bases[0]), Some(KIND_HUGE));
+        assert_eq!(root.table_find(bases[1]), None);
+        assert_eq!(root.table_find(bases[2]), None);
+        root.table_remove(bases[0]);
+        assert_eq!(slot_value(slot), 0);
+        assert_eq!(root.table_used.load(Ordering::Relaxed), used);
+        root.table_lock.unlock(0);
+        assert!(heap.check().is_ok());
+        drop(core::mem::ManuallyDrop::into_inner(heap));
+    }
+
+    /// Mappings that come and go at ever-new addresses, one or two at a time, never fill
+    /// the table: four times its size of them are each registered and found.
+    #[test]
+    fn mappings_at_ever_new_addresses_never_fill_the_chunk_table() {
+        // Not dropped if the test fails: its table would then hold made-up mappings,
+        // which dropping the heap would read and unmap.
+        let heap = core::mem::ManuallyDrop::new(Randomized::with_seed(81).expect("first chunk"));
+        let root = heap.existing_root().expect("built");
+        root.table_lock.lock();
+        let first = (1usize << 46) / CHUNK;
+        let mut previous = None;
+        for chunk in first..first + 4 * TABLE {
+            let base = chunk * CHUNK;
+            assert!(
+                root.table_insert(base | KIND_HUGE),
+                "mapping {} of a churn refused, {} slots in use",
+                chunk - first,
+                root.table_used.load(Ordering::Relaxed)
+            );
+            assert_eq!(root.table_find(base), Some(KIND_HUGE));
+            if let Some(previous) = previous.replace(base) {
+                root.table_remove(previous);
+            }
+        }
+        root.table_remove(previous.unwrap());
+        assert!(root.table_used.load(Ordering::Relaxed) < TABLE / 2);
+        let own = root as *const Root as usize;
+        assert_eq!(root.table_find(own), Some(KIND_BLOCKS));
+        root.table_lock.unlock(0);
+        assert!(heap.check().is_ok());
+        drop(core::mem::ManuallyDrop::into_inner(heap));
     }
 
     /// The arenas that eight threads alive at once, each with a stack of `stack` bytes,
