@@ -458,6 +458,95 @@ fn blocks_freed_into_discarded_spans_are_handed_out_again_before_fresh_spans() {
 }
 
 #[test]
+fn a_discarded_span_is_taken_back_once_an_eighth_of_its_blocks_and_at_least_two_are_free() {
+    // K = 2: a thread that fills six spans of one class has discarded all but two of them
+    // full, the third among them. Blocks freed into the third are handed out again before
+    // a fresh span once at least one in eight of its blocks (and at least two) are free,
+    // not before: a span with a few holes stays discarded. Classes of about 250, 20, 15
+    // and 3 blocks a span: thresholds 31, 2, 2 and 2.
+    let config = Config {
+        spans_per_class: 2,
+        ..Config::DEFAULT
+    };
+    let span_of = |addr: usize| addr & !(config.span_bytes - 1);
+    for size in [256, 3072, 4096, 16384] {
+        let heap = Checked::with_policy(WfSpan::with_config(config), Policy::Record);
+        let l = layout(size, 16);
+        let mut live: Vec<usize> = Vec::new();
+        let mut spans: Vec<usize> = Vec::new();
+        // Allocates until a block comes from another span than the last one; returns it.
+        let next_span = |live: &mut Vec<usize>, spans: &mut Vec<usize>| loop {
+            let p = heap.allocate(l).unwrap().as_ptr() as usize;
+            live.push(p);
+            if spans.last() != Some(&span_of(p)) {
+                spans.push(span_of(p));
+                return span_of(p);
+            }
+        };
+        for _ in 0..6 {
+            next_span(&mut live, &mut spans);
+        }
+        let third = spans[2];
+        let freed: Vec<usize> = live
+            .iter()
+            .copied()
+            .filter(|&p| span_of(p) == third)
+            .collect();
+        let blocks = freed.len();
+        let threshold = (blocks / 8).max(2);
+        let free = |p: usize| {
+            // SAFETY: a live block of `l`, allocated above, freed once.
+            unsafe { heap.deallocate(NonNull::new(p as *mut u8).unwrap(), l) };
+        };
+        for &p in &freed[..threshold - 1] {
+            free(p);
+        }
+        let next = next_span(&mut live, &mut spans);
+        assert_ne!(
+            next,
+            third,
+            "{size} B: the third span taken back with {} of {blocks} blocks free",
+            threshold - 1
+        );
+        free(freed[threshold - 1]);
+        let next = next_span(&mut live, &mut spans);
+        assert_eq!(
+            next, third,
+            "{size} B: the third span not taken back with {threshold} of {blocks} blocks free"
+        );
+        // What is out: every block handed out, less one hand-out of each freed above (a
+        // block handed out again after it is listed twice).
+        for p in &freed[..threshold] {
+            let i = live.iter().position(|q| q == p).unwrap();
+            live.swap_remove(i);
+        }
+        for p in live {
+            free(p);
+        }
+        assert!(heap.violations().is_empty(), "{:?}", heap.violations());
+        assert_eq!(heap.live_blocks(), 0);
+    }
+}
+
+#[test]
+fn the_stranded_memory_bound_is_n_squared_spans_per_class() {
+    // A(N) = (N + (ceil(N/P) + N - 1)(N - 1)) C S with P = N lists queried is N^2 C S.
+    for span_bytes in [16 << 10, 64 << 10, 1 << 20] {
+        let per_thread = stranded_bound_bytes(span_bytes, 1);
+        assert_eq!(per_thread % span_bytes as u64, 0);
+        assert!(per_thread >= 8 * span_bytes as u64, "fewer than 8 classes");
+        assert_eq!(stranded_bound_bytes(span_bytes, 0), 0);
+        for n in 1..=64u64 {
+            assert_eq!(
+                stranded_bound_bytes(span_bytes, n),
+                n * n * per_thread,
+                "{n} threads, {span_bytes} B spans"
+            );
+        }
+    }
+}
+
+#[test]
 fn threads_replacing_each_others_blocks_take_back_discarded_spans_without_sharing_a_block() {
     // K = 2 and two threads that each keep 24 spans' worth of blocks of one class and
     // replace them at random, a third of the frees being the other thread's blocks: spans
@@ -668,6 +757,66 @@ fn resident_pages(addr: usize, len: usize) -> Vec<bool> {
     let rc = unsafe { libc::mincore(addr as *mut libc::c_void, len, resident.as_mut_ptr().cast()) };
     assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
     resident.into_iter().map(|r| r & 1 == 1).collect()
+}
+
+/// A zeroed block of a run fresh from the region is not written: the OS's pages read zero
+/// already, and stay out of memory until the program touches them (a `calloc` of a large
+/// array costs no page faults up front).
+#[test]
+fn a_zeroed_block_of_a_fresh_run_leaves_its_pages_untouched() {
+    let heap = WfSpan::new();
+    let l = layout(1 << 20, 16);
+    let p = heap.allocate_zeroed(l).unwrap();
+    let start = p.as_ptr() as usize;
+    // Whole pages of the block, past the page it shares with the run's header.
+    let first = start.next_multiple_of(4096);
+    let pages = resident_pages(first, (start + l.size() - first) & !4095);
+    let touched = pages.iter().filter(|&&r| r).count();
+    assert_eq!(touched, 0, "{touched} of {} pages written", pages.len());
+    // SAFETY: a live block of `l` bytes.
+    let bytes = unsafe { core::slice::from_raw_parts(p.as_ptr(), l.size()) };
+    assert!(bytes.iter().all(|&b| b == 0));
+    // SAFETY: live block of ours, freed once.
+    unsafe { heap.deallocate(p, l) };
+}
+
+/// The span region is handed out to its last span and no further: a 1 GiB region of 4 MiB
+/// spans serves 256 one-span runs, or 128 two-span runs, then reports the allocator out of
+/// memory (not a block past the region).
+#[test]
+fn the_span_region_is_used_to_its_end_and_then_reports_out_of_memory() {
+    let config = Config {
+        span_bytes: 4 << 20,
+        region_bytes: 1 << 30,
+        ..Config::DEFAULT
+    };
+    for (size, runs) in [(2usize << 20, 256), (6 << 20, 128)] {
+        let heap = WfSpan::with_config(config);
+        let l = layout(size, 16);
+        let mut served = Vec::new();
+        let error = loop {
+            match heap.allocate(l) {
+                Ok(p) => served.push(p.as_ptr() as usize),
+                Err(e) => break e,
+            }
+            assert!(
+                served.len() <= runs,
+                "{size} B: more than {runs} runs served"
+            );
+        };
+        assert_eq!(served.len(), runs, "{size} B blocks served");
+        assert!(
+            error.to_string().contains("out of memory"),
+            "{size} B: {error}"
+        );
+        let lowest = served.iter().min().unwrap() & !(config.span_bytes - 1);
+        assert!(
+            served
+                .iter()
+                .all(|&p| p + size <= lowest + config.region_bytes),
+            "{size} B: a block past the region"
+        );
+    }
 }
 
 /// With `purge_published`, a heap that keeps publishing free span runs beyond its private
