@@ -22,6 +22,18 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
         "the free-step maximum starts at 1 (every heap is built with it), so raising it to 1 changes nothing",
     ),
     (
+        "allocators/wfspan/src/allocator/mod.rs:14: replace < with <= in adopt_at",
+        "`if share < 2 { 2 } else { share }`: where `share` is 2 both branches give 2",
+    ),
+    (
+        "allocators/wfspan/src/allocator/mod.rs:62: replace - with / in WfSpan::fresh_run",
+        "`zero_from = header end - span start` becomes `(header end) / start`, which is 1 (the header lies within a span of its start): the run then claims to read zero from its second byte, but no object lies below the header's end, so an allocation zeroes the same bytes (none, the run being fresh), and a fresh run has nothing to give back either way",
+    ),
+    (
+        "allocators/wfspan/src/allocator/mod.rs:9: replace WfSpan::ready -> bool with false",
+        "`ready` spares `init` a failed compare-and-swap: `init` returns at once when it finds the state `READY`",
+    ),
+    (
         "allocators/pmem/src/heap/recovery.rs:46: replace | with ^ in PersistentHeap<M>::recover",
         "`KIND_HEAD | n`: `KIND_HEAD` is bit 31 and a run's length is at most `MAX_SLABS`, below 2^30, so no bit is set in both and `^` sets the same bits as `|`",
     ),
