@@ -250,6 +250,67 @@ fn counters_agree_with_checked_through_live_small_blocks_and_in_place_reallocati
     assert!(heap.violations().is_empty(), "{:?}", heap.violations());
 }
 
+/// The block sizes of the default span size's classes: 16-byte steps to 128, then four a
+/// power of two, to a quarter of the span.
+fn class_sizes() -> Vec<usize> {
+    let mut sizes: Vec<usize> = (1..=8).map(|i| 16 * i).collect();
+    for k in 7..14 {
+        sizes.extend((1..=4).map(|j| (1 << k) + j * (1 << (k - 2))));
+    }
+    assert_eq!(sizes.last(), Some(&(Config::DEFAULT.span_bytes / 4)));
+    sizes
+}
+
+/// The statistics count a block of every size class, the largest included, and the frees
+/// of a thread that never allocated from the heap (it has no heap of its own to count
+/// them in).
+#[test]
+fn statistics_count_every_class_and_frees_by_threads_without_a_heap() {
+    let heap = WfSpan::new();
+    let sizes = class_sizes();
+    let blocks: Vec<usize> = sizes
+        .iter()
+        .map(|&size| heap.allocate(layout(size, 16)).unwrap().as_ptr() as usize)
+        .collect();
+    let stats = heap.stats();
+    assert_eq!(stats.allocations, Some(sizes.len() as u64));
+    assert_eq!(
+        stats.live_bytes,
+        Some(sizes.iter().sum::<usize>() as u64),
+        "live bytes of one block per class"
+    );
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for (&p, &size) in blocks.iter().zip(&sizes) {
+                // SAFETY: allocated above with this layout, freed once, by a thread that
+                // never allocated from `heap`.
+                unsafe { heap.deallocate(NonNull::new(p as *mut u8).unwrap(), layout(size, 16)) };
+            }
+        });
+    });
+    let stats = heap.stats();
+    assert_eq!(stats.deallocations, Some(sizes.len() as u64));
+    assert_eq!(stats.live_bytes, Some(0));
+}
+
+/// The allocator goes by `wfspan` (the harness's `--alloc` name and the preload library's),
+/// and its debug form shows its configuration and heap count.
+#[test]
+fn the_allocator_names_itself_and_shows_its_configuration() {
+    let heap = WfSpan::new();
+    assert_eq!(heap.name(), "wfspan");
+    let p = heap.allocate(layout(64, 8)).unwrap();
+    let shown = format!("{heap:?}");
+    assert!(
+        shown.starts_with("WfSpan")
+            && shown.contains("span_bytes: 65536")
+            && shown.contains("heaps: 1"),
+        "{shown}"
+    );
+    // SAFETY: live block of ours, freed once.
+    unsafe { heap.deallocate(p, layout(64, 8)) };
+}
+
 #[test]
 fn reallocation_within_the_size_class_stays_in_place_and_keeps_contents() {
     let heap = WfSpan::new();
@@ -914,16 +975,83 @@ fn trim_gives_cached_runs_and_huge_mappings_back() {
         unsafe { heap.deallocate(p, l) };
     }
     assert_eq!(heap.purged_bytes(), 0, "a free gave pages back by default");
+    let footprint = heap.stats().footprint_bytes.unwrap();
     let given = heap.trim();
     assert!(
         given >= (4 << 20) + 2 * (100 << 10),
         "trim gave back {given} bytes"
     );
+    // What it reports: the cached runs' pages given back, and the huge mapping unmapped
+    // (which leaves the footprint).
+    let unmapped = footprint - heap.stats().footprint_bytes.unwrap();
+    assert_eq!(given, heap.purged_bytes() + unmapped);
     assert_eq!(heap.trim(), 0, "a second trim finds nothing left");
     let p = heap.allocate_zeroed(run).unwrap();
     check(p, run.size(), 0);
     // SAFETY: live block of ours, freed once.
     unsafe { heap.deallocate(p, run) };
+}
+
+/// Whether the page at `addr` is mapped (`mincore` fails with `ENOMEM` where it is not).
+fn mapped(addr: usize) -> bool {
+    let mut resident = 0u8;
+    // SAFETY: `mincore` only reads the page tables; `resident` has room for one page.
+    unsafe { libc::mincore(addr as *mut libc::c_void, 4096, &mut resident) == 0 }
+}
+
+/// Dropping an instance that is not a `static` gives its address space back: the whole
+/// span region and the huge mappings it kept cached. In a forked child, where no other
+/// thread can map something at the addresses freed before they are looked at.
+#[test]
+fn dropping_an_instance_unmaps_its_region_and_its_cached_mappings() {
+    // SAFETY: the child runs the closure below and leaves with `_exit`; it allocates, which
+    // is sound after `fork` here: the test harness's threads hold no allocator lock while
+    // they wait for their own tests (and the child has `alarm` should one be held).
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        // SAFETY: a plain system call.
+        unsafe { libc::alarm(20) };
+        let passed = std::panic::catch_unwind(|| {
+            let config = Config {
+                region_bytes: 1 << 30,
+                ..Config::DEFAULT
+            };
+            let heap = WfSpan::with_config(config);
+            let run = heap.allocate(layout(100 << 10, 16)).unwrap();
+            let huge = heap.allocate(layout(4 << 20, 16)).unwrap();
+            // SAFETY: live blocks of ours, freed once.
+            unsafe {
+                heap.deallocate(run, layout(100 << 10, 16));
+                heap.deallocate(huge, layout(4 << 20, 16));
+            }
+            // The first span run starts the region.
+            let region = (run.as_ptr() as usize - 1) & !(config.span_bytes - 1);
+            let pages = [
+                region,
+                region + config.region_bytes - 4096,
+                huge.as_ptr() as usize & !4095,
+            ];
+            assert!(
+                pages.iter().all(|&p| mapped(p)),
+                "mapped while the heap lives"
+            );
+            drop(heap);
+            for p in pages {
+                assert!(!mapped(p), "{p:#x} still mapped (region at {region:#x})");
+            }
+        })
+        .is_ok();
+        // SAFETY: ends the child without running the parent's destructors or handlers.
+        unsafe { libc::_exit(if passed { 0 } else { 1 }) }
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the child failed (wait status {status:#x}); its message is above"
+    );
 }
 
 /// The C ABI's free compares the block's span owner with the head of the thread's chain of

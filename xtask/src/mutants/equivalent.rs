@@ -34,6 +34,14 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
         "`ready` spares `init` a failed compare-and-swap: `init` returns at once when it finds the state `READY`",
     ),
     (
+        "allocators/wfspan/src/allocator/mod.rs:9: replace WfSpan::allocate_fast -> Option<NonNull<u8>> with None",
+        "the fast path is a shortcut: the slow path it falls back to takes the block from the same active span first, so every request is served as before, more slowly",
+    ),
+    (
+        "allocators/wfspan/src/allocator/mod.rs:41: replace > with >= in <impl Allocator for WfSpan>::stats",
+        "the clamp differs only where live bytes are exactly 2^63 - 1, which no heap in a 47-bit address space reaches and no wrapped difference of its counters equals",
+    ),
+    (
         "allocators/pmem/src/heap/recovery.rs:46: replace | with ^ in PersistentHeap<M>::recover",
         "`KIND_HEAD | n`: `KIND_HEAD` is bit 31 and a run's length is at most `MAX_SLABS`, below 2^30, so no bit is set in both and `^` sets the same bits as `|`",
     ),
