@@ -809,15 +809,22 @@ fn huge_blocks_aligned_to_a_span_or_more_are_served_and_freed() {
     assert_eq!(heap.stats().live_bytes, Some(0));
 }
 
-/// The mincore residency of `len` bytes at `addr` (page-aligned), one bool per page.
-fn resident_pages(addr: usize, len: usize) -> Vec<bool> {
+/// The mincore residency of `len` bytes at `addr` (page-aligned), one bool per page; an
+/// error (`ENOMEM`) where part of the range is not mapped.
+fn mincore(addr: usize, len: usize) -> std::io::Result<Vec<bool>> {
     let page = 4096;
     let mut resident = vec![0u8; len.div_ceil(page)];
-    // SAFETY: callers pass a range of the heap's mapped region; `resident` has one byte
-    // per page of it.
+    // SAFETY: `mincore` only reads the page tables; `resident` has one byte per page.
     let rc = unsafe { libc::mincore(addr as *mut libc::c_void, len, resident.as_mut_ptr().cast()) };
-    assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
-    resident.into_iter().map(|r| r & 1 == 1).collect()
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(resident.into_iter().map(|r| r & 1 == 1).collect())
+}
+
+/// The residency of a mapped range, one bool per page.
+fn resident_pages(addr: usize, len: usize) -> Vec<bool> {
+    mincore(addr, len).unwrap_or_else(|e| panic!("mincore at {addr:#x}: {e}"))
 }
 
 /// A zeroed block of a run fresh from the region is not written: the OS's pages read zero
@@ -992,11 +999,9 @@ fn trim_gives_cached_runs_and_huge_mappings_back() {
     unsafe { heap.deallocate(p, run) };
 }
 
-/// Whether the page at `addr` is mapped (`mincore` fails with `ENOMEM` where it is not).
+/// Whether the page at `addr` is mapped.
 fn mapped(addr: usize) -> bool {
-    let mut resident = 0u8;
-    // SAFETY: `mincore` only reads the page tables; `resident` has room for one page.
-    unsafe { libc::mincore(addr as *mut libc::c_void, 4096, &mut resident) == 0 }
+    mincore(addr, 4096).is_ok()
 }
 
 /// Dropping an instance that is not a `static` gives its address space back: the whole
