@@ -201,6 +201,8 @@ struct Runner<'a> {
     limit: Duration,
     /// The bug pattern built in (`cfg(alloclab_bug = ...)`), if any.
     bug: Option<&'static str>,
+    /// The crates whose tests are the oracle: the campaign's crate and its companions.
+    packages: Vec<String>,
 }
 
 impl Runner<'_> {
@@ -225,18 +227,16 @@ impl Runner<'_> {
         let mut c = cargo();
         let (flags, target) = self.flags("", "target");
         // Every test binary runs, after a failure too: the layer credited depends on all
-        // that failed.
-        c.args([
-            "test",
-            "--no-fail-fast",
-            "-p",
-            &self.o.krate,
-            "--lib",
-            "--tests",
-        ])
-        .env("RUSTFLAGS", flags)
-        .env("CARGO_TARGET_DIR", target)
-        .current_dir(&self.places.copy);
+        // that failed. `--tests` takes each crate's unit tests where its library has them
+        // (a preload library's does not: it would define `malloc` for itself) and its
+        // integration tests.
+        c.args(["test", "--no-fail-fast", "--tests"]);
+        for p in &self.packages {
+            c.args(["-p", p]);
+        }
+        c.env("RUSTFLAGS", flags)
+            .env("CARGO_TARGET_DIR", target)
+            .current_dir(&self.places.copy);
         if no_run {
             c.arg("--no-run");
         }
@@ -313,6 +313,25 @@ pub fn crate_source(dir: &Path) -> String {
     out
 }
 
+/// The crates whose tests join `krate`'s in the oracle: its preload library
+/// (`alloclab-preload-<name>` for `alloclab-<name>`), whose tests reach the heap through the
+/// C ABI — the fast paths and `MallocHeap` that only C programs call.
+fn companions(root: &Path, krate: &str) -> Vec<String> {
+    krate
+        .strip_prefix("alloclab-")
+        .map(|name| format!("alloclab-preload-{name}"))
+        .filter(|preload| crate_dir(root, preload).is_ok())
+        .into_iter()
+        .collect()
+}
+
+/// `krate` and its companions.
+fn oracle_packages(root: &Path, krate: &str) -> Vec<String> {
+    std::iter::once(krate.to_owned())
+        .chain(companions(root, krate))
+        .collect()
+}
+
 /// The directory of the workspace crate named `krate` (its `Cargo.toml` names it).
 fn crate_dir(root: &Path, krate: &str) -> Result<PathBuf, String> {
     let listed = Command::new("git")
@@ -370,6 +389,7 @@ fn run_patterns(o: &Options, places: &Places, dir: &Path) -> Result<(), String> 
         places,
         limit: o.timeout.unwrap_or(Duration::from_secs(3600)),
         bug: None,
+        packages: oracle_packages(&places.root, &o.krate),
     };
     let base = baseline(&runner, loom)?;
     runner.limit = o
@@ -498,7 +518,12 @@ pub fn run(o: &Options) -> Result<(), String> {
         places: &places,
         limit: o.timeout.unwrap_or(Duration::from_secs(3600)),
         bug: None,
+        packages: oracle_packages(&places.root, &o.krate),
     };
+    eprintln!(
+        "xtask mutants: the oracle is the tests of {}",
+        runner.packages.join(", ")
+    );
     let loom = o.loom && crate::LOOM_CRATES.contains(&o.krate.as_str());
     // The unmutated crate must pass, or no mutant's failure means anything.
     let base_time = baseline(&runner, loom)?;
@@ -649,5 +674,19 @@ mod tests {
         assert_eq!(passed, Ok(Ended::Passed));
         assert_eq!(failed, Ok(Ended::Failed));
         assert!(text.contains("out") && text.contains("err"), "{text:?}");
+    }
+
+    #[test]
+    fn a_heap_with_a_preload_library_has_its_tests_in_the_oracle() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        assert_eq!(
+            oracle_packages(root, "alloclab-wfspan"),
+            ["alloclab-wfspan", "alloclab-preload-wfspan"]
+        );
+        assert_eq!(
+            oracle_packages(root, "alloclab-randomized"),
+            ["alloclab-randomized", "alloclab-preload-randomized"]
+        );
+        assert_eq!(oracle_packages(root, "alloclab-pmem"), ["alloclab-pmem"]);
     }
 }
