@@ -1091,3 +1091,128 @@ fn a_thread_using_two_instances_frees_each_ones_blocks_as_their_owner() {
     assert_eq!(first.stats().live_bytes, Some(0));
     assert_eq!(second.stats().live_bytes, Some(0));
 }
+
+/// Configurations whose largest class is a quarter of the span and the class table's limit
+/// is that (16 KiB spans), the table's own end (64 KiB) or neither (1 MiB).
+fn span_configs() -> [Config; 3] {
+    [16 << 10, 64 << 10, 1 << 20].map(|span_bytes| Config {
+        span_bytes,
+        region_bytes: 1 << 30,
+        ..Config::DEFAULT
+    })
+}
+
+/// `malloc`'s fast path gives, for every size up to the largest class the class table
+/// covers (a quarter span, at most 16 KiB), the block the general path would give — same
+/// class, same usable size — and leaves every larger size to the general path.
+#[test]
+fn the_malloc_fast_path_serves_every_tabled_size_as_allocate_would() {
+    for config in span_configs() {
+        let heap = WfSpan::with_config(config);
+        let limit = (config.span_bytes / 4).min(16 << 10);
+        let mut live = Vec::new();
+        for size in (0..=limit + 512).step_by(8).chain([limit - 1, limit + 1]) {
+            let l = layout(size.max(1), 16);
+            // One block stays out, so that the next one's free leaves the span active with
+            // a free block for the fast path.
+            let kept = heap.allocate(l).unwrap();
+            // SAFETY: live block of ours.
+            let usable = unsafe { heap.usable_size(kept) };
+            live.push(kept);
+            let freed = heap.allocate(l).unwrap();
+            // SAFETY: live block of ours, freed once.
+            unsafe { heap.deallocate_unsized(freed) };
+            let what = format!("{size} B with spans of {} B", config.span_bytes);
+            match heap.try_malloc_fast(size) {
+                Some(fast) => {
+                    assert!(size <= limit, "{what}: above the table, yet served");
+                    assert_eq!(fast.as_ptr() as usize % 16, 0, "{what}");
+                    // SAFETY: live block of ours.
+                    assert_eq!(unsafe { heap.usable_size(fast) }, usable, "{what}");
+                    live.push(fast);
+                }
+                None => assert!(size > limit, "{what}: missed the fast path"),
+            }
+        }
+        for p in live {
+            // SAFETY: live blocks of ours, freed once.
+            unsafe { heap.deallocate_unsized(p) };
+        }
+        assert_eq!(heap.stats().live_bytes, Some(0));
+    }
+}
+
+/// A request up to a quarter of a span is a block of a size class, no larger than that
+/// quarter; a larger one is a span run, the rest of its span usable.
+#[test]
+fn requests_above_a_quarter_span_are_span_runs() {
+    for config in span_configs() {
+        let heap = WfSpan::with_config(config);
+        let quarter = config.span_bytes / 4;
+        for size in [
+            quarter - 16,
+            quarter,
+            quarter + 1,
+            quarter + 16,
+            2 * quarter,
+        ] {
+            let l = layout(size, 16);
+            let p = heap.allocate(l).unwrap();
+            // SAFETY: live block of ours.
+            let usable = unsafe { heap.usable_size(p) };
+            let what = format!("{size} B with spans of {} B", config.span_bytes);
+            if size <= quarter {
+                assert!(usable <= quarter, "{what}: {usable} B usable");
+            } else {
+                assert!(usable > 2 * quarter, "{what}: {usable} B usable");
+            }
+            // SAFETY: live block of ours, freed once.
+            unsafe { heap.deallocate(p, l) };
+        }
+    }
+}
+
+/// C's `malloc_trim` says whether anything went back to the OS: yes with a freed huge
+/// block's mapping cached, no once nothing is left.
+#[test]
+fn malloc_trim_reports_whether_anything_went_back() {
+    let heap = WfSpan::new();
+    let huge = layout(4 << 20, 16);
+    let p = heap.allocate(huge).unwrap();
+    // SAFETY: live block of ours, freed once.
+    unsafe { heap.deallocate(p, huge) };
+    assert!(MallocHeap::trim(&heap), "a cached huge mapping was left");
+    assert!(!MallocHeap::trim(&heap), "a second trim found something");
+}
+
+/// The footprint counts huge mappings beside the span region and the metadata; the peak is
+/// the footprint while nothing has been given back, and keeps the most it reached after.
+#[test]
+fn the_footprint_counts_huge_mappings_and_the_peak_keeps_the_most() {
+    let heap = WfSpan::new();
+    let small = layout(100, 16);
+    let s = heap.allocate(small).unwrap();
+    let before = heap.stats();
+    assert!(before.footprint_bytes.unwrap() > 0);
+    assert_eq!(before.peak_footprint_bytes, before.footprint_bytes);
+    let huge = layout(8 << 20, 16);
+    let h = heap.allocate(huge).unwrap();
+    let with_huge = heap.stats();
+    assert!(
+        with_huge.footprint_bytes.unwrap() >= before.footprint_bytes.unwrap() + (8 << 20),
+        "{with_huge:?} after {before:?}"
+    );
+    assert_eq!(with_huge.peak_footprint_bytes, with_huge.footprint_bytes);
+    // SAFETY: live blocks of ours, freed once.
+    unsafe {
+        heap.deallocate(h, huge);
+        heap.deallocate(s, small);
+    }
+    heap.trim();
+    let after = heap.stats();
+    assert!(
+        after.footprint_bytes < with_huge.footprint_bytes,
+        "{after:?}"
+    );
+    assert_eq!(after.peak_footprint_bytes, with_huge.peak_footprint_bytes);
+}
