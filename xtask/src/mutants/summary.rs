@@ -13,7 +13,8 @@
 //! | `caught_share` | `caught / (caught + missed)`: of the mutants that built, ended and are not equivalent, the share some layer caught (null if none) |
 //! | `by_layer` | caught mutants by the layer credited: `checked`, `crash-test`, `loom`, `assertion`, `crash-or-hang` |
 //! | `functions` | per file and function: the same counts |
-//! | `missed_mutants` | the name of every missed mutant (cargo-mutants's: file, line, column, the change) |
+//! | `missed_mutants` | the name of every missed mutant not yet reviewed (cargo-mutants's: file, line, column, the change) |
+//! | `out_of_reach_mutants` | missed mutants reviewed and not equivalent, that no test can drive, each with why (counted in `missed`) |
 //! | `equivalent_mutants` | the equivalent ones, each with why |
 
 use std::collections::BTreeMap;
@@ -95,10 +96,11 @@ pub struct Summary {
     pub caught_share: Option<f64>,
     pub functions: Vec<FunctionCounts>,
     pub missed_mutants: Vec<String>,
+    pub out_of_reach_mutants: Vec<Equivalent>,
     pub equivalent_mutants: Vec<Equivalent>,
 }
 
-/// A missed mutant found equivalent, and why.
+/// A missed mutant reviewed (found equivalent, or out of any test's reach), and why.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Equivalent {
     pub name: String,
@@ -113,6 +115,7 @@ impl Summary {
         let mut counts = Counts::default();
         let mut functions: BTreeMap<(String, String), Counts> = BTreeMap::new();
         let mut missed = Vec::new();
+        let mut out_of_reach = Vec::new();
         let mut equivalents = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for r in records {
@@ -131,7 +134,13 @@ impl Summary {
                         name: r.name.clone(),
                         why,
                     }),
-                    None => missed.push(r.name.clone()),
+                    None => match equivalent::out_of_reach(&r.name) {
+                        Some(why) => out_of_reach.push(Equivalent {
+                            name: r.name.clone(),
+                            why,
+                        }),
+                        None => missed.push(r.name.clone()),
+                    },
                 }
             }
         }
@@ -149,6 +158,7 @@ impl Summary {
                 })
                 .collect(),
             missed_mutants: missed,
+            out_of_reach_mutants: out_of_reach,
             equivalent_mutants: equivalents,
         }
     }
@@ -203,6 +213,12 @@ impl Summary {
             out.push_str("\nMissed:\n\n");
             for m in &self.missed_mutants {
                 out.push_str(&format!("- `{m}`\n"));
+            }
+        }
+        if !self.out_of_reach_mutants.is_empty() {
+            out.push_str("\nMissed, reviewed: not equivalent, and out of any test's reach:\n\n");
+            for e in &self.out_of_reach_mutants {
+                out.push_str(&format!("- `{}`: {}\n", e.name, e.why));
             }
         }
         if !self.equivalent_mutants.is_empty() {
@@ -306,6 +322,22 @@ mod tests {
         assert!(s.missed_mutants.is_empty());
         assert_eq!(s.equivalent_mutants.len(), 1);
         assert!(s.markdown().contains("Equivalent (missed"));
+    }
+
+    #[test]
+    fn a_mutant_out_of_reach_stays_missed_with_its_reason() {
+        let name = "allocators/wfspan/src/allocator/mod.rs:157:23: replace * with + in step_bound";
+        let listed = [name.to_owned(), "x".to_owned()];
+        let records = [
+            record(name, "step_bound", Outcome::Missed),
+            record("x", "step_bound", Outcome::Caught(Layer::Assertion)),
+        ];
+        let s = Summary::new("alloclab-wfspan", &listed, &records);
+        assert_eq!((s.counts.missed, s.counts.equivalent), (1, 0));
+        assert_eq!(s.caught_share, Some(0.5));
+        assert!(s.missed_mutants.is_empty());
+        assert_eq!(s.out_of_reach_mutants.len(), 1);
+        assert!(s.markdown().contains("out of any test's reach"));
     }
 
     #[test]
