@@ -460,3 +460,71 @@ impl Default for ReclaimCounter {
         Self::new()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Pops one node, checking the documented bound on its steps.
+    fn pop(list: &RemoteFreeList, consumer: &mut Consumer) -> *mut Node {
+        let mut steps = 0;
+        let bound = 3 + consumer.parked() as u64;
+        // SAFETY: this thread is the list's only consumer; every node was pushed.
+        let node = unsafe { list.pop(consumer, &mut steps) };
+        assert!(steps <= bound, "a pop took {steps} steps, bound {bound}");
+        node
+    }
+
+    /// A node whose producer stops between its swap and its link (as a paused thread does),
+    /// parked by the consumer, holds back the node pushed before it but not those pushed
+    /// after; once linked, both come out. When nothing is left, the hints say so.
+    #[test]
+    fn a_chain_whose_producer_has_not_linked_it_is_parked_until_the_link_arrives() {
+        let list = RemoteFreeList::new();
+        let mut consumer = Consumer::new();
+        let [a, b, c] = [(); 3].map(|()| Box::into_raw(Box::new(Node::new())));
+        assert!(list.is_empty() && !list.has_nodes(&consumer));
+        // SAFETY: the test's own nodes, each pushed once.
+        unsafe { list.push(a) };
+        assert!(!list.is_empty() && list.has_nodes(&consumer));
+        // `b`'s push stops after its swap: its link word still reads PENDING.
+        // SAFETY: as above.
+        unsafe { ptr::addr_of_mut!((*b).next).write(AtomicPtr::new(PENDING)) };
+        let prev = list.head.swap(b, Ordering::AcqRel);
+        assert_eq!(prev, a);
+
+        assert!(
+            pop(&list, &mut consumer).is_null(),
+            "a node handed out unlinked"
+        );
+        assert_eq!(consumer.parked(), 1);
+        assert!(list.is_empty(), "the chain was taken with one swap");
+        assert!(
+            list.has_nodes(&consumer),
+            "a parked chain still holds nodes"
+        );
+
+        // SAFETY: as above.
+        unsafe { list.push(c) };
+        assert_eq!(
+            pop(&list, &mut consumer),
+            c,
+            "a later push is not held back"
+        );
+        assert!(pop(&list, &mut consumer).is_null());
+        assert_eq!(consumer.parked(), 1);
+
+        // The producer links `b`.
+        // SAFETY: `b` is still ours to link, as its producer would.
+        unsafe { (*b).next.store(prev, Ordering::Release) };
+        assert_eq!(pop(&list, &mut consumer), b);
+        assert_eq!(consumer.parked(), 0);
+        assert_eq!(pop(&list, &mut consumer), a);
+        assert!(pop(&list, &mut consumer).is_null());
+        assert!(list.is_empty() && !list.has_nodes(&consumer));
+        for node in [a, b, c] {
+            // SAFETY: boxed above, handed out, freed once.
+            drop(unsafe { Box::from_raw(node) });
+        }
+    }
+}
