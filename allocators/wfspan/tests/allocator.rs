@@ -1007,46 +1007,17 @@ fn mapped(addr: usize) -> bool {
 /// Dropping an instance that is not a `static` gives its address space back: the whole
 /// span region and the huge mappings it kept cached. In a forked child, where no other
 /// thread can map something at the addresses freed before they are looked at.
-#[test]
-fn dropping_an_instance_unmaps_its_region_and_its_cached_mappings() {
-    // SAFETY: the child runs the closure below and leaves with `_exit`; it allocates, which
-    // is sound after `fork` here: the test harness's threads hold no allocator lock while
-    // they wait for their own tests (and the child has `alarm` should one be held).
+/// Runs `f` in a forked child (given 20 seconds) and checks that it returned.
+fn in_child(f: impl FnOnce() + std::panic::UnwindSafe) {
+    // SAFETY: the child runs `f` and leaves with `_exit`; it allocates, which is sound after
+    // `fork` here: the test harness's threads hold no allocator lock while they wait for
+    // their own tests (and the child has `alarm` should one be held).
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed");
     if pid == 0 {
         // SAFETY: a plain system call.
         unsafe { libc::alarm(20) };
-        let passed = std::panic::catch_unwind(|| {
-            let config = Config {
-                region_bytes: 1 << 30,
-                ..Config::DEFAULT
-            };
-            let heap = WfSpan::with_config(config);
-            let run = heap.allocate(layout(100 << 10, 16)).unwrap();
-            let huge = heap.allocate(layout(4 << 20, 16)).unwrap();
-            // SAFETY: live blocks of ours, freed once.
-            unsafe {
-                heap.deallocate(run, layout(100 << 10, 16));
-                heap.deallocate(huge, layout(4 << 20, 16));
-            }
-            // The first span run starts the region.
-            let region = (run.as_ptr() as usize - 1) & !(config.span_bytes - 1);
-            let pages = [
-                region,
-                region + config.region_bytes - 4096,
-                huge.as_ptr() as usize & !4095,
-            ];
-            assert!(
-                pages.iter().all(|&p| mapped(p)),
-                "mapped while the heap lives"
-            );
-            drop(heap);
-            for p in pages {
-                assert!(!mapped(p), "{p:#x} still mapped (region at {region:#x})");
-            }
-        })
-        .is_ok();
+        let passed = std::panic::catch_unwind(f).is_ok();
         // SAFETY: ends the child without running the parent's destructors or handlers.
         unsafe { libc::_exit(if passed { 0 } else { 1 }) }
     }
@@ -1057,6 +1028,72 @@ fn dropping_an_instance_unmaps_its_region_and_its_cached_mappings() {
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "the child failed (wait status {status:#x}); its message is above"
     );
+}
+
+#[test]
+fn dropping_an_instance_unmaps_its_region_and_its_cached_mappings() {
+    in_child(|| {
+        let config = Config {
+            region_bytes: 1 << 30,
+            ..Config::DEFAULT
+        };
+        let heap = WfSpan::with_config(config);
+        let run = heap.allocate(layout(100 << 10, 16)).unwrap();
+        let huge = heap.allocate(layout(4 << 20, 16)).unwrap();
+        // SAFETY: live blocks of ours, freed once.
+        unsafe {
+            heap.deallocate(run, layout(100 << 10, 16));
+            heap.deallocate(huge, layout(4 << 20, 16));
+        }
+        // The first span run starts the region.
+        let region = (run.as_ptr() as usize - 1) & !(config.span_bytes - 1);
+        let pages = [
+            region,
+            region + config.region_bytes - 4096,
+            huge.as_ptr() as usize & !4095,
+        ];
+        assert!(
+            pages.iter().all(|&p| mapped(p)),
+            "mapped while the heap lives"
+        );
+        drop(heap);
+        for p in pages {
+            assert!(!mapped(p), "{p:#x} still mapped (region at {region:#x})");
+        }
+    });
+}
+
+/// A huge block is a mapping of its own: it is served where the span region cannot be
+/// reserved (an address-space limit below it), where small blocks are out of memory.
+#[test]
+fn huge_blocks_need_no_span_region() {
+    in_child(|| {
+        let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+        let pages: u64 = statm.split_whitespace().next().unwrap().parse().unwrap();
+        // Room for a few huge blocks above what the process maps, not for a 1 GiB region.
+        let limit = pages * 4096 + (256 << 20);
+        let rlimit = libc::rlimit {
+            rlim_cur: limit,
+            rlim_max: limit,
+        };
+        // SAFETY: a plain system call with a valid argument; only this child is limited.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &rlimit) }, 0);
+        let heap = WfSpan::with_config(Config {
+            region_bytes: 1 << 30,
+            ..Config::DEFAULT
+        });
+        let huge = layout(8 << 20, 16);
+        let p = heap.allocate(huge).unwrap();
+        fill(p, huge.size(), 0x42);
+        check(p, huge.size(), 0x42);
+        assert!(
+            heap.allocate(layout(100, 16)).is_err(),
+            "a small block without a span region"
+        );
+        // SAFETY: live block of ours, freed once.
+        unsafe { heap.deallocate(p, huge) };
+        assert_eq!(heap.stats().live_bytes, Some(0));
+    });
 }
 
 /// The C ABI's free compares the block's span owner with the head of the thread's chain of

@@ -38,9 +38,10 @@ fn huge_mapping_bytes(size: usize, align: usize, span_bytes: usize) -> Option<us
 }
 
 impl WfSpan {
-    /// A block in its own mapping: the one path that makes system calls. A mapping from the
-    /// huge cache is reused when one fits (at least the bytes needed, at most twice); `zero`
-    /// asks for zeroed memory, which a fresh mapping already is.
+    /// A block in its own mapping: the one path that makes system calls. The smallest cached
+    /// mapping that holds the block is reused (its pages past twice the block's size given
+    /// back); `zero` asks for zeroed memory, which a fresh mapping already is. Needs nothing
+    /// of the span region, which need not be reserved.
     #[cold]
     pub(super) fn allocate_huge(
         &self,
@@ -49,9 +50,6 @@ impl WfSpan {
         zero: bool,
     ) -> Result<NonNull<u8>, AllocErrorKind> {
         let span_bytes = self.config.span_bytes;
-        if !self.ready() {
-            self.init()?;
-        }
         let total =
             huge_mapping_bytes(size, align, span_bytes).ok_or(AllocErrorKind::SizeUnsupported)?;
         let cached = if align < span_bytes {
@@ -184,5 +182,196 @@ impl WfSpan {
         self.huge_bytes.fetch_sub(len as u64, Ordering::Relaxed);
         // SAFETY: the mapping is ours alone and unused (freed, or just taken from the cache).
         unsafe { os::unmap(NonNull::new_unchecked(base as *mut u8), len) };
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use core::alloc::Layout;
+
+    use alloclab_core::{Allocator, MallocHeap};
+
+    use super::super::Config;
+    use super::*;
+
+    const MIB: usize = 1 << 20;
+
+    fn layout(size: usize) -> Layout {
+        Layout::from_size_align(size, 16).unwrap()
+    }
+
+    /// The mapping `(base, len)` of huge block `block`.
+    fn mapping(heap: &WfSpan, block: NonNull<u8>) -> (usize, usize) {
+        // SAFETY: a live huge block: its header is initialised.
+        unsafe { (*SpanHeader::of(block.as_ptr(), heap.config.span_bytes)).mapping }
+    }
+
+    /// The bases of the mappings in the cache, slot by slot (0: empty).
+    fn cached(heap: &WfSpan) -> Vec<usize> {
+        let mask = !(heap.config.span_bytes - 1);
+        heap.huge_cache
+            .iter()
+            .map(|s| s.load(Ordering::Relaxed) & mask)
+            .collect()
+    }
+
+    fn free(heap: &WfSpan, block: NonNull<u8>, size: usize) {
+        // SAFETY: live blocks of `heap` allocated with this layout, each freed once.
+        unsafe { heap.deallocate(block, layout(size)) };
+    }
+
+    /// The mapping of a huge block has room for its header at every colour a mapping's
+    /// base can have, at every alignment below a span; sizes past half the address space
+    /// have none.
+    #[test]
+    fn a_huge_mapping_holds_the_header_at_any_colour() {
+        let span = Config::DEFAULT.span_bytes;
+        for size in [2 * MIB + 1, 3 * MIB, 4 * MIB - 100, 16 * MIB + 4095] {
+            for align in [16, 64, 4096, span / 2] {
+                let total = huge_mapping_bytes(size, align, span).unwrap();
+                assert_eq!(total % os::page_bytes(), 0);
+                let mut colour = 0;
+                while colour <= MAX_COLOUR_BYTES {
+                    let offset = (colour + HEADER_BYTES).next_multiple_of(align);
+                    assert!(
+                        offset + size <= total,
+                        "{size} B aligned {align} at colour {colour}: {total} B mapped"
+                    );
+                    colour += 64;
+                }
+            }
+        }
+        let half = isize::MAX as usize / 2;
+        assert_eq!(huge_mapping_bytes(half, 16, span), None);
+        assert_eq!(huge_mapping_bytes(usize::MAX - 100, 16, span), None);
+        assert!(huge_mapping_bytes(half / 2, 16, span).is_some());
+    }
+
+    /// Of the cached mappings, a huge request takes the smallest that holds it (slots
+    /// filled with a large, a small and a middle one); one larger than all maps afresh.
+    /// A block counts its usable size as live while it lives.
+    #[test]
+    fn the_cache_serves_the_smallest_mapping_that_fits() {
+        let heap = WfSpan::new();
+        let sizes = [12 * MIB, 3 * MIB, 6 * MIB];
+        let blocks: Vec<_> = sizes
+            .iter()
+            .map(|&s| {
+                let live = heap.stats().live_bytes.unwrap();
+                let b = heap.allocate(layout(s)).unwrap();
+                // SAFETY: live block of ours.
+                let usable = unsafe { heap.usable_size(b) };
+                assert_eq!(heap.stats().live_bytes.unwrap(), live + usable as u64);
+                b
+            })
+            .collect();
+        let bases: Vec<usize> = blocks.iter().map(|&b| mapping(&heap, b).0).collect();
+        for (&b, &s) in blocks.iter().zip(&sizes) {
+            free(&heap, b, s);
+        }
+        assert_eq!(heap.stats().live_bytes, Some(0));
+        let mut slots = cached(&heap);
+        slots.retain(|&b| b != 0);
+        assert_eq!(slots, bases, "every freed mapping cached, in slot order");
+        for (want, size) in [(2, 5 * MIB), (0, 10 * MIB), (1, 5 * MIB / 2), (2, 6 * MIB)] {
+            let b = heap.allocate(layout(size)).unwrap();
+            assert_eq!(
+                mapping(&heap, b).0,
+                bases[want],
+                "{size} B took another mapping than the smallest that fits"
+            );
+            // SAFETY: live block of ours.
+            unsafe { b.as_ptr().write_bytes(0x33, heap.usable_size(b)) };
+            free(&heap, b, size);
+        }
+        let b = heap.allocate(layout(13 * MIB)).unwrap();
+        assert!(
+            !bases.contains(&mapping(&heap, b).0),
+            "13 MiB fits no cached mapping"
+        );
+        free(&heap, b, 13 * MIB);
+    }
+
+    /// A cached mapping taken for a block over half its size keeps every page (nothing is
+    /// given back below twice the block's size).
+    #[test]
+    fn a_mapping_reused_for_a_block_over_half_its_size_keeps_its_pages() {
+        let heap = WfSpan::new();
+        let a = heap.allocate(layout(6 * MIB)).unwrap();
+        // SAFETY: live block of ours.
+        let usable = unsafe { heap.usable_size(a) };
+        // SAFETY: as above.
+        unsafe { a.as_ptr().write_bytes(0x5a, usable) };
+        free(&heap, a, 6 * MIB);
+        let b = heap.allocate(layout(4 * MIB)).unwrap();
+        assert_eq!(b, a, "the cached mapping was not reused");
+        // SAFETY: live block of ours, `usable` bytes long (the same mapping).
+        let bytes = unsafe { core::slice::from_raw_parts(b.as_ptr(), usable) };
+        assert!(
+            bytes.iter().all(|&x| x == 0x5a),
+            "pages below twice the block were dropped"
+        );
+        free(&heap, b, 4 * MIB);
+    }
+
+    /// The slot's hint says a mapping's length in whole spans; a request between its true
+    /// length and the next span finds it too small once taken, and gives it back to the
+    /// cache, where it serves a request it holds.
+    #[test]
+    fn a_mapping_the_hint_overstates_goes_back_to_the_cache() {
+        let heap = WfSpan::new();
+        let span = heap.config.span_bytes;
+        let page = os::page_bytes();
+        let size = 4 * MIB;
+        let a = heap.allocate(layout(size)).unwrap();
+        let (base, len) = mapping(&heap, a);
+        free(&heap, a, size);
+        assert!(
+            len % span + page < span,
+            "the mapping ends {} B into a span",
+            len % span
+        );
+        // A request whose mapping would be one page longer than the cached one.
+        let over = heap.allocate(layout(size + page)).unwrap();
+        assert_ne!(mapping(&heap, over).0, base, "a mapping too small was used");
+        assert!(cached(&heap).contains(&base), "the mapping left the cache");
+        assert_eq!(heap.huge_cached_bytes.load(Ordering::Relaxed), len);
+        let again = heap.allocate(layout(size)).unwrap();
+        assert_eq!(again, a);
+        // SAFETY: live block of ours.
+        unsafe { again.as_ptr().write_bytes(0x11, heap.usable_size(again)) };
+        free(&heap, again, size);
+        free(&heap, over, size + page);
+    }
+
+    /// The cache holds at most `HUGE_CACHE_BYTES`: a mapping of exactly that size is kept;
+    /// mappings that would take it past the bound are unmapped.
+    #[test]
+    fn the_cache_holds_up_to_its_byte_bound() {
+        let heap = WfSpan::new();
+        let span = heap.config.span_bytes;
+        let overhead = huge_mapping_bytes(2 * MIB, 16, span).unwrap() - 2 * MIB;
+        let exact = HUGE_CACHE_BYTES - overhead;
+        assert_eq!(huge_mapping_bytes(exact, 16, span), Some(HUGE_CACHE_BYTES));
+        let a = heap.allocate(layout(exact)).unwrap();
+        free(&heap, a, exact);
+        assert_eq!(
+            heap.huge_cached_bytes.load(Ordering::Relaxed),
+            HUGE_CACHE_BYTES
+        );
+        let b = heap.allocate(layout(exact)).unwrap();
+        assert_eq!(b, a, "the mapping of the cache's size was not kept");
+        free(&heap, b, exact);
+        assert!(MallocHeap::trim(&heap));
+        // Four mappings of 20 MiB: three fit under 64 MiB, the fourth is unmapped.
+        let blocks: Vec<_> = (0..4)
+            .map(|_| heap.allocate(layout(20 * MIB)).unwrap())
+            .collect();
+        for b in blocks {
+            free(&heap, b, 20 * MIB);
+        }
+        let held = heap.huge_cached_bytes.load(Ordering::Relaxed);
+        assert!(held <= HUGE_CACHE_BYTES, "{held} B cached");
+        assert_eq!(cached(&heap).iter().filter(|&&b| b != 0).count(), 3);
     }
 }
