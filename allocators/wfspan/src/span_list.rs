@@ -160,3 +160,66 @@ impl Default for SpanList {
         Self::new()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Spans come off a list last in, first out, each change moving the version on by one;
+    /// the emptiness hint follows; an uncontended push takes one attempt, as a producer's
+    /// one-attempt push does.
+    #[test]
+    fn spans_come_off_last_in_first_out_and_every_change_moves_the_version() {
+        let list = SpanList::new();
+        let links: Vec<Link> = (0..4).map(|_| Link::new()).collect();
+        let version_now = |l: &SpanList| version(l.head.load(Ordering::Relaxed));
+        assert!(list.is_empty());
+        assert_eq!(list.pop_once(|i| &links[i as usize]), None);
+        let mut expected_version = version_now(&list);
+        for index in [2, 0] {
+            assert_eq!(list.push(index, &links[index as usize]), 1);
+            expected_version += 1;
+            assert_eq!(version_now(&list), expected_version);
+            assert!(!list.is_empty());
+        }
+        assert!(list.push_once(3, &links[3]));
+        expected_version += 1;
+        assert_eq!(version_now(&list), expected_version);
+        for want in [3, 0, 2] {
+            assert_eq!(list.pop_once(|i| &links[i as usize]), Some(want));
+            expected_version += 1;
+            assert_eq!(version_now(&list), expected_version);
+        }
+        assert!(list.is_empty());
+        assert_eq!(list.pop_once(|i| &links[i as usize]), None);
+    }
+
+    /// A consumer whose snapshot is stale (the span it saw was popped and pushed back
+    /// meanwhile, with another span behind it now) fails its compare-and-swap instead of
+    /// installing the link it read: the version tells the two heads apart.
+    #[test]
+    fn a_stale_snapshot_fails_on_the_version() {
+        let list = SpanList::new();
+        let links: Vec<Link> = (0..3).map(|_| Link::new()).collect();
+        list.push(0, &links[0]);
+        list.push(1, &links[1]);
+        let stale = list.head.load(Ordering::Acquire);
+        let stale_next = links[1].next.load(Ordering::Relaxed);
+        // Meanwhile: 1 and 0 popped, 2 pushed, 1 pushed back (the same index on top).
+        assert_eq!(list.pop_once(|i| &links[i as usize]), Some(1));
+        assert_eq!(list.pop_once(|i| &links[i as usize]), Some(0));
+        list.push(2, &links[2]);
+        list.push(1, &links[1]);
+        assert_eq!(index_plus_one(list.head.load(Ordering::Relaxed)), 2);
+        let swapped = list.head.compare_exchange(
+            stale,
+            pack(stale_next, version(stale).wrapping_add(1)),
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        );
+        assert!(swapped.is_err(), "a stale snapshot won");
+        assert_eq!(list.pop_once(|i| &links[i as usize]), Some(1));
+        assert_eq!(list.pop_once(|i| &links[i as usize]), Some(2));
+        assert!(list.is_empty());
+    }
+}
