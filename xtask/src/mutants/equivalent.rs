@@ -11,6 +11,42 @@
 /// `(mutant, why it is equivalent)`.
 pub const EQUIVALENT: &[(&str, &str)] = &[
     (
+        "allocators/wfspan/src/allocator/huge.rs:53: replace < with <= in WfSpan::take_cached_mapping",
+        "ties of the hint (mappings of the same length in whole spans) go to the last such slot instead of the first: the smallest hint is chosen either way, and the hint cannot tell the two apart (the exact length, read once the slot is taken, decides whether it is used)",
+    ),
+    (
+        "allocators/wfspan/src/allocator/huge.rs:20: replace > with >= in WfSpan::take_cached_mapping",
+        "at a mapping of exactly twice the bytes needed, `>=` gives back the pages past twice the need: none (`madvise` of zero bytes)",
+    ),
+    (
+        "allocators/wfspan/src/allocator/huge.rs:23: replace || with && in WfSpan::cache_mapping",
+        "the early refusals are implied by the byte bound checked next: a huge mapping is longer than a span (blocks above the largest span run), so `spans == 0` never holds, and a mapping longer than `HUGE_CACHE_BYTES` (or of `span_bytes` spans, longer still) fails the bound; the mutant only adds and takes back its length from the cached-byte count before refusing it",
+    ),
+    (
+        "allocators/wfspan/src/allocator/huge.rs:46: replace || with && in WfSpan::cache_mapping",
+        "as the first `||`: a mapping of `span_bytes` spans or more, or over `HUGE_CACHE_BYTES`, fails the byte bound checked next",
+    ),
+    (
+        "allocators/wfspan/src/allocator/huge.rs:47: replace | with ^ in WfSpan::cache_mapping",
+        "`base | spans`: the base is span-aligned and `spans` is below `span_bytes` (checked just above), so no bit is set in both and `^` sets the same bits",
+    ),
+    (
+        "allocators/wfspan/src/allocator/huge.rs:31: replace < with <= in WfSpan::allocate_huge",
+        "every huge mapping is mapped at span alignment, so a cached one serves a block aligned to exactly a span as a fresh one would (the block at a span past its base, the same offset); only larger alignments need a fresh mapping",
+    ),
+    (
+        "allocators/wfspan/src/span_list.rs:35: replace | with ^ in pack",
+        "`(index + 1) << 32 | version`: the version is 32 bits, below the index, so no bit is set in both",
+    ),
+    (
+        "allocators/wfspan/src/thread.rs:5: replace current_tid -> usize with 1",
+        "a heap's `owner_tid` is only ever compared with 0 (free for adoption); any non-zero value marks a heap taken",
+    ),
+    (
+        "allocators/wfspan/src/thread.rs:5: replace head -> *mut Heap with Default::default()",
+        "`head` is the free fast path's shortcut to the thread's heap: with none, every free takes the general path, which finds the thread's heap by instance and frees the block the same way, more slowly",
+    ),
+    (
         "allocators/wfspan/src/heap.rs:22: replace % with + in next_entry",
         "the span table has 64 entries (`MAX_SPANS_PER_CLASS`), the mask's width: `rotate_right` takes its count modulo 64 and the entry found is reduced modulo 64 again, so `from + 64` finds what `from % 64` does (a table of another size would make this a bug, which the unit test of `next_entry` checks for every start)",
     ),
@@ -90,6 +126,18 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
 
 /// `(mutant, why no test reaches it)`: not equivalent, and not caught.
 pub const OUT_OF_REACH: &[(&str, &str)] = &[
+    (
+        "allocators/wfspan/src/span_list.rs:9: replace SpanList::push -> u64 with 1",
+        "the attempts of a multi-producer push: more than one only when another thread pops between its load and its compare-and-swap, a race no test can schedule (the callers ignore the count; the unit test checks the uncontended push's one attempt)",
+    ),
+    (
+        "allocators/wfspan/src/thread.rs:26: replace - with + in exit_key",
+        "the key another thread created first, taken when two threads create the process's exit key at once: a race of the first registrations that no test can schedule (the key exists once any test has run)",
+    ),
+    (
+        "allocators/wfspan/src/thread.rs:26: replace - with / in exit_key",
+        "as `+`: only the thread that loses the race to create the exit key reads the winner's",
+    ),
     (
         "allocators/wfspan/src/allocator/mod.rs:19: replace + with * in step_bound",
         "`36 * 5 * n` steps for an allocation instead of `36 + 5 * n`: a larger bound, still a bound for every n >= 1 (0 for n = 0, an allocator no thread has used); a test could only tell by restating the formula",
