@@ -221,12 +221,17 @@ mod tests {
     }
 
     /// The mapping of a huge block has room for its header at every colour a mapping's
-    /// base can have, at every alignment below a span; sizes past half the address space
-    /// have none.
+    /// base can have, at every alignment below a span, for sizes at every position in a
+    /// page (so that rounding up to whole pages never hides a shortfall); sizes past half
+    /// the address space have none.
     #[test]
     fn a_huge_mapping_holds_the_header_at_any_colour() {
         let span = Config::DEFAULT.span_bytes;
-        for size in [2 * MIB + 1, 3 * MIB, 4 * MIB - 100, 16 * MIB + 4095] {
+        let in_page = (0..os::page_bytes()).step_by(16).map(|d| 4 * MIB - d);
+        for size in [2 * MIB + 1, 3 * MIB, 16 * MIB + 4095]
+            .into_iter()
+            .chain(in_page)
+        {
             for align in [16, 64, 4096, span / 2] {
                 let total = huge_mapping_bytes(size, align, span).unwrap();
                 assert_eq!(total % os::page_bytes(), 0);
