@@ -387,6 +387,18 @@ fn many_at_once_allocates_and_releases_as_one_at_a_time_with_nothing_persistent(
     let err = heap.allocate_unlinked_sizes(&[64, 0], &mut out[..2]);
     assert!(matches!(err, Err(HeapError::ZeroSize)), "{err:?}");
     assert_eq!(heap.stats().live_blocks, 5, "a refused batch kept a block");
+    // A size no layout can describe is too large, with the same bound `allocate_unlinked`
+    // reports for a size above the heap; the block taken before it goes back.
+    let Err(HeapError::TooLarge { max, .. }) = heap.allocate_unlinked(layout(1 << 40)) else {
+        panic!("a 1 TiB block was not too large");
+    };
+    assert!(max > 0 && max < 4 * MIB, "{max}: not the heap's span");
+    let err = heap.allocate_unlinked_sizes(&[64, usize::MAX], &mut out[..2]);
+    assert!(
+        matches!(err, Err(HeapError::TooLarge { requested: usize::MAX, max: m }) if m == max),
+        "{err:?}, the heap's bound being {max}"
+    );
+    assert_eq!(heap.stats().live_blocks, 5, "a refused batch kept a block");
 }
 
 #[test]

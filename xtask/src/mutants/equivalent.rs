@@ -99,6 +99,22 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
         "`KIND_CONT | i`: `KIND_CONT` is bit 30 and a slab index is below `MAX_SLABS`, below 2^30, so no bit is set in both and `^` sets the same bits as `|`",
     ),
     (
+        "allocators/pmem/src/heap/batch.rs:23: replace > with == in PersistentHeap<M>::release_cached",
+        "the condition only decides whether the blocks' live-map lines are prefetched first; a prefetch is a hint that changes no value, so releasing one block with it or several without it gives back the same blocks, counted the same",
+    ),
+    (
+        "allocators/pmem/src/heap/batch.rs:23: replace > with < in PersistentHeap<M>::release_cached",
+        "as `==`: only whether the live-map lines are prefetched (never, for `len < 1`: there is nothing to release)",
+    ),
+    (
+        "allocators/pmem/src/heap/batch.rs:23: replace > with >= in PersistentHeap<M>::release_cached",
+        "as `==`: only whether the live-map lines are prefetched (for one block as well)",
+    ),
+    (
+        "allocators/pmem/src/heap/batch.rs:9: replace PersistentHeap<M>::take_many_cached -> bool with false",
+        "every batch then goes block by block (`take_many_slow`), whose `take_small` pops the same stacks of the same thread's cache (refilling them as `take_many_cached` does), counts the same allocations and marks the same blocks live: the same blocks in the same order, with one visit to the cache per block instead of one for the batch",
+    ),
+    (
         "allocators/randomized/src/root.rs:5: replace thread_pointer -> usize with 0",
         "the portable `thread_pointer` (`pthread_self`), built only where the x86-64 Linux one (the `%fs:0` load) is not: on x86-64 Linux, where the campaigns run, the mutant changes no code that is built",
     ),

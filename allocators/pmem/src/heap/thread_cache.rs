@@ -168,6 +168,67 @@ pub(super) fn with_slot<R>(
         .ok()
 }
 
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The ids of the heaps the calling thread holds a slot of, in its list's order.
+    fn owned_ids() -> Vec<u64> {
+        OWNED.with(|owned| owned.borrow().iter().map(|o| o.heap_id).collect())
+    }
+
+    /// A thread finds its slot of a heap again by the heap's id (registering it once, its
+    /// blocks still there); meeting a new heap drops its slots of heaps that are gone (the
+    /// registry's `Arc` dropped) and keeps those of live heaps, whose slots stay owned (not
+    /// abandoned) until the thread exits.
+    #[test]
+    fn a_thread_keeps_its_slots_of_live_heaps_and_drops_those_of_heaps_that_are_gone() {
+        let registry_a = std::thread::spawn(|| {
+            let register = |registry: &mut Option<Arc<CacheSlot>>| {
+                let slot = Arc::new(CacheSlot::new());
+                *registry = Some(Arc::clone(&slot));
+                slot
+            };
+            let mut registry_a = None;
+            let pushed = with_slot(
+                1,
+                || register(&mut registry_a),
+                // SAFETY: this thread owns its slot, and nothing else holds its stacks.
+                |slot| unsafe { slot.stacks() }[2].push(4096),
+            );
+            assert_eq!(pushed, Some(()), "no slot for a thread whose locals live");
+            let mut registry_b = None;
+            with_slot(2, || register(&mut registry_b), |_| ()).unwrap();
+            assert_eq!(owned_ids(), [1, 2]);
+            // Heap 2 is dropped (its registry with it); heap 1 lives.
+            drop(registry_b);
+            let mut registry_c = None;
+            with_slot(3, || register(&mut registry_c), |_| ()).unwrap();
+            assert_eq!(owned_ids(), [1, 3], "the slots kept on meeting a new heap");
+            let again = with_slot(
+                1,
+                || panic!("heap 1's slot registered twice"),
+                // SAFETY: as above.
+                |slot| unsafe { slot.stacks() }[2].pop(),
+            );
+            assert_eq!(
+                again,
+                Some(Some(4096)),
+                "heap 1's block left the thread's slot"
+            );
+            let registry_a = registry_a.unwrap();
+            assert!(!registry_a.abandoned.load(Ordering::Acquire));
+            registry_a
+        })
+        .join()
+        .unwrap();
+        assert!(
+            registry_a.abandoned.load(Ordering::Acquire),
+            "a slot whose owner exited is not abandoned"
+        );
+    }
+}
+
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
