@@ -182,9 +182,10 @@ mod tests {
             &[8192, 4096, 16 * (OUTBOX_BLOCKS as usize - 2)]
         );
         assert_eq!((outbox.waiting(1), outbox.waiting(2)), (0, 1));
-        // The byte bound: a large block sends its chain at once, with what waited before it.
+        // The byte bound: a block that brings the chain to exactly the bound sends it at
+        // once, with what waited before it.
         assert_eq!(
-            outbox.add(2, 2000, OUTBOX_BYTES as usize, link),
+            outbox.add(2, 2000, OUTBOX_BYTES as usize - 64, link),
             Some((2000, 1000))
         );
         assert_eq!(links.borrow()[&2000], 1000);

@@ -9,7 +9,7 @@ use core::ptr::NonNull;
 use std::collections::BTreeMap;
 use std::sync::mpsc;
 
-use alloclab_core::{AllocErrorKind, Allocator, HostAllocator, MallocHeap};
+use alloclab_core::{AllocErrorKind, Allocator, ForkHooks, HostAllocator, MallocHeap};
 use alloclab_randomized::{Checks, Randomized};
 use common::{Rng, blocks_with_a_sandwich, expect_filled, fill, layout, log_uniform};
 use proptest::prelude::*;
@@ -28,6 +28,48 @@ fn is_huge(size: usize, align: usize) -> bool {
 fn the_whole_state_is_one_word() {
     assert_eq!(size_of::<Randomized>(), size_of::<usize>());
     assert_eq!(size_of::<Option<Randomized>>(), 2 * size_of::<usize>());
+}
+
+/// The heap's name, as the harness and the preload library report it, and its debug form,
+/// which says whether the heap has been built (its first chunk mapped).
+#[test]
+fn the_heap_names_itself_and_its_debug_form_says_whether_it_is_built() {
+    let heap = Randomized::new();
+    assert_eq!(heap.name(), "randomized");
+    assert_eq!(format!("{heap:?}"), "Randomized { built: false, .. }");
+    let p = heap.allocate(layout(24, 8)).unwrap();
+    assert_eq!(format!("{heap:?}"), "Randomized { built: true, .. }");
+    // SAFETY: live, allocated with this layout, freed once.
+    unsafe { heap.deallocate(p, layout(24, 8)) };
+}
+
+/// Between `prepare_fork` and the hook after the `fork`, the heap's locks are held: an
+/// allocation on another thread waits for them, so that no thread changes the heap while
+/// the child's copy of it is taken.
+#[test]
+fn an_allocation_waits_while_the_fork_hooks_hold_the_heap() {
+    let heap = Randomized::with_seed(9).unwrap();
+    let l = layout(64, 16);
+    let p = heap.allocate(l).unwrap();
+    // SAFETY: live, allocated with `l`, freed once.
+    unsafe { heap.deallocate(p, l) };
+    heap.prepare_fork();
+    let (done, finished) = mpsc::channel();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let p = heap.allocate(l).unwrap();
+            // SAFETY: as above.
+            unsafe { heap.deallocate(p, l) };
+            done.send(()).unwrap();
+        });
+        let early = finished.recv_timeout(std::time::Duration::from_millis(200));
+        heap.after_fork_in_parent();
+        assert!(
+            early.is_err(),
+            "another thread allocated while prepare_fork held the heap"
+        );
+        finished.recv().unwrap();
+    });
 }
 
 // ----- random workloads ----------------------------------------------------------------
@@ -335,11 +377,27 @@ fn blocks_up_to_a_mebibyte_are_recycled_in_chunks_without_mappings_of_their_own(
         // SAFETY: as above.
         unsafe { heap.deallocate(p, layout(size, 64)) };
     }
-    assert!(is_huge(LARGE_MAX, 16) && !is_huge(LARGE_MAX - 32, 16));
-    let p = heap.allocate(layout(LARGE_MAX, 16)).unwrap();
-    assert_eq!(heap.check().unwrap().huge_blocks, 1);
-    // SAFETY: as above.
-    unsafe { heap.deallocate(p, layout(LARGE_MAX, 16)) };
+    // At the bound: a block of exactly `LARGE_MAX` bytes (payload, header and, above 16,
+    // the alignment's slack) is an arena's; a granule more is a mapping of its own.
+    for (size, align, huge) in [
+        (LARGE_MAX - 16, 16, false),
+        (LARGE_MAX - 16, 8, false),
+        (LARGE_MAX - 16, 1, false),
+        (LARGE_MAX - 16 - 64, 64, false),
+        (LARGE_MAX - 15, 16, true),
+        (LARGE_MAX - 16 - 63, 64, true),
+        (LARGE_MAX, 16, true),
+    ] {
+        assert_eq!(is_huge(size, align), huge);
+        let p = heap.allocate(layout(size, align)).unwrap();
+        assert_eq!(
+            heap.check().unwrap().huge_blocks,
+            u64::from(huge),
+            "{size} bytes aligned to {align}"
+        );
+        // SAFETY: as above.
+        unsafe { heap.deallocate(p, layout(size, align)) };
+    }
 }
 
 #[test]
@@ -829,6 +887,46 @@ fn with_zero_fill_a_freed_payload_of_64_kib_or_more_gives_its_pages_back_and_rea
     assert_eq!(stale, 0);
     heap.check().expect("freed memory reads zero");
     free_small_blocks(&heap, live);
+}
+
+/// `calloc` zeroes a block too large to be checked in full when handed out: a write through
+/// a dangling pointer into the middle of a freed block, which only the ends are checked
+/// for, does not show through the next `calloc` that places a block there — down to the
+/// largest arena block, the last size that is not a fresh mapping of its own.
+#[test]
+fn calloc_reads_zero_over_a_dangling_write_into_the_largest_arena_block() {
+    let heap = Randomized::with_seed_and_checks(71, Checks::ALL).unwrap();
+    let size = LARGE_MAX - 16;
+    let l = layout(size, 16);
+    assert!(!is_huge(size, 16));
+    let freed: Vec<_> = (0..16).map(|_| heap.allocate(l).unwrap()).collect();
+    let mut dangling = Vec::new();
+    for &p in &freed {
+        // SAFETY: live, allocated with `l`, freed once.
+        unsafe { heap.deallocate(p, l) };
+        // SAFETY: a write after free into a chunk, which stays mapped: the bug a program
+        // might have, away from the ends that the next allocation over it checks.
+        unsafe { p.as_ptr().add(size / 2).write_volatile(0xa5) };
+        dangling.push(p.as_ptr() as usize + size / 2);
+    }
+    let mut over_a_dangling_write = 0;
+    let live: Vec<_> = (0..16).map(|_| heap.allocate_zeroed(l).unwrap()).collect();
+    for &p in &live {
+        expect_filled(p, size, 0, "calloc");
+        let start = p.as_ptr() as usize;
+        over_a_dangling_write += dangling
+            .iter()
+            .filter(|&&d| (start..start + size).contains(&d))
+            .count();
+    }
+    assert!(
+        over_a_dangling_write > 0,
+        "no calloc placed a block over a dangling write"
+    );
+    for p in live {
+        // SAFETY: live, allocated with `l`, freed once.
+        unsafe { heap.deallocate(p, l) };
+    }
 }
 
 #[test]

@@ -138,6 +138,14 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
         "allocators/randomized/src/heap/free.rs:10: replace - with + in prescrubbed",
         "a threshold 32 bytes lower: payloads from 64 KiB - 32 to 64 KiB - 16 are zeroed with stores by the owner when it drains the queue instead of by the queuing thread (`prescrubbed` decides both sides); the same bytes are zeroed, and pages are given back from 64 KiB as before",
     ),
+    (
+        "allocators/randomized/src/remote.rs:9: replace RemoteFrees::is_empty -> bool with false",
+        "the check only spares the swap of an empty stack: `take_all` on an empty stack returns 0, which the drain walks as a list of no blocks",
+    ),
+    (
+        "allocators/randomized/src/randomized.rs:68: replace || with && in <impl HostAllocator for Randomized>::allocate_zeroed",
+        "no block is both a mapping of its own and at most `ZEROED_PAYLOAD_MAX` bytes, so the mutant never skips the memset: `calloc` zeroes every block itself, as it does without the zero-fill class, which costs time and changes no byte",
+    ),
 ];
 
 /// `(mutant, why no test reaches it)`: not equivalent, and not caught.
