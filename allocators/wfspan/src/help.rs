@@ -105,3 +105,45 @@ impl Default for HelpRecord {
         Self::new()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The record's whole cycle: a request is seen as pending with its kind, completed once
+    /// by a helper with a span of that kind only, and collected as that span; the record is
+    /// empty again after each collect.
+    #[test]
+    fn a_request_is_completed_once_and_collected_as_the_helpers_span() {
+        let record = HelpRecord::new();
+        assert_eq!(record.pending(), None);
+        assert!(!record.complete(0, 9), "completed a request never made");
+        for (kind, span) in [(0, 0), (7, 1234), (u32::MAX, u32::MAX), (1 << 31, 5)] {
+            record.request(kind);
+            assert_eq!(record.pending(), Some(kind));
+            assert!(
+                !record.complete(kind ^ 1, span),
+                "completed a request for {kind} with a span of another kind"
+            );
+            assert_eq!(record.pending(), Some(kind));
+            assert!(record.complete(kind, span));
+            assert_eq!(record.pending(), None, "still pending once completed");
+            assert!(!record.complete(kind, span ^ 1), "completed twice");
+            assert_eq!(record.collect(), Collected::Span(span));
+            assert_eq!(record.pending(), None);
+            assert_eq!(record.collect(), Collected::Cancelled);
+        }
+    }
+
+    /// A request collected before any helper comes is withdrawn: a helper arriving after
+    /// finds nothing to complete and keeps its span.
+    #[test]
+    fn a_cancelled_request_cannot_be_completed() {
+        let record = HelpRecord::default();
+        record.request(3);
+        assert_eq!(record.collect(), Collected::Cancelled);
+        assert_eq!(record.pending(), None);
+        assert!(!record.complete(3, 8));
+        assert_eq!(record.collect(), Collected::Cancelled);
+    }
+}

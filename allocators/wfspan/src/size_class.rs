@@ -192,6 +192,8 @@ mod tests {
         }
         assert_eq!(table_limit(class_count(64 << 10) - 1), 16 << 10);
         assert_eq!(table_limit(class_count(16 << 10) - 1), 4 << 10);
+        // The table ends at the entry of its largest size: no line of it is never read.
+        assert_eq!(CLASS_TABLE.len(), table_index(COARSE_TABLE_MAX) + 1);
     }
 
     #[test]
@@ -206,7 +208,18 @@ mod tests {
     fn sixty_four_kib_spans_have_36_classes_up_to_16_kib() {
         assert_eq!(class_count(64 << 10), 36);
         assert_eq!(class_bytes(35), 16 << 10);
-        assert!(class_count(4 << 20) <= MAX_CLASSES);
+    }
+
+    /// The per-class arrays of a heap hold exactly the classes of the largest span size
+    /// the configuration accepts (4 MiB: blocks up to 1 MiB): every span size fits, and no
+    /// slot is one that no span size uses.
+    #[test]
+    fn the_class_bound_is_the_class_count_of_the_largest_span() {
+        assert_eq!(class_count(4 << 20), MAX_CLASSES);
+        assert_eq!(class_bytes(MAX_CLASSES - 1), 1 << 20);
+        for span_bytes in (14..=22).map(|k| 1usize << k) {
+            assert!(class_count(span_bytes) <= MAX_CLASSES);
+        }
     }
 
     #[test]

@@ -146,6 +146,22 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
         "allocators/randomized/src/randomized.rs:68: replace || with && in <impl HostAllocator for Randomized>::allocate_zeroed",
         "no block is both a mapping of its own and at most `ZEROED_PAYLOAD_MAX` bytes, so the mutant never skips the memset: `calloc` zeroes every block itself, as it does without the zero-fill class, which costs time and changes no byte",
     ),
+    (
+        "allocators/wfspan/src/help.rs:28: replace | with ^ in HelpRecord::request",
+        "`PENDING | kind`: the state sits in bits 62 and 63, a kind in the low 32, so no bit is set in both and `^` sets the same bits",
+    ),
+    (
+        "allocators/wfspan/src/help.rs:25: replace | with ^ in HelpRecord::complete",
+        "`PENDING | kind`, as in `request`: disjoint bits",
+    ),
+    (
+        "allocators/wfspan/src/help.rs:27: replace | with ^ in HelpRecord::complete",
+        "`COMPLETED | span`: the state in bits 62 and 63, a span index in the low 32: disjoint bits",
+    ),
+    (
+        "allocators/wfspan/src/size_class.rs:26: replace - with + in class_bytes",
+        "`(class - FINE_CLASSES) % 4` with `+`: `FINE_CLASSES` is 8, a multiple of 4, so both leave the same remainder",
+    ),
 ];
 
 /// `(mutant, why no test reaches it)`: not equivalent, and not caught.
