@@ -240,6 +240,57 @@ fn keep_allocate_unlinked_and_release_write_nothing_persistent_and_recovery_foll
     assert_eq!(heap.stats().live_blocks, 0);
 }
 
+/// `release` takes a block's start only: a pointer into a live block — the middle of a
+/// small block, a word into a run, a run's later slab — is refused, and the block stays
+/// live and whole until its own start is released.
+#[test]
+fn release_refuses_a_pointer_into_a_live_block_and_keeps_the_block() {
+    let heap = sim_heap(4 * MIB);
+    let small = heap.allocate_unlinked(layout(200)).unwrap();
+    let run = heap.allocate_unlinked(layout(2 * SLAB_BYTES)).unwrap();
+    let run_size = heap.block_size(run).unwrap();
+    assert!(run_size >= 2 * SLAB_BYTES);
+    for (block, inside) in [
+        (small, 8),
+        (small, 64),
+        (small, 248),
+        (run, 8),
+        (run, SLAB_BYTES as u64),
+        (run, run_size as u64 - 8),
+    ] {
+        let p = PPtr::from_offset(block.offset() + inside);
+        // SAFETY: release refuses a pointer that is not a live block's start, writing
+        // nothing.
+        let refused = unsafe { heap.release(p) };
+        assert!(
+            matches!(refused, Err(HeapError::NotABlock { offset }) if offset == p.offset()),
+            "{inside} bytes into a block: {refused:?}"
+        );
+        assert!(heap.block_size(block).is_some(), "the block was freed");
+        assert_eq!(heap.stats().live_blocks, 2);
+    }
+    // A byte into every block of whole slabs of the class, whatever its place in its slab.
+    let mut many = vec![PPtr::NULL; 40];
+    heap.allocate_unlinked_sizes(&[200; 40], &mut many).unwrap();
+    for p in many.iter().chain([&small]) {
+        let inside = PPtr::from_offset(p.offset() + 1);
+        // SAFETY: as above.
+        let refused = unsafe { heap.release(inside) };
+        assert!(
+            matches!(refused, Err(HeapError::NotABlock { .. })),
+            "a byte into a block: {refused:?}"
+        );
+    }
+    assert_eq!(heap.stats().live_blocks, 42);
+    // SAFETY: all are live and named by nothing durable.
+    unsafe {
+        heap.release_many(&many).unwrap();
+        heap.release(small).unwrap();
+        heap.release(run).unwrap();
+    }
+    assert_eq!(heap.stats().live_blocks, 0);
+}
+
 #[test]
 #[should_panic(expected = "publish")]
 fn publish_into_a_dest_outside_the_pool_panics_before_writing() {
