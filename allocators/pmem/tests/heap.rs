@@ -240,6 +240,76 @@ fn keep_allocate_unlinked_and_release_write_nothing_persistent_and_recovery_foll
     assert_eq!(heap.stats().live_blocks, 0);
 }
 
+/// The edges of what `take` serves: alignments up to a cache line (each block aligned so),
+/// a reservation reporting the size of the block it holds — a small class or a run of
+/// whole slabs — and, in an empty heap, one run of every slab at once.
+#[test]
+fn alignments_up_to_a_line_reservation_sizes_and_a_run_of_the_whole_heap_are_served() {
+    let heap = sim_heap(4 * MIB);
+    let Err(HeapError::TooLarge { max, .. }) = heap.allocate_unlinked(layout(1 << 40)) else {
+        panic!("a 1 TiB block was not too large");
+    };
+    assert_eq!(max % SLAB_BYTES, 0);
+    let whole = heap
+        .allocate_unlinked(layout(max))
+        .expect("every slab as one run");
+    assert_eq!(heap.block_size(whole), Some(max));
+    // SAFETY: live, named by nothing durable, not used again.
+    unsafe { heap.release(whole) }.unwrap();
+    for align in [1, 8, 16, 32, 64] {
+        let l = Layout::from_size_align(48, align).unwrap();
+        let p = heap.allocate_unlinked(l).unwrap();
+        let r = heap.reserve(l).unwrap();
+        for (p, how) in [(p, "allocated"), (r.keep(), "reserved")] {
+            let address = heap.resolve(p).unwrap() as usize;
+            assert_eq!(address % align, 0, "a block {how} for alignment {align}");
+            // SAFETY: live, named by nothing durable, not used again.
+            unsafe { heap.release(p) }.unwrap();
+        }
+    }
+    for size in [1, 64, 65, 4096, 4097, SLAB_BYTES, 3 * SLAB_BYTES - 100] {
+        let r = heap.reserve(layout(size)).unwrap();
+        let reserved = r.size();
+        let p = r.keep();
+        assert!(reserved >= size, "{reserved} bytes reserved for {size}");
+        assert_eq!(
+            heap.block_size(p),
+            Some(reserved),
+            "a reservation of {size}"
+        );
+        // SAFETY: as above.
+        unsafe { heap.release(p) }.unwrap();
+    }
+    assert_eq!(heap.stats().live_blocks, 0);
+}
+
+/// A destination word may lie anywhere in a live block, a run's later slabs included.
+#[test]
+fn a_destination_in_a_runs_later_slab_is_accepted() {
+    let heap = sim_heap(4 * MIB);
+    // Runs after the first slab too (a run's head is found from its later slabs).
+    let before = heap.allocate_unlinked(layout(2 * SLAB_BYTES)).unwrap();
+    let run = heap.allocate_unlinked(layout(3 * SLAB_BYTES)).unwrap();
+    assert_ne!(run.offset(), before.offset());
+    let base = heap.resolve(run).unwrap();
+    for at in [0, 8, SLAB_BYTES + 64, 2 * SLAB_BYTES, 3 * SLAB_BYTES - 8] {
+        // SAFETY: `at` is 8-aligned and inside the live run.
+        let dest = unsafe { base.add(at) }.cast::<PPtr<u8>>();
+        // SAFETY: an aligned word of a live block, used by this thread only.
+        let p = unsafe { heap.allocate_into(dest, layout(64)) }
+            .unwrap_or_else(|e| panic!("a destination {at} bytes into a run: {e:?}"));
+        assert_eq!(load(dest), p);
+        // SAFETY: as above; `dest` names the block.
+        unsafe { heap.free_from(dest) }.unwrap();
+    }
+    // SAFETY: live, named by nothing durable.
+    unsafe {
+        heap.release(run).unwrap();
+        heap.release(before).unwrap();
+    }
+    assert_eq!(heap.stats().live_blocks, 0);
+}
+
 /// `release` takes a block's start only: a pointer into a live block — the middle of a
 /// small block, a word into a run, a run's later slab — is refused, and the block stays
 /// live and whole until its own start is released.
@@ -693,6 +763,113 @@ fn threads_allocate_and_free_concurrently_without_overlap() {
     assert_eq!(stats.live_blocks, blocks.len() as u64);
     assert_eq!(stats.allocations - stats.frees, blocks.len() as u64);
     assert_eq!(reopen(&heap).recovery().live_blocks, blocks.len() as u64);
+}
+
+/// What a thread's last allocation and free see, made from another thread-local's
+/// destructor after the heap's cache of that thread is gone: `(block, its size while live,
+/// its size after the release, allocations and frees counted meanwhile)`.
+type AtExit = (PPtr<u8>, Option<usize>, Option<usize>, u64, u64);
+
+/// A thread that allocates and frees while its locals are being destroyed (from another
+/// thread-local's destructor, after its cache of the heap is gone) takes the heap's global
+/// lists: it is served a live block, frees it, and both are counted.
+#[test]
+fn a_thread_whose_cache_is_gone_allocates_and_frees_through_the_global_lists() {
+    use std::cell::RefCell;
+    use std::sync::{Arc, mpsc};
+
+    struct LastWork(
+        Arc<PersistentHeap<SimMedium>>,
+        mpsc::Sender<Result<AtExit, HeapError>>,
+    );
+    impl Drop for LastWork {
+        fn drop(&mut self) {
+            let heap = &self.0;
+            let before = heap.stats();
+            let work = heap.allocate_unlinked(layout(3000)).and_then(|p| {
+                let live = heap.block_size(p);
+                // SAFETY: live, named by nothing durable, not used again.
+                unsafe { heap.release(p) }?;
+                let after = heap.stats();
+                Ok((
+                    p,
+                    live,
+                    heap.block_size(p),
+                    after.allocations - before.allocations,
+                    after.frees - before.frees,
+                ))
+            });
+            // The receiver waits for it: a failed send only means the test already failed.
+            let _ = self.1.send(work);
+        }
+    }
+    thread_local! {
+        static LAST: RefCell<Option<LastWork>> = const { RefCell::new(None) };
+    }
+
+    let heap = Arc::new(sim_heap(4 * MIB));
+    let (send, receive) = mpsc::channel();
+    let worker = {
+        let heap = Arc::clone(&heap);
+        std::thread::spawn(move || {
+            // Registered first, so destroyed after the cache this thread then creates
+            // (thread-locals are destroyed in the reverse order of their first use).
+            LAST.with(|last| *last.borrow_mut() = Some(LastWork(Arc::clone(&heap), send)));
+            let p = heap.allocate_unlinked(layout(3000)).unwrap();
+            // SAFETY: as above.
+            unsafe { heap.release(p) }.unwrap();
+        })
+    };
+    worker.join().unwrap();
+    let (p, live, freed, allocations, frees) = receive
+        .recv()
+        .expect("the destructor ran")
+        .expect("a block for a thread whose cache is gone");
+    assert_eq!(live, Some(3072), "the block at {p:?} was not live");
+    assert_eq!(freed, None, "the release left the block live");
+    assert_eq!((allocations, frees), (1, 1));
+    let stats = heap.stats();
+    assert_eq!(
+        (stats.allocations, stats.frees, stats.live_blocks),
+        (2, 2, 0)
+    );
+}
+
+/// Blocks that a thread left in its cache when it exited are taken again once the heap
+/// runs out of free slabs: another thread gets every block of the class back.
+#[test]
+fn blocks_cached_by_an_exited_thread_are_taken_again_when_the_slabs_run_out() {
+    fn take_all(heap: &PersistentHeap<SimMedium>) -> Vec<PPtr<u8>> {
+        let mut taken = Vec::new();
+        loop {
+            match heap.allocate_unlinked(layout(4000)) {
+                Ok(p) => taken.push(p),
+                Err(HeapError::OutOfSpace { .. }) => return taken,
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+    }
+    let heap = sim_heap(2 * MIB);
+    let first = std::thread::scope(|s| {
+        s.spawn(|| {
+            let taken = take_all(&heap);
+            for &p in &taken {
+                // SAFETY: live, named by nothing durable, not used again.
+                unsafe { heap.release(p) }.unwrap();
+            }
+            taken.len()
+        })
+        .join()
+        .unwrap()
+    });
+    assert!(first > 100, "{first} blocks of 4 KiB in 2 MiB");
+    let second = take_all(&heap);
+    assert_eq!(
+        second.len(),
+        first,
+        "blocks left in an exited thread's cache"
+    );
+    assert_eq!(heap.stats().live_blocks, first as u64);
 }
 
 #[test]
