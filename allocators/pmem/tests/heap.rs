@@ -5,7 +5,7 @@ mod common;
 use std::alloc::Layout;
 use std::collections::BTreeMap;
 
-use alloclab_pmem::heap::SLAB_BYTES;
+use alloclab_pmem::heap::{CACHE_LIMIT, SLAB_BYTES};
 use alloclab_pmem::{HeapError, Medium, MediumError, PPtr, PersistentHeap, PoolError, SimMedium};
 use common::TempPath;
 use proptest::prelude::*;
@@ -870,6 +870,91 @@ fn blocks_cached_by_an_exited_thread_are_taken_again_when_the_slabs_run_out() {
         "blocks left in an exited thread's cache"
     );
     assert_eq!(heap.stats().live_blocks, first as u64);
+}
+
+/// A live thread keeps up to `CACHE_LIMIT` freed blocks of a class in its cache; one more
+/// hands the older half of its stack — the blocks it freed first — to the global list,
+/// where another thread takes them. (The owner takes whole slabs of 64-byte blocks, so
+/// that its cache is empty when it starts freeing.)
+#[test]
+fn a_threads_cache_keeps_up_to_its_limit_and_hands_the_older_half_on() {
+    let per_slab = SLAB_BYTES / 64;
+    assert_eq!(CACHE_LIMIT % per_slab, 0);
+    let taken = CACHE_LIMIT + per_slab;
+    for (freed, spilled) in [(CACHE_LIMIT, 0), (CACHE_LIMIT + 1, CACHE_LIMIT.div_ceil(2))] {
+        let heap = sim_heap(4 * MIB);
+        let (done_freeing, freeing_done) = std::sync::mpsc::channel();
+        let (taken_all, all_taken) = std::sync::mpsc::channel::<()>();
+        let (blocks, others) = std::thread::scope(|s| {
+            let heap = &heap;
+            let owner = s.spawn(move || {
+                let mut blocks = vec![PPtr::NULL; taken];
+                heap.allocate_unlinked_sizes(&vec![64; taken], &mut blocks)
+                    .unwrap();
+                for &p in &blocks[..freed] {
+                    // SAFETY: live, named by nothing durable, not used again.
+                    unsafe { heap.release(p) }.unwrap();
+                }
+                done_freeing.send(()).unwrap();
+                // Alive, its cache owned, until the other thread has taken its blocks.
+                all_taken.recv().unwrap();
+                blocks
+            });
+            freeing_done.recv().unwrap();
+            let mut others = vec![PPtr::NULL; CACHE_LIMIT / 2];
+            heap.allocate_unlinked_sizes(&vec![64; CACHE_LIMIT / 2], &mut others)
+                .unwrap();
+            taken_all.send(()).unwrap();
+            (owner.join().unwrap(), others)
+        });
+        let freed_order: Vec<u64> = blocks[..freed].iter().map(|p| p.offset()).collect();
+        let mut from_the_owner: Vec<u64> = others
+            .iter()
+            .map(|p| p.offset())
+            .filter(|o| freed_order.contains(o))
+            .collect();
+        from_the_owner.sort_unstable();
+        let mut older_half = freed_order[..spilled].to_vec();
+        older_half.sort_unstable();
+        assert_eq!(
+            from_the_owner,
+            older_half,
+            "after {freed} frees, the other thread took {} of the owner's blocks",
+            from_the_owner.len()
+        );
+    }
+}
+
+/// A released run's slabs go back to the pool and the next run takes them (first fit),
+/// leaving the run before them alone.
+#[test]
+fn a_released_runs_slabs_are_taken_again_by_the_next_run() {
+    let heap = sim_heap(4 * MIB);
+    let first = heap.allocate_unlinked(layout(SLAB_BYTES)).unwrap();
+    let second = heap.allocate_unlinked(layout(2 * SLAB_BYTES)).unwrap();
+    // SAFETY: live, named by nothing durable, not used again.
+    unsafe { heap.release(second) }.unwrap();
+    assert_eq!(
+        heap.block_size(first),
+        Some(SLAB_BYTES),
+        "the run before it"
+    );
+    let third = heap.allocate_unlinked(layout(2 * SLAB_BYTES)).unwrap();
+    assert_eq!(third.offset(), second.offset());
+    assert_eq!(heap.block_size(third), Some(2 * SLAB_BYTES));
+    // SAFETY: as above.
+    unsafe {
+        heap.release(third).unwrap();
+        heap.release(first).unwrap();
+    }
+    let Err(HeapError::TooLarge { max, .. }) = heap.allocate_unlinked(layout(1 << 40)) else {
+        panic!("a 1 TiB block was not too large");
+    };
+    let whole = heap
+        .allocate_unlinked(layout(max))
+        .expect("every slab as one run, once the runs are given back");
+    // SAFETY: as above.
+    unsafe { heap.release(whole) }.unwrap();
 }
 
 #[test]
