@@ -162,6 +162,74 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
         "allocators/wfspan/src/size_class.rs:26: replace - with + in class_bytes",
         "`(class - FINE_CLASSES) % 4` with `+`: `FINE_CLASSES` is 8, a multiple of 4, so both leave the same remainder",
     ),
+    (
+        "allocators/wfspan/src/size_class.rs:16: replace < with <= in table_limit",
+        "at `largest == COARSE_TABLE_MAX` both branches return the same value",
+    ),
+    (
+        "allocators/pmem/src/heap/live.rs:9: replace PersistentHeap<M>::with_cache -> Option<R> with None",
+        "the thread cache is a fast path: with no cache every allocation and free takes the path of a thread whose locals are gone (the global lists and the run pool, under the heap's lock), which hands out and takes back the same kinds of blocks, counts the same and writes the same persistent bytes; only the lock traffic differs",
+    ),
+    (
+        "allocators/pmem/src/heap/live.rs:9: replace PersistentHeap<M>::unmark_small -> Option<usize> with None",
+        "a fast path that answers `None` falls to the slow path, which handles every case the same way (`unmark_slow`, `block_containing`, the checked release of the batch path)",
+    ),
+    (
+        "allocators/pmem/src/heap/live.rs:9: replace PersistentHeap<M>::small_at -> Option<(usize, usize)> with None",
+        "a fast path that answers `None` falls to the slow path, which handles every case the same way (`unmark_slow`, `block_containing`, the checked release of the batch path); `release_many_then_reuse` then frees its last block and allocates, and the thread's stack hands the same block back",
+    ),
+    (
+        "allocators/pmem/src/heap/live.rs:27: replace % with + in PersistentHeap<M>::small_at",
+        "the offset in the slab plus a slab's bytes gives an index past the slab's blocks, so the fast path answers `None` for every offset: a fast path that answers `None` falls to the slow path, which handles every case the same way (`unmark_slow`, `block_containing`, the checked release of the batch path)",
+    ),
+    (
+        "allocators/pmem/src/heap/live.rs:16: replace * with / in PersistentHeap<M>::small_at",
+        "`index / size == in_slab` holds only at a slab's first byte (index 0), which is a block start: the fast path takes only slab starts, and a fast path that answers `None` falls to the slow path, which handles every case the same way (`unmark_slow`, `block_containing`, the checked release of the batch path)",
+    ),
+    (
+        "allocators/pmem/src/heap/live.rs:54: replace < with == in PersistentHeap<M>::small_at",
+        "accepts only the slab's slack past its last block, whose live-map byte no block of the class uses and is never set, so the release is refused there as the slow path refuses it; every real start takes the slow path, which handles it the same way",
+    ),
+    (
+        "allocators/pmem/src/heap/live.rs:54: replace < with <= in PersistentHeap<M>::small_at",
+        "as `==`: the one offset it adds, a slab's slack start, has a live-map byte that is never set (the smallest class fills its slab exactly, so the slot stays in the slab's own range)",
+    ),
+    (
+        "allocators/pmem/src/heap/live.rs:9: replace PersistentHeap<M>::prefetch_live with ()",
+        "a prefetch is a hint: it changes no value",
+    ),
+    (
+        "allocators/pmem/src/heap/live.rs:24: replace < with <= in PersistentHeap<M>::block_containing",
+        "an offset in a slab's slack then names a block past the slab's last one, whose live-map byte is never set: `block_size`, `check_dest`, `free_from` and the release refuse it as they refuse `None`",
+    ),
+    (
+        "allocators/pmem/src/heap/live.rs:28: replace + with - in PersistentHeap<M>::check_dest",
+        "`block_containing(off)` returns the block that contains `off`, and `off` and every block end are 8-aligned, so `off + 8 <= end` always holds: the mutant's weaker check accepts the same words",
+    ),
+    (
+        "allocators/pmem/src/heap/live.rs:44: replace + with * in PersistentHeap<M>::check_dest",
+        "as `-`: the check always holds for the block containing `off`; a larger end accepts the same words",
+    ),
+    (
+        "allocators/pmem/src/heap/slabs.rs:26: replace + with * in PersistentHeap<M>::assign_run",
+        "two places, one column: either loop over a run's later slabs then starts at the head. The tag loop writes a continuation tag there that the head tag overwrites before the fence (recovery frees an unpublished run whichever tag a crash leaves); the kind loop stores a continuation kind that the head's kind overwrites before the run is handed out, when no thread holds a pointer into it yet",
+    ),
+    (
+        "allocators/pmem/src/heap/slabs.rs:46: replace | with ^ in PersistentHeap<M>::assign_run",
+        "`KIND_CONT | head`: the kind's flag bits are above any slab index, so no bit is set in both",
+    ),
+    (
+        "allocators/pmem/src/heap/slabs.rs:42: replace | with ^ in PersistentHeap<M>::assign_run",
+        "`KIND_HEAD | n`: the flag bits are above any run length: disjoint bits",
+    ),
+    (
+        "allocators/pmem/src/heap/live.rs:54: replace < with > in PersistentHeap<M>::small_at",
+        "no block start in a slab has an index past the slab's blocks, so the fast path answers `None` for every offset, and the slow path handles every case the same way",
+    ),
+    (
+        "allocators/pmem/src/heap/slabs.rs:40: delete ! in PersistentHeap<M>::take_small",
+        "a successful refill then reports an empty stack: the second attempt pops the refilled stack and hands out the same block, counted once, after a pass over the exited threads' caches that the heap may make at any time",
+    ),
 ];
 
 /// `(mutant, why no test reaches it)`: not equivalent, and not caught.
@@ -193,6 +261,14 @@ pub const OUT_OF_REACH: &[(&str, &str)] = &[
     (
         "allocators/wfspan/src/allocator/mod.rs:41: replace > with == in <impl Allocator for WfSpan>::stats",
         "without the clamp, a snapshot that catches a free counted before its allocation (in another thread's heap) reports a wrapped live-byte count; only a race between a statistics read and two threads' counters gets there, which no test can schedule",
+    ),
+    (
+        "allocators/wfspan/src/tls.rs:9: replace word::get -> *mut Heap with Default::default()",
+        "the `thread_local!` word of targets other than x86_64 Linux (and Miri): not compiled on the machine the campaign runs on, so no test here runs it; the same tests run it where it is compiled",
+    ),
+    (
+        "allocators/wfspan/src/tls.rs:9: replace word::set with ()",
+        "as `word::get`: the fallback word of other targets, not compiled here",
     ),
 ];
 
