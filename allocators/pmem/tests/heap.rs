@@ -267,6 +267,39 @@ fn alignments_up_to_a_line_reservation_sizes_and_a_run_of_the_whole_heap_are_ser
             unsafe { heap.release(p) }.unwrap();
         }
     }
+    // With blocks of the smallest class cached (the fast paths' stacks non-empty), a zero
+    // size and an alignment over a cache line are still refused by every entry point.
+    let warm = heap.allocate_unlinked(layout(48)).unwrap();
+    // SAFETY: as above.
+    unsafe { heap.release(warm) }.unwrap();
+    let zero = Layout::from_size_align(0, 8).unwrap();
+    let wide = Layout::from_size_align(48, 128).unwrap();
+    // SAFETY: the lists are empty: nothing is released.
+    let refusals = unsafe {
+        [
+            (heap.allocate_unlinked(zero), heap.allocate_unlinked(wide)),
+            (
+                heap.reserve(zero).map(|r| r.keep()),
+                heap.reserve(wide).map(|r| r.keep()),
+            ),
+            (
+                heap.release_many_then_allocate(&[], zero),
+                heap.release_many_then_allocate(&[], wide),
+            ),
+            (
+                heap.release_many_then_reuse(&[], zero),
+                heap.release_many_then_reuse(&[], wide),
+            ),
+        ]
+    };
+    for (i, (zero, wide)) in refusals.into_iter().enumerate() {
+        assert!(matches!(zero, Err(HeapError::ZeroSize)), "{i}: {zero:?}");
+        assert!(
+            matches!(wide, Err(HeapError::UnsupportedAlignment { align: 128 })),
+            "{i}: {wide:?}"
+        );
+    }
+    assert_eq!(heap.stats().live_blocks, 0);
     for size in [1, 64, 65, 4096, 4097, SLAB_BYTES, 3 * SLAB_BYTES - 100] {
         let r = heap.reserve(layout(size)).unwrap();
         let reserved = r.size();

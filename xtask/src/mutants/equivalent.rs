@@ -230,6 +230,10 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
         "allocators/pmem/src/heap/slabs.rs:40: delete ! in PersistentHeap<M>::take_small",
         "a successful refill then reports an empty stack: the second attempt pops the refilled stack and hands out the same block, counted once, after a pass over the exited threads' caches that the heap may make at any time",
     ),
+    (
+        "allocators/pmem/src/heap/classes.rs:5: replace is_small -> bool with false",
+        "`is_small` only chooses the fast paths (a pop from the thread's stack, the batch's cached loop); `take` and the slow batch path serve small requests too, from the same stacks, with the same checks and counts",
+    ),
 ];
 
 /// `(mutant, why no test reaches it)`: not equivalent, and not caught.
