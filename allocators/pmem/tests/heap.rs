@@ -152,13 +152,24 @@ fn reserve_publish_stores_every_dest_with_one_fence_and_a_dropped_reservation_re
     let pptrs: Vec<_> = items.iter().map(|(_, r)| r.pptr()).collect();
     // Unpublished: not reachable, so a crash now frees them.
     assert_eq!(reopen(&heap).recovery().live_blocks, 0);
+    for (_, r) in &items {
+        assert!(!r.is_published());
+        let shown = format!("{r:?}");
+        assert!(
+            shown.starts_with("Reservation {") && shown.ends_with("published: false }"),
+            "{shown}"
+        );
+    }
     let before = heap.medium().stats();
     // SAFETY: root slots, no other thread.
     unsafe { heap.publish(&mut items) };
     let after = heap.medium().stats();
     assert_eq!(after.fences - before.fences, 1);
     assert_eq!(after.flushes - before.flushes, 3);
-    assert!(items.iter().all(|(_, r)| r.is_published()));
+    for (_, r) in &items {
+        assert!(r.is_published());
+        assert!(format!("{r:?}").ends_with("published: true }"));
+    }
     drop(items);
     for (i, p) in pptrs.iter().enumerate() {
         assert_eq!(load(root_slot(&heap, i)), *p);
