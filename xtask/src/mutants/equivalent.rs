@@ -234,6 +234,46 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
         "allocators/pmem/src/heap/classes.rs:5: replace is_small -> bool with false",
         "`is_small` only chooses the fast paths (a pop from the thread's stack, the batch's cached loop); `take` and the slow batch path serve small requests too, from the same stacks, with the same checks and counts",
     ),
+    (
+        "allocators/randomized/src/heap/arena.rs:40: replace / with * in Arena::count",
+        "the mask `CLASSES / GROUP - 1` only lets the compiler drop a bounds check: every class is below `CLASSES`, so `class / GROUP` is already below `CLASSES / GROUP`, and the wider mask `CLASSES * GROUP - 1` leaves it as it is",
+    ),
+    (
+        "allocators/randomized/src/heap/arena.rs:54: replace / with * in Arena::candidates",
+        "the mask `CLASSES / GROUP - 1` only lets the compiler drop a bounds check: every group index here is already below `CLASSES / GROUP`, and the wider mask `CLASSES * GROUP - 1` leaves it as it is",
+    ),
+    (
+        "allocators/randomized/src/heap/arena.rs:50: replace / with * in Arena::candidates_below",
+        "the mask `CLASSES / GROUP - 1` only lets the compiler drop a bounds check: every group index here is already below `CLASSES / GROUP`, and the wider mask `CLASSES * GROUP - 1` leaves it as it is",
+    ),
+    (
+        "allocators/randomized/src/heap/arena.rs:68: replace / with * in Arena::class_of_block",
+        "the mask `CLASSES / GROUP - 1` only lets the compiler drop a bounds check: every group index here is already below `CLASSES / GROUP`, and the wider mask `CLASSES * GROUP - 1` leaves it as it is",
+    ),
+    (
+        "allocators/randomized/src/heap/arena.rs:36: replace / with * in Arena::class_of_block",
+        "a later end of the first class-by-class loop only scans more classes one at a time before the group loop; it returns the same class, since every class it passes is counted off `target` exactly as the group loop would",
+    ),
+    (
+        "allocators/randomized/src/heap/arena.rs:21: replace < with == in Arena::class_of_block",
+        "the group loop only skips ahead over whole groups; the class loop after it reaches the same class one class at a time, because `target` is below the blocks of `lo..=hi` (the caller's contract) and so below the tally of `hi`'s whole group",
+    ),
+    (
+        "allocators/randomized/src/heap/arena.rs:21: replace < with > in Arena::class_of_block",
+        "the group loop only skips ahead over whole groups; the class loop after it reaches the same class one class at a time, because `target` is below the blocks of `lo..=hi` (the caller's contract) and so below the tally of `hi`'s whole group",
+    ),
+    (
+        "allocators/randomized/src/heap/arena.rs:21: replace < with <= in Arena::class_of_block",
+        "the group loop's extra round (at `hi`'s group) and the last class loop's extra round (at `hi`) both end at once: `target` is below the blocks of `lo..=hi`, so below that group's tally, and at `hi` below its class's; the group loop only skips ahead over what the class loop would count one class at a time",
+    ),
+    (
+        "allocators/randomized/src/heap/arena.rs:26: replace / with % in Arena::class_of_block",
+        "the group loop only skips ahead over whole groups; the class loop after it reaches the same class one class at a time, because `target` is below the blocks of `lo..=hi` (the caller's contract) and so below the tally of `hi`'s whole group; a smaller bound skips less, and the class loop counts the rest",
+    ),
+    (
+        "allocators/randomized/src/heap/arena.rs:26: replace / with * in Arena::class_of_block",
+        "the group loop only skips ahead over whole groups; the class loop after it reaches the same class one class at a time, because `target` is below the blocks of `lo..=hi` (the caller's contract) and so below the tally of `hi`'s whole group; a larger bound lets it reach `hi`'s group, where it stops, since `target` is below that group's tally",
+    ),
 ];
 
 /// `(mutant, why no test reaches it)`: not equivalent, and not caught.

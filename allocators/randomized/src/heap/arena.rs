@@ -491,4 +491,49 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn candidates_sum_the_classes_they_name() {
+        // SAFETY: zeroed memory is a valid `Arena` (see `Arena::init`); only its tallies
+        // are used here.
+        let mut arena: Box<Arena> = Box::new(unsafe { core::mem::zeroed() });
+        let mut rng = Rng::from_seed_stream([9; 32], 0);
+        for round in 0..100u64 {
+            arena.class_tally = [0; CLASSES];
+            arena.group_tally = [0; CLASSES / GROUP];
+            arena.small_tally = 0;
+            // Every class a different count, so that a sum over the wrong classes shows.
+            for class in 0..CLASSES {
+                let blocks = rng.below(3 + round % 4);
+                for _ in 0..blocks {
+                    arena.count(class, class_floor(class) as u64, true);
+                }
+            }
+            let naive = |lo: usize, hi: usize| -> u64 { arena.class_tally[lo..=hi].iter().sum() };
+            assert_eq!(
+                arena.small_tally,
+                naive(0, SMALL_LAST),
+                "round {round}: small tally"
+            );
+            for lo in 0..=SMALL_LAST {
+                let below = if lo == 0 { 0 } else { naive(0, lo - 1) };
+                assert_eq!(
+                    arena.candidates_below(lo),
+                    below,
+                    "round {round}, below {lo}"
+                );
+            }
+            for _ in 0..64 {
+                let lo = rng.below(CLASSES as u64) as usize;
+                let hi = lo + rng.below((CLASSES - lo) as u64) as usize;
+                let sum = naive(lo, hi);
+                assert_eq!(
+                    arena.candidates(lo, hi),
+                    (tally_blocks(sum), tally_bytes(sum)),
+                    "round {round}, {lo}..={hi}"
+                );
+            }
+            assert_eq!(arena.pool(), tally_bytes(naive(0, CLASSES - 1)));
+        }
+    }
 }
