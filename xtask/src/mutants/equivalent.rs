@@ -271,6 +271,38 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
         "the group loop only skips ahead over whole groups; the class loop after it reaches the same class one class at a time, because `target` is below the blocks of `lo..=hi` (the caller's contract) and so below the tally of `hi`'s whole group; a smaller bound skips less, and the class loop counts the rest",
     ),
     (
+        "allocators/randomized/src/heap/arena.rs:21: replace < with <= in Arena::class_of_nth",
+        "the loops of `class_of_nth` leave out the last group, and the last class of the group found, because `target` is below the blocks of all the lists (the caller's contract): a bound that lets either loop reach them ends it there, since `target` is then below that group's, or that class's, count",
+    ),
+    (
+        "allocators/randomized/src/heap/arena.rs:39: replace - with + in Arena::class_of_nth",
+        "the loops of `class_of_nth` leave out the last group, and the last class of the group found, because `target` is below the blocks of all the lists (the caller's contract): a bound that lets either loop reach them ends it there, since `target` is then below that group's, or that class's, count",
+    ),
+    (
+        "allocators/randomized/src/heap/arena.rs:39: replace - with / in Arena::class_of_nth",
+        "the loops of `class_of_nth` leave out the last group, and the last class of the group found, because `target` is below the blocks of all the lists (the caller's contract): a bound that lets either loop reach them ends it there, since `target` is then below that group's, or that class's, count",
+    ),
+    (
+        "allocators/randomized/src/heap/arena.rs:31: replace / with * in Arena::class_of_nth",
+        "the loops of `class_of_nth` leave out the last group, and the last class of the group found, because `target` is below the blocks of all the lists (the caller's contract): a bound that lets either loop reach them ends it there, since `target` is then below that group's, or that class's, count",
+    ),
+    (
+        "allocators/randomized/src/heap/arena.rs:45: replace - with + in Arena::class_of_nth",
+        "the loops of `class_of_nth` leave out the last group, and the last class of the group found, because `target` is below the blocks of all the lists (the caller's contract): a bound that lets either loop reach them ends it there, since `target` is then below that group's, or that class's, count",
+    ),
+    (
+        "allocators/randomized/src/heap/arena.rs:45: replace - with / in Arena::class_of_nth",
+        "the loops of `class_of_nth` leave out the last group, and the last class of the group found, because `target` is below the blocks of all the lists (the caller's contract): a bound that lets either loop reach them ends it there, since `target` is then below that group's, or that class's, count",
+    ),
+    (
+        "allocators/randomized/src/heap/arena.rs:27: replace && with || in Arena::next_nonempty_above",
+        "the loop then scans the classes above one at a time to the last instead of stopping at the group's end; it returns the same (smallest) non-empty class, or, with none, reaches `CLASSES`, where the group search finds nothing",
+    ),
+    (
+        "allocators/randomized/src/heap/arena.rs:17: replace < with <= in Arena::next_nonempty_above",
+        "`c` reaches `CLASSES` only as a multiple of `GROUP`, where the loop's second condition already ends it",
+    ),
+    (
         "allocators/randomized/src/heap/arena.rs:26: replace / with * in Arena::class_of_block",
         "the group loop only skips ahead over whole groups; the class loop after it reaches the same class one class at a time, because `target` is below the blocks of `lo..=hi` (the caller's contract) and so below the tally of `hi`'s whole group; a larger bound lets it reach `hi`'s group, where it stops, since `target` is below that group's tally",
     ),

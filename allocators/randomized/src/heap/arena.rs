@@ -536,4 +536,32 @@ mod tests {
             assert_eq!(arena.pool(), tally_bytes(naive(0, CLASSES - 1)));
         }
     }
+
+    #[test]
+    fn next_nonempty_above_finds_the_smallest_class_above() {
+        // SAFETY: zeroed memory is a valid `Arena` (see `Arena::init`); only its tallies
+        // are used here.
+        let mut arena: Box<Arena> = Box::new(unsafe { core::mem::zeroed() });
+        let mut rng = Rng::from_seed_stream([11; 32], 0);
+        for round in 0..200u64 {
+            arena.class_tally = [0; CLASSES];
+            arena.group_tally = [0; CLASSES / GROUP];
+            arena.small_tally = 0;
+            // From every class non-empty to a few classes, far apart.
+            for class in 0..CLASSES {
+                if rng.below(1 + round % 40) == 0 {
+                    arena.count(class, class_floor(class) as u64, true);
+                }
+            }
+            for class in 0..CLASSES {
+                let expected =
+                    (class + 1..CLASSES).find(|&c| tally_blocks(arena.class_tally[c]) != 0);
+                assert_eq!(
+                    arena.next_nonempty_above(class),
+                    expected,
+                    "round {round}, above {class}"
+                );
+            }
+        }
+    }
 }
