@@ -163,10 +163,11 @@ fn list_mutants(o: &Options, root: &Path) -> Result<Vec<Mutant>, String> {
         // The bug patterns' modules: constant in every real build, so their mutants would
         // all be equivalent.
         .args(["--exclude", "bug.rs"])
-        // Test helpers in modules under a compound cfg (`cfg(all(test, not(loom)))`),
-        // which cargo-mutants does not recognise as test code: changing a test tests
-        // nothing.
+        // Test modules under a compound cfg (`cfg(all(test, not(loom)))`), which
+        // cargo-mutants does not recognise as test code: inline ones (`mod tests`) and
+        // those in files of their own (`policy_tests.rs`). Changing a test tests nothing.
         .args(["--exclude-re", r"\btests::"])
+        .args(["--exclude", "*_tests.rs"])
         .current_dir(root);
     for glob in &o.files {
         command.args(["--file", glob]);
