@@ -1121,3 +1121,28 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_debug_form_names_the_pool_its_slabs_and_what_recovery_found() {
+    let heap = sim_heap(4 * MIB);
+    for i in 0..2 {
+        // SAFETY: a root slot, no other thread.
+        unsafe { heap.allocate_into(root_slot(&heap, i), layout(100)) }.unwrap();
+    }
+    let reopened = reopen(&heap);
+    let text = format!("{reopened:?}");
+    assert!(text.starts_with("PersistentHeap {"), "{text}");
+    assert!(text.contains(&format!("{:?}", reopened.pool())), "{text}");
+    assert!(text.contains("live_blocks: 2"), "{text}");
+    let slabs: usize = text
+        .split("slabs: ")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no slab count in {text}"));
+    // The heap is what the pool leaves after its header and tag lines: most of 4 MiB.
+    assert!(
+        slabs > 0 && slabs * SLAB_BYTES <= 4 * MIB && slabs * SLAB_BYTES >= 3 * MIB,
+        "{slabs} slabs of {SLAB_BYTES} bytes in {text}"
+    );
+}

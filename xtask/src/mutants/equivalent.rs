@@ -235,6 +235,10 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
         "`is_small` only chooses the fast paths (a pop from the thread's stack, the batch's cached loop); `take` and the slow batch path serve small requests too, from the same stacks, with the same checks and counts",
     ),
     (
+        "allocators/pmem/src/heap/slabs.rs:25: replace + with * in find_free_slab",
+        "the hint is only where the next search starts: left at the slab just found, which its caller marks in use under the same lock, it costs the next search one step and finds the same slab",
+    ),
+    (
         "allocators/randomized/src/heap/arena.rs:40: replace / with * in Arena::count",
         "the mask `CLASSES / GROUP - 1` only lets the compiler drop a bounds check: every class is below `CLASSES`, so `class / GROUP` is already below `CLASSES / GROUP`, and the wider mask `CLASSES * GROUP - 1` leaves it as it is",
     ),
