@@ -146,4 +146,14 @@ mod tests {
                 .contains(Checks::GUARD_PAGES)
         );
     }
+
+    #[test]
+    fn adding_a_class_already_on_keeps_it_on() {
+        for bits in 0..=Checks::ALL.bits() {
+            let checks = Checks(bits);
+            assert_eq!(checks.with(checks), checks);
+            assert_eq!(Checks::ALL.with(checks), Checks::ALL);
+            assert_eq!(checks.with(Checks::NONE), checks);
+        }
+    }
 }

@@ -239,6 +239,10 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
         "the hint is only where the next search starts: left at the slab just found, which its caller marks in use under the same lock, it costs the next search one step and finds the same slab",
     ),
     (
+        "allocators/randomized/src/heap/header.rs:23: replace | with ^ in with_prev",
+        "the previous-size field is cleared before the new one is put in, and a block size over 16 fits the field's 20 bits: no bit is set on both sides, so `^` sets the same bits",
+    ),
+    (
         "allocators/randomized/src/heap/arena.rs:40: replace / with * in Arena::count",
         "the mask `CLASSES / GROUP - 1` only lets the compiler drop a bounds check: every class is below `CLASSES`, so `class / GROUP` is already below `CLASSES / GROUP`, and the wider mask `CLASSES * GROUP - 1` leaves it as it is",
     ),

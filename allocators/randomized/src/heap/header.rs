@@ -411,3 +411,53 @@ pub(crate) unsafe fn claim_remote(key: u64, payload: usize) -> Result<usize, Inv
         .map(|_| w0 & !FLAGS)
         .map_err(|_| Invalid::DoubleFree)
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    #[test]
+    fn a_tag_depends_on_every_bit_of_the_key_the_address_and_the_first_word() {
+        let mut rng = Rng::from_seed_stream([3; 32], 0);
+        for _ in 0..64 {
+            let key = rng.next_u64();
+            let h = (rng.next_u64() as usize) & !(GRANULE - 1);
+            let w0 = (rng.next_u64() as usize) & !HUGE;
+            let t = tag(key, h, w0);
+            // A flipped bit leaves the tag as it was with probability 2^-32: none may.
+            for bit in 0..64 {
+                assert_ne!(tag(key ^ 1 << bit, h, w0), t, "key bit {bit}");
+                assert_ne!(tag(key, h ^ 1 << bit, w0), t, "address bit {bit}");
+                if 1 << bit != HUGE {
+                    assert_ne!(tag(key, h, w0 ^ 1 << bit), t, "first-word bit {bit}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn canary_bytes_are_odd_and_keyed() {
+        let mut rng = Rng::from_seed_stream([4; 32], 0);
+        let mut seen = [false; 256];
+        for _ in 0..64 {
+            let key = rng.next_u64();
+            let payload = (rng.next_u64() as usize) & !(GRANULE - 1);
+            let c = canary_byte(key, payload);
+            seen[usize::from(c)] = true;
+            // A key that differs in one bit gives another byte but for the odd collision
+            // (1 in 128: the byte has 7 free bits).
+            let same = (0..64)
+                .filter(|&bit| canary_byte(key ^ 1 << bit, payload) == c)
+                .count();
+            assert!(same <= 6, "{same} of 64 key bits do not change the canary");
+            for bit in 0..64 {
+                assert_eq!(canary_byte(key ^ 1 << bit, payload) & 1, 1);
+            }
+        }
+        assert!(
+            seen.iter().filter(|&&s| s).count() >= 32,
+            "64 keys and payloads gave few canary bytes"
+        );
+    }
+}
