@@ -240,7 +240,7 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
     ),
     (
         "allocators/randomized/src/heap/header.rs:23: replace | with ^ in with_prev",
-        "the previous-size field is cleared before the new one is put in, and a block size over 16 fits the field's 20 bits: no bit is set on both sides, so `^` sets the same bits",
+        "the previous-size field is cleared before the new one is put in, and a block size over 16 (an arena block is at most 1 MiB) fits the field's 20 bits: no bit is set on both sides, so `^` sets the same bits",
     ),
     (
         "allocators/randomized/src/heap/arena.rs:40: replace / with * in Arena::count",
