@@ -446,15 +446,25 @@ mod tests {
         );
     }
 
+    /// An arena for tests of its tallies alone: nothing else of it is set up.
+    fn tallies_only() -> Box<Arena> {
+        // SAFETY: zeroed memory is a valid `Arena` (see `Arena::init`); the tests that
+        // use this touch only its tallies.
+        Box::new(unsafe { core::mem::zeroed() })
+    }
+
+    fn clear_tallies(arena: &mut Arena) {
+        arena.class_tally = [0; CLASSES];
+        arena.group_tally = [0; CLASSES / GROUP];
+        arena.small_tally = 0;
+    }
+
     #[test]
     fn class_of_nth_finds_the_class_of_every_block() {
-        // SAFETY: zeroed memory is a valid `Arena` (see `Arena::init`); only its tallies
-        // are used here.
-        let mut arena: Box<Arena> = Box::new(unsafe { core::mem::zeroed() });
+        let mut arena = tallies_only();
         let mut rng = Rng::from_seed_stream([5; 32], 0);
         for round in 0..200u64 {
-            arena.class_tally = [0; CLASSES];
-            arena.group_tally = [0; CLASSES / GROUP];
+            clear_tallies(&mut arena);
             // Sparse or dense, some classes empty, some whole groups empty.
             for class in 0..CLASSES {
                 if rng.below(4 + round % 5) == 0 && (class / GROUP) as u64 % 3 != round % 3 {
@@ -494,14 +504,10 @@ mod tests {
 
     #[test]
     fn candidates_sum_the_classes_they_name() {
-        // SAFETY: zeroed memory is a valid `Arena` (see `Arena::init`); only its tallies
-        // are used here.
-        let mut arena: Box<Arena> = Box::new(unsafe { core::mem::zeroed() });
+        let mut arena = tallies_only();
         let mut rng = Rng::from_seed_stream([9; 32], 0);
         for round in 0..100u64 {
-            arena.class_tally = [0; CLASSES];
-            arena.group_tally = [0; CLASSES / GROUP];
-            arena.small_tally = 0;
+            clear_tallies(&mut arena);
             // Every class a different count, so that a sum over the wrong classes shows.
             for class in 0..CLASSES {
                 let blocks = rng.below(3 + round % 4);
@@ -539,14 +545,10 @@ mod tests {
 
     #[test]
     fn next_nonempty_above_finds_the_smallest_class_above() {
-        // SAFETY: zeroed memory is a valid `Arena` (see `Arena::init`); only its tallies
-        // are used here.
-        let mut arena: Box<Arena> = Box::new(unsafe { core::mem::zeroed() });
+        let mut arena = tallies_only();
         let mut rng = Rng::from_seed_stream([11; 32], 0);
         for round in 0..200u64 {
-            arena.class_tally = [0; CLASSES];
-            arena.group_tally = [0; CLASSES / GROUP];
-            arena.small_tally = 0;
+            clear_tallies(&mut arena);
             // From every class non-empty to a few classes, far apart.
             for class in 0..CLASSES {
                 if rng.below(1 + round % 40) == 0 {
