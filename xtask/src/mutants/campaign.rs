@@ -184,6 +184,20 @@ fn list_mutants(o: &Options, root: &Path) -> Result<Vec<Mutant>, String> {
     list::parse(&String::from_utf8_lossy(&out.stdout))
 }
 
+/// That `out` holds a campaign's results, for `--report`: a directory without them (a
+/// mistyped `--out`) is an error, not a summary of nothing.
+fn results_on_file(out: &Path) -> Result<(), String> {
+    let results = out.join("results.jsonl");
+    if results.is_file() {
+        Ok(())
+    } else {
+        Err(format!(
+            "no campaign results in {} (no results.jsonl): run the campaign first, or give --report the --out it ran with",
+            out.display()
+        ))
+    }
+}
+
 /// The results on file.
 fn read_results(path: &Path) -> Vec<Record> {
     let Ok(text) = fs::read_to_string(path) else {
@@ -461,6 +475,9 @@ fn patterns_table(krate: &str, records: &[Record]) -> String {
 
 /// Runs the campaign `o` describes.
 pub fn run(o: &Options) -> Result<(), String> {
+    if o.report_only && !o.patterns {
+        results_on_file(&o.out)?;
+    }
     let places = Places::new(&o.out)?;
     // A crate name that is not the workspace's is an error, not an empty campaign.
     let dir = crate_dir(&places.root, &o.krate)?;
@@ -675,6 +692,19 @@ mod tests {
         assert_eq!(passed, Ok(Ended::Passed));
         assert_eq!(failed, Ok(Ended::Failed));
         assert!(text.contains("out") && text.contains("err"), "{text:?}");
+    }
+
+    #[test]
+    fn a_report_of_a_directory_without_results_is_an_error_that_creates_nothing() {
+        let dir = std::env::temp_dir().join(format!("xtask-report-{}", std::process::id()));
+        let err = results_on_file(&dir).unwrap_err();
+        assert!(err.contains("no campaign results"), "{err}");
+        assert!(!dir.exists());
+        fs::create_dir_all(&dir).unwrap();
+        assert!(results_on_file(&dir).is_err());
+        fs::write(dir.join("results.jsonl"), "").unwrap();
+        assert_eq!(results_on_file(&dir), Ok(()));
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
