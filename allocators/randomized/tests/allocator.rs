@@ -889,6 +889,120 @@ fn with_zero_fill_a_freed_payload_of_64_kib_or_more_gives_its_pages_back_and_rea
     free_small_blocks(&heap, live);
 }
 
+/// A heap that frees and reallocates the same memory keeps its pages: 2 MiB of 1 KiB blocks
+/// freed side by side (a free region of two mebibytes, but fewer free bytes than the 4 MiB
+/// the arena must hold before it trims) and allocated again, round after round, costs no
+/// system call. (A heap that shrank gives them back: see
+/// `freeing_many_small_blocks_gives_their_pages_back_once_a_large_region_forms`.)
+#[test]
+fn a_heap_that_frees_and_reallocates_the_same_memory_keeps_its_pages() {
+    let heap =
+        Randomized::with_seed_and_checks(64, Checks::ALL.without(Checks::ZERO_FILL)).unwrap();
+    let l = layout(1024, 16);
+    let mut live: Vec<NonNull<u8>> = (0..3072).map(|_| heap.allocate(l).unwrap()).collect();
+    for round in 0..4 {
+        // The lowest two thirds by address: neighbours, which merge into one free region.
+        live.sort_by_key(|p| p.as_ptr() as usize);
+        let kept = live.split_off(2048);
+        for p in std::mem::replace(&mut live, kept) {
+            // SAFETY: allocated with `l`, freed once.
+            unsafe { heap.deallocate(p, l) };
+        }
+        let counters = heap.counters();
+        assert!(
+            counters.free_list_bytes >= 2 << 20,
+            "round {round}: the freed blocks hold {} bytes of free lists",
+            counters.free_list_bytes
+        );
+        assert_eq!(
+            counters.released_bytes, 0,
+            "round {round}: pages given back by a heap holding {} live bytes: {counters:?}",
+            counters.live_bytes
+        );
+        live.extend((0..2048).map(|_| heap.allocate(l).unwrap()));
+    }
+    for p in live {
+        // SAFETY: allocated with `l`, freed once.
+        unsafe { heap.deallocate(p, l) };
+    }
+    assert_eq!(heap.counters().live_bytes, 0);
+    heap.check().expect("consistent");
+}
+
+/// Once a large free region has given its pages back, a small block carved from it and freed
+/// again costs no system call: the pages around it are too few to be worth one (less than
+/// 64 KiB), so they stay resident until the region is used again; the region's other pages
+/// are not given back a second time either.
+#[test]
+fn a_small_block_freed_into_memory_already_given_back_makes_no_system_call() {
+    let heap = Randomized::with_seed(65).unwrap();
+    // Blocks of 160 KiB, whose pages go back as soon as they merge into a free region
+    // twice their size: freed in address order, all of them but the first few.
+    let l = layout(160 << 10, 16);
+    let mut blocks: Vec<_> = (0..64).map(|_| heap.allocate(l).unwrap()).collect();
+    blocks.sort_by_key(|p| p.as_ptr() as usize);
+    for &p in &blocks {
+        fill(p, 160 << 10, 0x5a);
+    }
+    for p in blocks {
+        // SAFETY: allocated with `l`, freed once.
+        unsafe { heap.deallocate(p, l) };
+    }
+    let released = heap.counters().released_bytes;
+    assert!(released >= 8 << 20, "only {released} bytes given back");
+    for size in [16usize, 1024, 4096, 16 << 10] {
+        let l = layout(size, 16);
+        for _ in 0..64 {
+            let p = heap.allocate(l).unwrap();
+            fill(p, size, 0xa5);
+            // SAFETY: allocated with `l`, freed once.
+            unsafe { heap.deallocate(p, l) };
+        }
+        assert_eq!(
+            heap.counters().released_bytes,
+            released,
+            "freeing {size} B blocks into released memory gave pages back"
+        );
+    }
+    heap.check().expect("consistent");
+}
+
+/// The heap walk names the word that a write after free changed, whichever of a granule's
+/// two words it is, and passes again once the word reads zero.
+#[test]
+fn the_heap_walk_names_the_word_a_write_after_free_changed() {
+    let heap = Randomized::with_seed_and_checks(66, Checks::ALL).unwrap();
+    let l = layout(256, 16);
+    // Live neighbours on both sides keep the freed block where it is.
+    let blocks: Vec<_> = (0..64).map(|_| heap.allocate(l).unwrap()).collect();
+    let victim = blocks[32];
+    // SAFETY: allocated with `l`, freed once (and not freed again below).
+    unsafe { heap.deallocate(victim, l) };
+    heap.check().expect("consistent before the write");
+    // Payload words 0 and 1 hold the free block's links; from word 2 on it reads zero.
+    for word in 2..32 {
+        let at = victim.as_ptr() as usize + 8 * word;
+        // SAFETY: a write after free into a chunk, which stays mapped, undone below.
+        unsafe { ((at + 3) as *mut u8).write_volatile(0xa5) };
+        let corruption = heap.check().expect_err("a write after free");
+        assert_eq!(
+            corruption.address, at,
+            "word {word}: the walk named {:#x}, the write was to {at:#x} ({corruption})",
+            corruption.address
+        );
+        // SAFETY: as above: the byte written.
+        unsafe { ((at + 3) as *mut u8).write_volatile(0) };
+        heap.check()
+            .expect("consistent once the word reads zero again");
+    }
+    for (i, p) in blocks.into_iter().enumerate() {
+        if i != 32 {
+            // SAFETY: allocated with `l`, freed once.
+            unsafe { heap.deallocate(p, l) };
+        }
+    }
+}
+
 /// `calloc` zeroes a block too large to be checked in full when handed out: a write through
 /// a dangling pointer into the middle of a freed block, which only the ends are checked
 /// for, does not show through the next `calloc` that places a block there — down to the

@@ -250,6 +250,15 @@ impl Arena {
         };
         let tail = size - offset - need;
         let obj_size = if tail < MIN_BLOCK { need + tail } else { need };
+        // Slack cut from a block whose pages were given back keeps saying so: a later free
+        // beside it then gives back only the pages around the freed block, not the whole
+        // region again (see `release`).
+        let released = if wild {
+            0
+        } else {
+            // SAFETY: `h` is the header of the free block being cut, off every list.
+            unsafe { rd(h) & RELEASED }
+        };
         let obj = h + offset;
         let after = obj + obj_size;
         let end = h + size;
@@ -279,7 +288,7 @@ impl Arena {
         // block after it.
         unsafe {
             let obj_prev = if offset > 0 {
-                self.put(h, offset, prev);
+                self.put(h, offset | released, prev);
                 self.push(h, offset);
                 offset
             } else {
@@ -297,7 +306,7 @@ impl Arena {
                     self.put(after, rest | WILD, obj_size);
                     self.wild = after;
                 } else {
-                    self.put(after, rest, obj_size);
+                    self.put(after, rest | released, obj_size);
                     self.push(after, rest);
                     self.set_prev(end, rest);
                 }
@@ -311,7 +320,9 @@ impl Arena {
         obj + HEADER
     }
 
-    /// The old wilderness (if any) goes to the free lists.
+    /// The old wilderness (if any) goes to the free lists, as a block whose pages were given
+    /// back (`RELEASED`): past its front they were never touched, or were given back, as
+    /// `release` assumes of a wilderness it merges with.
     ///
     /// # Safety
     ///
@@ -325,7 +336,7 @@ impl Arena {
         // sentinel.
         unsafe {
             let (_, prev) = self.get_or_die(h);
-            self.put(h, size, prev);
+            self.put(h, size | RELEASED, prev);
             self.push(h, size);
             self.put(self.wild_end, BUSY | INTERNAL, size);
         }

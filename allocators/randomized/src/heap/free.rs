@@ -41,8 +41,9 @@ impl Arena {
     #[inline(always)]
     pub(super) unsafe fn release(&mut self, h: usize, size: usize, prev: usize, scrubbed: bool) {
         let (mut start, mut total, mut start_prev) = (h, size, prev);
-        // Whether every free neighbour merged here had its pages given back already.
-        let mut neighbours_released = true;
+        // Whether the free neighbour merged on each side (if any) had its pages given back
+        // already; the wilderness past its front was never touched, or was given back.
+        let (mut left_released, mut right_released) = (true, true);
         // SAFETY: (whole block) neighbours are found through checked headers of this arena.
         unsafe {
             if prev != 0 {
@@ -58,7 +59,7 @@ impl Arena {
                     if lw0 & !FLAGS != prev {
                         os::fatal("corrupted block header (sizes disagree)", h + HEADER);
                     }
-                    neighbours_released &= lw0 & RELEASED != 0;
+                    left_released = lw0 & RELEASED != 0;
                     self.unlink(left, prev);
                     self.poison(h);
                     (start, total, start_prev) = (left, total + prev, lprev);
@@ -77,7 +78,7 @@ impl Arena {
                 // The wilderness past its front was never touched (or was given back).
                 total += rsize;
             } else if rw0 & BUSY == 0 {
-                neighbours_released &= rw0 & RELEASED != 0;
+                right_released = rw0 & RELEASED != 0;
                 self.unlink(right, rsize);
                 total += rsize;
             }
@@ -90,7 +91,8 @@ impl Arena {
             // Large free regions give their whole pages back, once the arena holds more
             // free memory than live (and at least TRIM_MIN), or when a block of at least
             // RELEASE_BLOCK leaves one: all of them the first time, then only around each
-            // block freed into it (when that is worth a system call). A heap that frees and
+            // block freed into it (when that is worth a system call), and of a neighbour
+            // merged on one side only the part not given back yet. A heap that frees and
             // reallocates the same small blocks over and over keeps their memory.
             let mut released = false;
             // The pages given back, which read zero afterwards without a memset.
@@ -103,13 +105,17 @@ impl Arena {
                             > TRIM_MIN.max(self.live_bytes)))
             {
                 let page = os::page_size();
-                let (lo, hi) = if neighbours_released {
-                    let lo = (start + MIN_BLOCK).max(h.saturating_sub(page));
-                    (lo, (start + total).min(h + size + page))
+                let lo = if left_released {
+                    (start + MIN_BLOCK).max(h.saturating_sub(page))
                 } else {
-                    (start + MIN_BLOCK, start + total)
+                    start + MIN_BLOCK
                 };
-                if hi >= lo + RELEASE_SPAN || !neighbours_released {
+                let hi = if right_released {
+                    (start + total).min(h + size + page)
+                } else {
+                    start + total
+                };
+                if hi >= lo + RELEASE_SPAN || !(left_released && right_released) {
                     given_back = os::release_pages(lo, hi);
                     self.released_bytes += given_back.len() as u64;
                 }

@@ -17,7 +17,10 @@ pub(crate) const INTERNAL: usize = 8;
 /// All flag bits.
 pub(crate) const FLAGS: usize = 15;
 /// On a free block (where no other meaning applies), the HUGE bit says its whole pages
-/// were given back to the OS, so that merging more into it does not give them back again.
+/// were given back to the OS, so that merging more into it does not give them back again:
+/// all but the pages around blocks carved from it and freed since, which stay resident
+/// until a free around them spans [`RELEASE_SPAN`](super::RELEASE_SPAN). Slack cut from
+/// such a block keeps the bit.
 pub(super) const RELEASED: usize = HUGE;
 
 /// The previous-size field in a header's second word: bits 32-51 (the size / 16; a chunk

@@ -104,7 +104,7 @@ impl Arena {
                     self.put(rest, (total - grown) | WILD, grown);
                     self.wild = rest;
                 } else {
-                    self.put(rest, total - grown, grown);
+                    self.put(rest, (total - grown) | (rw0 & RELEASED), grown);
                     self.push(rest, total - grown);
                     self.set_prev(h + total, total - grown);
                 }
