@@ -170,6 +170,18 @@ fn the_uniformity_check_rejects_biased_counts() {
 const STEADY_LIVE: usize = 4096;
 const STEADY_STEPS: usize = 16 * 1024;
 
+/// Allocates a block, frees it and allocates the same layout again (then frees that too):
+/// whether the second block came back at the first one's address.
+fn just_freed_comes_back(heap: &Randomized, l: core::alloc::Layout) -> bool {
+    let p = heap.allocate(l).unwrap();
+    // SAFETY: live, freed once.
+    unsafe { heap.deallocate(p, l) };
+    let q = heap.allocate(l).unwrap();
+    // SAFETY: live, freed once.
+    unsafe { heap.deallocate(q, l) };
+    q == p
+}
+
 /// In a steady-state heap (4096 live blocks of random sizes after 16 384 free-and-replace
 /// steps), allocating a block of size s, freeing it and allocating s again returns the same
 /// address at most once in 256 trials, for s in 16, 64, 256 and 1024 bytes.
@@ -206,13 +218,7 @@ fn a_just_freed_block_is_rarely_returned_again_in_a_steady_state_heap() {
         let l = layout(size, 8);
         let mut same = 0;
         for _ in 0..trials {
-            let p = heap.allocate(l).unwrap();
-            // SAFETY: live, freed once.
-            unsafe { heap.deallocate(p, l) };
-            let q = heap.allocate(l).unwrap();
-            same += usize::from(q == p);
-            // SAFETY: live, freed once.
-            unsafe { heap.deallocate(q, l) };
+            same += usize::from(just_freed_comes_back(&heap, l));
             step(&mut live, &mut rng);
             step(&mut live, &mut rng);
         }
@@ -435,13 +441,7 @@ fn a_just_freed_block_comes_back_at_most_once_in_64_in_a_young_heap() {
         let mut live: Vec<_> = (0..8).map(|_| heap.allocate(l).unwrap()).collect();
         let mut same = 0;
         for _ in 0..trials {
-            let p = heap.allocate(l).unwrap();
-            // SAFETY: live, freed once.
-            unsafe { heap.deallocate(p, l) };
-            let q = heap.allocate(l).unwrap();
-            same += usize::from(q == p);
-            // SAFETY: live, freed once.
-            unsafe { heap.deallocate(q, l) };
+            same += usize::from(just_freed_comes_back(&heap, l));
             let slot = rng.below(live.len());
             // SAFETY: live, freed once; replaced at once.
             unsafe { heap.deallocate(live[slot], l) };
