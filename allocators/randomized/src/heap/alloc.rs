@@ -320,9 +320,7 @@ impl Arena {
         obj + HEADER
     }
 
-    /// The old wilderness (if any) goes to the free lists, as a block whose pages were given
-    /// back (`RELEASED`): past its front they were never touched, or were given back, as
-    /// `release` assumes of a wilderness it merges with.
+    /// The old wilderness (if any) goes to the free lists.
     ///
     /// # Safety
     ///
@@ -336,7 +334,7 @@ impl Arena {
         // sentinel.
         unsafe {
             let (_, prev) = self.get_or_die(h);
-            self.put(h, size | RELEASED, prev);
+            self.put(h, size, prev);
             self.push(h, size);
             self.put(self.wild_end, BUSY | INTERNAL, size);
         }
