@@ -2,6 +2,16 @@
 //! system CPU time and peak resident set, from the `rusage` that `wait4` returns for the
 //! child (and the descendants it waited for: a compiler driver's `cc1`, say).
 //!
+//! The peak resident set is the program's own only if the process that execs it starts
+//! small: `posix_spawn` (how `std` starts a program) runs the child in the harness's memory
+//! until exec, and exec keeps that memory's high-water mark in the process's `ru_maxrss`, so
+//! a program peaking below the harness's resident set read as the harness (`true` started by
+//! a harness holding 128 MiB: 131 MiB). Programs therefore start through a launcher
+//! (`c/launch.c`, compiled with `cc` on first use): it forks a copy of itself, a few pages,
+//! which execs the program, and reports that child's `ru_maxrss`. Where no C compiler is
+//! found, programs start directly and their peak includes the harness's resident set
+//! ([`launcher`] says which).
+//!
 //! The child starts in a process group of its own, so that a timeout kills everything it
 //! started. Its standard output and error go to unlinked temporary files, read back after it
 //! exits: no pipe can fill up and stall it, and nothing of the harness reads while it runs.
@@ -13,8 +23,8 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::{OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 /// What to run: a program, its arguments and environment, and the heap to preload.
@@ -64,23 +74,102 @@ impl Spec {
             .join(" ")
     }
 
-    /// The `std` command for this spec (standard streams not set).
-    fn command(&self) -> Command {
-        let mut command = Command::new(&self.program);
-        command.args(&self.args).env_remove("LD_PRELOAD");
+    /// The `std` command for this spec (standard streams not set), and the file the
+    /// launcher will report the peak resident set in, where it starts the program (see the
+    /// module documentation).
+    fn command(&self) -> (Command, Option<PathBuf>) {
+        let launch = launcher().zip(self.program.to_str().and_then(find_program));
+        let (mut command, report) = match launch {
+            Some((launcher, program)) => {
+                let report = scratch_path("rusage");
+                let mut command = Command::new(launcher);
+                command.arg(&report).arg(program);
+                (command, Some(report))
+            }
+            None => (Command::new(&self.program), None),
+        };
+        command
+            .args(&self.args)
+            .env_remove("LD_PRELOAD")
+            .env_remove(LAUNCH_PRELOAD);
         for (k, v) in &self.env {
             command.env(k, v);
         }
         if let Some(lib) = &self.preload {
-            command.env("LD_PRELOAD", lib);
+            // Through the launcher, only the program gets the heap, not the launcher.
+            let variable = if report.is_some() {
+                LAUNCH_PRELOAD
+            } else {
+                "LD_PRELOAD"
+            };
+            command.env(variable, lib);
         }
         if let Some(dir) = &self.dir {
             command.current_dir(dir);
         }
         // A group of its own: a timeout kills the program and whatever it started.
         command.process_group(0);
-        command
+        (command, report)
     }
+}
+
+/// The variable the launcher passes on to the program as `LD_PRELOAD`.
+const LAUNCH_PRELOAD: &str = "ALLOCLAB_LAUNCH_PRELOAD";
+
+/// The launcher's C source (see the module documentation).
+const LAUNCHER_SOURCE: &str = include_str!("../c/launch.c");
+
+/// The launcher that programs start through, built on first use with `cc` in a directory of
+/// this process's own (removed when the process exits); `None` where no C compiler is found
+/// or the build fails: programs then start directly, and a program's peak resident set
+/// includes the harness's (see the module documentation).
+pub fn launcher() -> Option<&'static Path> {
+    static LAUNCHER: OnceLock<Option<PathBuf>> = OnceLock::new();
+    LAUNCHER.get_or_init(build_launcher).as_deref()
+}
+
+/// The launcher's directory, for [`remove_launcher`] at exit.
+static LAUNCHER_DIR: OnceLock<PathBuf> = OnceLock::new();
+
+fn build_launcher() -> Option<PathBuf> {
+    let cc = find_program("cc")?;
+    let dir = scratch_path("launch");
+    {
+        use std::os::unix::fs::DirBuilderExt as _;
+        // A new directory that only this user can write: nobody can swap the binary.
+        std::fs::DirBuilder::new().mode(0o700).create(&dir).ok()?;
+    }
+    if LAUNCHER_DIR.set(dir.clone()).is_ok() {
+        // SAFETY: `remove_launcher` is an `extern "C" fn()` that does not unwind.
+        unsafe { libc::atexit(remove_launcher) };
+    }
+    let source = dir.join("launch.c");
+    let exe = dir.join("alloclab-launch");
+    std::fs::write(&source, LAUNCHER_SOURCE).ok()?;
+    let built = Command::new(cc)
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(&source)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    built.then_some(exe)
+}
+
+/// Removes the launcher's directory (at exit).
+extern "C" fn remove_launcher() {
+    if let Some(dir) = LAUNCHER_DIR.get() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// A path in the temporary directory that no other call, in this process or another, gets.
+fn scratch_path(what: &str) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!(".alloclab-{what}-{}-{n}", std::process::id()))
 }
 
 /// How a measured program ended, and what it cost.
@@ -95,7 +184,7 @@ pub struct Exit {
     /// CPU time in the kernel on its behalf.
     pub sys: Duration,
     /// The largest resident set of the program or any descendant it waited for, in bytes
-    /// (`ru_maxrss`).
+    /// (`ru_maxrss`; without a [`launcher`], at least the harness's own resident set).
     pub peak_rss_bytes: u64,
     /// Everything it wrote to standard output.
     pub stdout: Vec<u8>,
@@ -217,10 +306,7 @@ fn fmt_secs(d: Duration) -> String {
 
 /// An unlinked temporary file for a child's output stream.
 fn scratch_file() -> io::Result<File> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let path = std::env::temp_dir().join(format!(".alloclab-output-{}-{n}", std::process::id()));
+    let path = scratch_path("output");
     let file = File::options()
         .read(true)
         .write(true)
@@ -237,14 +323,45 @@ fn read_back(mut file: File) -> io::Result<Vec<u8>> {
     Ok(out)
 }
 
+/// A program started by [`spawn`]: its process (the launcher's, where there is one, which
+/// ends as the program does and passes termination signals on to it; see the module
+/// documentation), and the file where its peak resident set will be.
+#[derive(Debug)]
+pub struct Launched {
+    child: Child,
+    report: Option<PathBuf>,
+}
+
+impl std::ops::Deref for Launched {
+    type Target = Child;
+
+    fn deref(&self) -> &Child {
+        &self.child
+    }
+}
+
+impl std::ops::DerefMut for Launched {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.child
+    }
+}
+
+impl Drop for Launched {
+    fn drop(&mut self) {
+        if let Some(report) = &self.report {
+            let _ = std::fs::remove_file(report);
+        }
+    }
+}
+
 /// Starts `spec`'s program with its standard output and error going to `stdout` and
 /// `stderr`, standard input from `/dev/null` or a pipe (fed by a thread).
 ///
 /// # Errors
 ///
 /// [`RunError::NotFound`] if the program cannot be started.
-pub fn spawn(spec: &Spec, stdout: Stdio, stderr: Stdio) -> Result<Child, RunError> {
-    let mut command = spec.command();
+pub fn spawn(spec: &Spec, stdout: Stdio, stderr: Stdio) -> Result<Launched, RunError> {
+    let (mut command, report) = spec.command();
     command.stdout(stdout).stderr(stderr);
     command.stdin(if spec.stdin.is_some() {
         Stdio::piped()
@@ -275,7 +392,7 @@ pub fn spawn(spec: &Spec, stdout: Stdio, stderr: Stdio) -> Result<Child, RunErro
             let _ = pipe.write_all(&input);
         });
     }
-    Ok(child)
+    Ok(Launched { child, report })
 }
 
 /// The process groups of the programs running now (0: a free slot), for
@@ -353,7 +470,8 @@ pub struct Reaped {
 }
 
 /// Waits for `child` with `wait4` (which reaps it: do not call `Child::wait` afterwards),
-/// killing its process group if it runs past `timeout` after `started`.
+/// killing its process group if it runs past `timeout` after `started`. The peak resident
+/// set is the launcher's report where there is one.
 ///
 /// Returns `Ok(None)` on a timeout (the child was killed and reaped).
 ///
@@ -361,7 +479,7 @@ pub struct Reaped {
 ///
 /// If `wait4` fails.
 pub fn wait_measured(
-    child: &Child,
+    child: &Launched,
     started: Instant,
     timeout: Duration,
 ) -> Result<Option<Reaped>, RunError> {
@@ -415,7 +533,19 @@ pub fn wait_measured(
     let _ = waiter.join();
     unregister_group(pid);
     match got {
-        Some(Ok(reaped)) => Ok(Some(reaped)),
+        Some(Ok(mut reaped)) => {
+            // The launcher writes its report before it ends; one that ended otherwise (it
+            // could not start the program, say) leaves wait4's figure.
+            if let Some(kib) = child
+                .report
+                .as_ref()
+                .and_then(|r| std::fs::read_to_string(r).ok())
+                .and_then(|r| r.trim().parse::<u64>().ok())
+            {
+                reaped.peak_rss_bytes = kib * 1024;
+            }
+            Ok(Some(reaped))
+        }
         Some(Err(source)) => Err(RunError::Io {
             what: "wait for the program",
             source,
@@ -527,6 +657,70 @@ mod tests {
         let exit = run(&spec).unwrap();
         assert!(exit.status.success());
         assert!(exit.peak_rss_bytes >= 64 << 20, "{}", exit.peak_rss_bytes);
+    }
+
+    /// The launcher, or why a test that needs it cannot run.
+    fn launcher_or_skip() -> bool {
+        let found = launcher().is_some();
+        if !found {
+            println!("skipped: no launcher (no C compiler `cc` in PATH)");
+        }
+        found
+    }
+
+    #[test]
+    fn a_small_programs_peak_rss_is_its_own_not_the_harnesss() {
+        if !launcher_or_skip() {
+            return;
+        }
+        // The harness holding 128 MiB when it starts a program of about a megabyte.
+        let mut held = vec![0u8; 128 << 20];
+        for i in (0..held.len()).step_by(4096) {
+            held[i] = 1;
+        }
+        std::hint::black_box(&held);
+        let exit = run(&Spec::new("true", [""; 0])).unwrap();
+        assert!(exit.status.success());
+        assert!(
+            exit.peak_rss_bytes < 16 << 20,
+            "`true` peaked at {} bytes",
+            exit.peak_rss_bytes
+        );
+        drop(held);
+    }
+
+    #[test]
+    fn exit_codes_and_signals_come_back_through_the_launcher() {
+        if !launcher_or_skip() {
+            return;
+        }
+        let exit = run(&Spec::new("sh", ["-c", "exit 3"])).unwrap();
+        assert_eq!(exit.status.code(), Some(3));
+        let exit = run(&Spec::new("sh", ["-c", "kill -TERM $$"])).unwrap();
+        assert_eq!(
+            exit.status.signal(),
+            Some(libc::SIGTERM),
+            "{}",
+            exit.status_text()
+        );
+    }
+
+    #[test]
+    fn a_termination_signal_to_the_launcher_reaches_the_program() {
+        if !launcher_or_skip() {
+            return;
+        }
+        let started = Instant::now();
+        let child = spawn(&Spec::new("sleep", ["30"]), Stdio::null(), Stdio::null()).unwrap();
+        // Wait until the program runs (the launcher's child is in its process group).
+        std::thread::sleep(Duration::from_millis(200));
+        // SAFETY: our child, not reaped yet.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        let reaped = wait_measured(&child, started, Duration::from_secs(20))
+            .unwrap()
+            .expect("ended well before the timeout");
+        assert_eq!(reaped.status.signal(), Some(libc::SIGTERM));
+        assert!(started.elapsed() < Duration::from_secs(10));
     }
 
     #[test]

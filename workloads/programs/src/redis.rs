@@ -441,7 +441,7 @@ pub fn run(
     spec.preload = preload.map(Path::to_owned);
     spec.timeout = timeout;
     let started = Instant::now();
-    let server = process::spawn(&spec, Stdio::null(), Stdio::piped())?;
+    let mut server = process::spawn(&spec, Stdio::null(), Stdio::piped())?;
     let pid = server.id() as libc::pid_t;
     // Whatever happens below, the server does not outlive the run.
     struct Reap {
@@ -473,7 +473,7 @@ pub fn run(
             guard.armed = false;
             process::unregister_group(pid);
             let mut message = String::new();
-            if let Some(mut err) = server.stderr {
+            if let Some(mut err) = server.stderr.take() {
                 let _ = err.read_to_string(&mut message);
             }
             return Err(Error::Server(format!(
