@@ -121,3 +121,42 @@ pub fn page_bytes() -> usize {
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     if page > 0 { page as usize } else { 4096 }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Whether the page at `addr` is mapped (`mincore` fails with `ENOMEM` on one that is
+    /// not).
+    fn mapped(addr: usize) -> bool {
+        let mut resident = 0u8;
+        // SAFETY: `mincore` only reads the page tables of one page and writes one byte.
+        unsafe { libc::mincore(addr as *mut libc::c_void, page_bytes(), &mut resident) == 0 }
+    }
+
+    /// An aligned mapping is cut out of a larger one: what lies before the aligned start
+    /// (the lead) and after its end (the tail) is given back, so that only `len` bytes stay
+    /// mapped. Another thread may map something right beside it before the test looks; a
+    /// lead or tail left mapped is there every time.
+    #[test]
+    fn an_aligned_mapping_leaves_nothing_mapped_before_or_after_it() {
+        let page = page_bytes();
+        let (len, align) = (16 * page, 1 << 30);
+        let mut seen = Vec::new();
+        let clean = (0..8).any(|_| {
+            let start = map_aligned_with(len, align, true).expect("1 GiB of address space");
+            let s = start.as_ptr() as usize;
+            assert_eq!(s % align, 0);
+            assert!(mapped(s) && mapped(s + len - page));
+            let around = (mapped(s - page), mapped(s + len));
+            seen.push(around);
+            // SAFETY: the mapping just made, unused.
+            unsafe { unmap(start, len) };
+            around == (false, false)
+        });
+        assert!(
+            clean,
+            "pages mapped (before, after) the aligned range in every try: {seen:?}"
+        );
+    }
+}
