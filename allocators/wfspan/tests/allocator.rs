@@ -682,6 +682,44 @@ fn spans_per_class_is_checked_against_the_class_table() {
 }
 
 #[test]
+fn span_sizes_and_regions_are_checked_at_both_ends() {
+    for (span_bytes, ok) in [
+        (8 << 10, false),
+        (16 << 10, true),
+        (48 << 10, false),
+        (64 << 10, true),
+        ((64 << 10) + 1, false),
+        (4 << 20, true),
+        (8 << 20, false),
+    ] {
+        let config = Config {
+            span_bytes,
+            ..Config::DEFAULT
+        };
+        assert_eq!(config.validate().is_ok(), ok, "span_bytes = {span_bytes}");
+    }
+    for (region_bytes, ok) in [(128 << 20, false), ((1 << 30) - 1, false), (1 << 30, true)] {
+        for span_bytes in [16 << 10, 4 << 20] {
+            let config = Config {
+                span_bytes,
+                region_bytes,
+                ..Config::DEFAULT
+            };
+            assert_eq!(
+                config.validate().is_ok(),
+                ok,
+                "region_bytes = {region_bytes} with spans of {span_bytes}"
+            );
+        }
+    }
+    let config = Config {
+        cached_runs: 0,
+        ..Config::DEFAULT
+    };
+    assert!(config.validate().is_err());
+}
+
+#[test]
 fn a_class_with_a_full_span_table_keeps_every_block() {
     // K = 64: one thread holds blocks in many more spans of one class than its table has
     // entries, frees them in a scattered order (spans move from full to partial to empty
