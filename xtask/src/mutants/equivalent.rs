@@ -11,6 +11,38 @@
 /// `(mutant, why it is equivalent)`.
 pub const EQUIVALENT: &[(&str, &str)] = &[
     (
+        "allocators/wfspan/src/os.rs:9: replace | with ^ in map",
+        "the mapping flags `MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE` are distinct bits, so `^` sets the same ones",
+    ),
+    (
+        "allocators/wfspan/src/os.rs:29: replace | with ^ in map",
+        "`PROT_READ | PROT_WRITE`: distinct bits, as the flags",
+    ),
+    (
+        "allocators/wfspan/src/os.rs:13: delete - in map",
+        "the descriptor of an anonymous mapping: Linux ignores it with `MAP_ANONYMOUS` (-1 is what portable code passes), so 1 maps the same memory",
+    ),
+    (
+        "allocators/wfspan/src/os.rs:17: replace > with >= in map_aligned_with",
+        "`munmap` of zero bytes (no lead; the tail is never empty) fails with `EINVAL` and changes nothing (`unmap` keeps `errno`)",
+    ),
+    (
+        "allocators/wfspan/src/os.rs:13: replace > with >= in page_bytes",
+        "`sysconf(_SC_PAGESIZE)` never returns 0",
+    ),
+    (
+        "allocators/wfspan/src/allocator/config.rs:70: replace < with == in Config::validate",
+        "the 32-span floor of the region is at most 128 MiB (spans are at most 4 MiB, checked first), below the 1 GiB floor checked before it: it never decides",
+    ),
+    (
+        "allocators/wfspan/src/allocator/config.rs:70: replace < with <= in Config::validate",
+        "as `==`: the 32-span floor never decides",
+    ),
+    (
+        "allocators/wfspan/src/allocator/config.rs:89: replace << with >> in Config::validate",
+        "as `==`: the 32-span floor never decides, and a smaller one neither",
+    ),
+    (
         "allocators/wfspan/src/allocator/huge.rs:53: replace < with <= in WfSpan::take_cached_mapping",
         "ties of the hint (mappings of the same length in whole spans) go to the last such slot instead of the first: the smallest hint is chosen either way, and the hint cannot tell the two apart (the exact length, read once the slot is taken, decides whether it is used)",
     ),
@@ -318,6 +350,18 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
 
 /// `(mutant, why no test reaches it)`: not equivalent, and not caught.
 pub const OUT_OF_REACH: &[(&str, &str)] = &[
+    (
+        "allocators/wfspan/src/os.rs:9: replace <impl Drop for KeepErrno>::drop with ()",
+        "`errno` changes only when `munmap` or `madvise` fails, and the callers pass only page-aligned ranges of their own mappings, which never fail",
+    ),
+    (
+        "allocators/wfspan/src/os.rs:13: replace > with == in page_bytes",
+        "the fallback page size is 4 KiB, what `sysconf` returns on the machines the campaigns run on: only a system with larger pages tells the two apart",
+    ),
+    (
+        "allocators/wfspan/src/os.rs:13: replace > with < in page_bytes",
+        "as `==`: the 4 KiB fallback is this machine's page size",
+    ),
     (
         "allocators/wfspan/src/span_list.rs:9: replace SpanList::push -> u64 with 1",
         "the attempts of a multi-producer push: more than one only when another thread pops between its load and its compare-and-swap, a race no test can schedule (the callers ignore the count; the unit test checks the uncontended push's one attempt)",
