@@ -100,18 +100,28 @@ fn two_pools_get_different_ids() {
 
 #[test]
 fn create_zeroes_root_and_metadata_and_leaves_no_other_header_bytes() {
-    let medium = TestMedium::from_bytes(&vec![0x5a; POOL_BYTES]);
-    let pool = Pool::create(&medium, 200).unwrap();
-    let bytes = medium.bytes();
-    let meta = pool.metadata_range();
-    assert!(bytes[256..meta.offset].iter().all(|&b| b == 0));
-    assert!(bytes[meta.offset..meta.end()].iter().all(|&b| b == 0));
-    assert_eq!(copy_at(&bytes, PRIMARY_OFFSET), pool.header().encode());
-    assert_eq!(copy_at(&bytes, BACKUP_OFFSET), pool.header().encode());
-    // The heap is the allocator's: create leaves it.
-    assert!(bytes[pool.heap_range().offset..].iter().all(|&b| b == 0x5a));
-    // Everything create wrote is durable.
-    assert!(medium.durable_image() == bytes);
+    // A roomy pool, and the smallest ones (whose metadata is a single cache line).
+    for (size, root) in [
+        (POOL_BYTES, 200),
+        (min_pool_size(200).unwrap(), 200),
+        (min_pool_size(0).unwrap(), 0),
+    ] {
+        let medium = TestMedium::from_bytes(&vec![0x5a; size]);
+        let pool = Pool::create(&medium, root).unwrap();
+        let bytes = medium.bytes();
+        let meta = pool.metadata_range();
+        assert!(bytes[256..meta.offset].iter().all(|&b| b == 0));
+        assert!(bytes[meta.offset..meta.end()].iter().all(|&b| b == 0));
+        assert_eq!(copy_at(&bytes, PRIMARY_OFFSET), pool.header().encode());
+        assert_eq!(copy_at(&bytes, BACKUP_OFFSET), pool.header().encode());
+        // The heap is the allocator's: create leaves it.
+        assert!(
+            bytes[pool.heap_range().offset..].iter().all(|&b| b == 0x5a),
+            "a pool of {size} bytes, root {root}: create wrote into the heap"
+        );
+        // Everything create wrote is durable.
+        assert!(medium.durable_image() == bytes);
+    }
 }
 
 #[test]
@@ -636,4 +646,13 @@ proptest! {
         prop_assert!(medium.bytes() == bytes);
         prop_assert_eq!(medium.stats().flushes, 0);
     }
+}
+
+#[test]
+fn a_pools_debug_form_names_its_mapping_and_header() {
+    let pool = Pool::create(TestMedium::new(POOL_BYTES), 64).unwrap();
+    let text = format!("{pool:?}");
+    assert!(text.starts_with("Pool {"), "{text}");
+    assert!(text.contains("base"), "{text}");
+    assert!(text.contains(&format!("{:?}", pool.header())), "{text}");
 }
