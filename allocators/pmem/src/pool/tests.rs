@@ -178,6 +178,12 @@ fn open_refuses_what_is_not_a_pool() {
         &vec![0u8; POOL_BYTES],
         PoolError::NotAPool { found: [0; 16] },
     );
+    // A medium exactly as long as the header area is read: what it lacks is a pool, not
+    // room for a header.
+    assert_refused(
+        &vec![0u8; HEADER_AREA_BYTES],
+        PoolError::NotAPool { found: [0; 16] },
+    );
 }
 
 #[test]
