@@ -289,22 +289,56 @@ fn open_refuses_a_root_out_of_bounds() {
 fn open_refuses_contradicting_layout_fields() {
     let fresh = fresh_pool_bytes(64);
     type HeaderEdit = Box<dyn Fn(&mut Header)>;
-    let cases: [(&str, HeaderEdit); 5] = [
-        ("heap overlaps metadata", Box::new(|h| h.heap_offset -= 64)),
+    // (what, the edit, what the refusal's reason says)
+    let cases: [(&str, HeaderEdit, &str); 8] = [
+        (
+            "heap overlaps metadata",
+            Box::new(|h| h.heap_offset -= 64),
+            "overlaps the metadata",
+        ),
         (
             "metadata overlaps root",
             Box::new(|h| h.metadata_offset = 256),
+            "overlaps the root's lines",
         ),
-        ("heap past the end", Box::new(|h| h.heap_size += 64)),
-        ("misaligned heap", Box::new(|h| h.heap_offset += 8)),
-        ("heap too small", Box::new(|h| h.heap_size = 64)),
+        (
+            "a root in bounds, up to the pool's last byte, under the metadata",
+            Box::new(|h| h.root_size = h.pool_size - h.root_offset),
+            "overlaps the root's lines",
+        ),
+        (
+            "heap past the end",
+            Box::new(|h| h.heap_size += 64),
+            "ends past the pool",
+        ),
+        (
+            "misaligned heap",
+            Box::new(|h| h.heap_offset += 8),
+            "not cache-line aligned",
+        ),
+        (
+            "misaligned heap size",
+            Box::new(|h| h.heap_size -= 8),
+            "not cache-line aligned",
+        ),
+        (
+            "misaligned metadata size",
+            Box::new(|h| h.metadata_size -= 8),
+            "not cache-line aligned",
+        ),
+        (
+            "heap too small",
+            Box::new(|h| h.heap_size = 64),
+            "smaller than the minimum",
+        ),
     ];
-    for (what, edit) in cases {
+    for (what, edit, says) in cases {
         let bytes = with_header(fresh.clone(), edit);
         let error = Pool::open(TestMedium::from_bytes(&bytes)).unwrap_err();
         let PoolError::InconsistentHeader { reason } = &error else {
             panic!("{what}: expected InconsistentHeader, got {error:?}");
         };
+        assert!(reason.contains(says), "{what}: {reason}");
         assert_refused(
             &bytes,
             PoolError::InconsistentHeader {
