@@ -696,3 +696,14 @@ fn a_pools_debug_form_names_its_mapping_and_header() {
     assert!(text.contains("base"), "{text}");
     assert!(text.contains(&format!("{:?}", pool.header())), "{text}");
 }
+
+#[test]
+fn the_smallest_pool_opens_with_the_smallest_heap() {
+    for root in [0, 64, 1000] {
+        let medium = TestMedium::new(min_pool_size(root).unwrap());
+        let created = Pool::create(&medium, root).unwrap();
+        assert_eq!(created.heap_range().len, MIN_HEAP_BYTES, "root {root}");
+        let opened = Pool::open(&medium).unwrap();
+        assert_eq!(opened.header(), created.header());
+    }
+}
