@@ -183,6 +183,37 @@ mod tests {
     }
 
     #[test]
+    fn rounding_up_to_a_line_gives_the_first_line_boundary_at_or_after() {
+        for n in 0..=4 * CACHE_LINE {
+            let r = round_up_to_line(n).unwrap();
+            assert!(
+                r % CACHE_LINE == 0 && r >= n && r - n < CACHE_LINE,
+                "{n} -> {r}"
+            );
+        }
+        assert_eq!(round_up_to_line(usize::MAX), None);
+    }
+
+    /// The heap's size comes from an estimate corrected by a few lines, not from a walk over
+    /// the pool: pools of a terabyte and more are laid out at once, the heap the largest
+    /// that fits.
+    #[test]
+    fn pools_up_to_the_address_space_are_laid_out_directly() {
+        for pool_size in [1 << 30, 1 << 40, 1 << 50, usize::MAX & !(CACHE_LINE - 1)] {
+            let layout = layout_for(pool_size, 64).unwrap();
+            assert!(layout.heap.end() <= pool_size);
+            let grown = layout.heap.len + CACHE_LINE;
+            let needed = layout.metadata.offset as u128
+                + grown as u128
+                + metadata_bytes_for_heap(grown) as u128;
+            assert!(
+                needed > pool_size as u128,
+                "pool {pool_size}: a larger heap fits"
+            );
+        }
+    }
+
+    #[test]
     fn absurd_root_sizes_are_too_small_errors_not_overflows() {
         assert_eq!(
             layout_for(1 << 20, usize::MAX),
