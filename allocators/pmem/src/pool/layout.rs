@@ -187,7 +187,7 @@ mod tests {
         for n in 0..=4 * CACHE_LINE {
             let r = round_up_to_line(n).unwrap();
             assert!(
-                r % CACHE_LINE == 0 && r >= n && r - n < CACHE_LINE,
+                r.is_multiple_of(CACHE_LINE) && r >= n && r - n < CACHE_LINE,
                 "{n} -> {r}"
             );
         }
