@@ -11,6 +11,46 @@
 /// `(mutant, why it is equivalent)`.
 pub const EQUIVALENT: &[(&str, &str)] = &[
     (
+        "allocators/pmem/src/pool/layout.rs:16: replace > with == in largest_heap_in",
+        "the heap's size is `avail * 64 / 65` rounded down to a line, then corrected downwards while its footprint (heap and metadata) exceeds `avail` and upwards while one more line fits; `avail` is always a whole number of lines (the pool's usable end and the metadata's offset are), and for every such `avail` the estimate is already the largest heap that fits, footprint equal to `avail` (checked for every multiple of 64 up to 50 MB, and the upward bound follows from a heap of h needing at least h * 65 / 64): neither correction ever runs, so changing its condition or its step changes nothing",
+    ),
+    (
+        "allocators/pmem/src/pool/layout.rs:16: replace > with < in largest_heap_in",
+        "as `>` with `==` at column 16 (the bound on the downward correction): the corrections never run for a whole number of lines",
+    ),
+    (
+        "allocators/pmem/src/pool/layout.rs:16: replace > with >= in largest_heap_in",
+        "as `>` with `==` at column 16 (the bound on the downward correction): the corrections never run for a whole number of lines",
+    ),
+    (
+        "allocators/pmem/src/pool/layout.rs:39: replace > with == in largest_heap_in",
+        "as `>` with `==` at column 16 (the bound on the downward correction): the corrections never run for a whole number of lines",
+    ),
+    (
+        "allocators/pmem/src/pool/layout.rs:39: replace > with < in largest_heap_in",
+        "as `>` with `==` at column 16 (the bound on the downward correction): the corrections never run for a whole number of lines",
+    ),
+    (
+        "allocators/pmem/src/pool/layout.rs:39: replace > with >= in largest_heap_in",
+        "as `>` with `==` at column 16 (the bound on the downward correction): the corrections never run for a whole number of lines",
+    ),
+    (
+        "allocators/pmem/src/pool/layout.rs:14: replace -= with += in largest_heap_in",
+        "the step of a correction that never runs (see `>` with `==` at column 16)",
+    ),
+    (
+        "allocators/pmem/src/pool/layout.rs:14: replace -= with /= in largest_heap_in",
+        "the step of a correction that never runs (see `>` with `==` at column 16)",
+    ),
+    (
+        "allocators/pmem/src/pool/layout.rs:14: replace += with -= in largest_heap_in",
+        "the step of a correction that never runs (see `>` with `==` at column 16)",
+    ),
+    (
+        "allocators/pmem/src/pool/layout.rs:14: replace += with *= in largest_heap_in",
+        "the step of a correction that never runs (see `>` with `==` at column 16)",
+    ),
+    (
         "allocators/pmem/src/pool/mod.rs:62: replace - with + in Pool<M>::create",
         "the flush after writing a header copy but its magic covers 32 bytes more (the magic's length, twice): the next copy's first bytes or the root's, all written and flushed in the same step before the fence; flushing more leaves nothing unflushed",
     ),
