@@ -12,7 +12,7 @@
 pub const EQUIVALENT: &[(&str, &str)] = &[
     (
         "allocators/pmem/src/pool/layout.rs:16: replace > with == in largest_heap_in",
-        "the heap's size is `avail * 64 / 65` rounded down to a line, then corrected downwards while its footprint (heap and metadata) exceeds `avail` and upwards while one more line fits; `avail` is always a whole number of lines (the pool's usable end and the metadata's offset are), and for every such `avail` the estimate is already the largest heap that fits, footprint equal to `avail` (checked for every multiple of 64 up to 50 MB, and the upward bound follows from a heap of h needing at least h * 65 / 64): neither correction ever runs, so changing its condition or its step changes nothing",
+        "the heap's size is `avail * 64 / 65` rounded down to a line, then corrected downwards while its footprint (heap and metadata) exceeds `avail` and upwards while one more line fits; `avail` is always a whole number of lines (the pool's usable end and the metadata's offset are), and for every such `avail` the estimate is already the largest heap that fits, footprint equal to `avail` (a unit test checks it for every multiple of 64 up to 4 MiB, and the upward bound follows from a heap of h needing at least h * 65 / 64): neither correction ever runs, so changing its condition or its step changes nothing",
     ),
     (
         "allocators/pmem/src/pool/layout.rs:16: replace > with < in largest_heap_in",

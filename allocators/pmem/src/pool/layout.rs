@@ -213,6 +213,18 @@ mod tests {
         }
     }
 
+    /// Every region starts on a line, so the space left for heap and metadata is a whole
+    /// number of lines; for such space the estimate needs no correction.
+    #[test]
+    fn for_a_whole_number_of_lines_the_estimate_is_the_largest_heap() {
+        for avail in (0..=4 << 20).step_by(CACHE_LINE) {
+            let estimate = (avail * HEAP_BYTES_PER_METADATA_BYTE
+                / (HEAP_BYTES_PER_METADATA_BYTE + 1))
+                & !(CACHE_LINE - 1);
+            assert_eq!(largest_heap_in(avail), estimate, "{avail} bytes");
+        }
+    }
+
     #[test]
     fn absurd_root_sizes_are_too_small_errors_not_overflows() {
         assert_eq!(
