@@ -601,6 +601,31 @@ fn resolve_checks_null_bounds_and_alignment_against_the_heap() {
         "header is not heap"
     );
     assert_eq!(pool.pptr_of(std::ptr::null::<u64>()), None);
+    // A zero-sized `T` fits anywhere in the heap, but not at its end: nothing there is
+    // the heap's.
+    let unit = |offset: usize| PPtr::<()>::from_offset(offset as u64);
+    assert!(pool.resolve(unit(heap.end() - 8)).is_some());
+    assert_eq!(pool.resolve(unit(heap.end())), None);
+    assert_eq!(pool.resolve(PPtr::<()>::null()), None);
+}
+
+#[test]
+fn persistent_pointers_print_and_hash_as_their_offsets() {
+    let p = PPtr::<u64>::from_offset(0x1040);
+    assert_eq!(format!("{p:?}"), "PPtr(0x1040)");
+    assert_eq!(format!("{:?}", PPtr::<u64>::null()), "PPtr(0x0)");
+    let hash = |p: PPtr<u64>| {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        p.hash(&mut h);
+        h.finish()
+    };
+    // Equal pointers hash alike; a thousand different ones spread over a thousand hashes.
+    assert_eq!(hash(p), hash(PPtr::from_offset(0x1040)));
+    let hashes: std::collections::HashSet<u64> = (0..1000u64)
+        .map(|i| hash(PPtr::from_offset(i * 64)))
+        .collect();
+    assert_eq!(hashes.len(), 1000);
 }
 
 #[test]
