@@ -40,7 +40,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s REPORT PROGRAM [ARG...]\n", argc > 0 ? argv[0] : "alloclab-launch");
         return 125;
     }
+    /* The signals passed on are held from before their handlers are set until the child's
+     * pid is known: one that arrives in between is delivered then, not lost. (One that
+     * arrives before they are held ends the launcher, before any child exists.) */
     static const int passed[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+    sigset_t held, before;
+    sigemptyset(&held);
+    for (size_t i = 0; i < sizeof passed / sizeof passed[0]; i++)
+        sigaddset(&held, passed[i]);
+    sigprocmask(SIG_BLOCK, &held, &before);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = pass_on;
@@ -55,7 +63,8 @@ int main(int argc, char **argv)
         return 125;
     }
     if (pid == 0) {
-        /* exec puts the handlers above back to their defaults. */
+        /* exec puts the handlers above back to their defaults, but keeps the mask. */
+        sigprocmask(SIG_SETMASK, &before, NULL);
         if (preload != NULL && setenv("LD_PRELOAD", preload, 1) != 0)
             _exit(125);
         unsetenv("ALLOCLAB_LAUNCH_PRELOAD");
@@ -64,6 +73,7 @@ int main(int argc, char **argv)
         _exit(127);
     }
     child = pid;
+    sigprocmask(SIG_SETMASK, &before, NULL);
 
     int status = 0;
     struct rusage usage;
