@@ -48,13 +48,8 @@ impl Randomized {
     ///
     /// [`AllocErrorKind::OutOfMemory`] if the OS refuses the first chunk.
     pub fn with_seed(seed: u64) -> Result<Self, AllocError> {
-        Self::with_seed_checks_and_cache(seed, Checks::from_env(), cache_from_env())
+        Self::with_seed_and_checks(seed, Checks::from_env())
     }
-
-    /// The environment variable that switches the per-size cache of freed small blocks off
-    /// (`off` or `0`; see the crate documentation) for heaps built by [`new`](Self::new)
-    /// and [`with_seed`](Self::with_seed).
-    pub const CACHE_ENV: &'static str = "ALLOCLAB_RANDOMIZED_CACHE";
 
     /// As [`with_seed`](Self::with_seed), running exactly `checks` whatever the
     /// environment says: to measure what each class costs, or to test a heap without one.
@@ -63,27 +58,11 @@ impl Randomized {
     ///
     /// [`AllocErrorKind::OutOfMemory`] if the OS refuses the first chunk.
     pub fn with_seed_and_checks(seed: u64, checks: Checks) -> Result<Self, AllocError> {
-        Self::with_seed_checks_and_cache(seed, checks, true)
-    }
-
-    /// As [`with_seed_and_checks`](Self::with_seed_and_checks), with the per-size cache of
-    /// freed small blocks on or off whatever [`CACHE_ENV`](Self::CACHE_ENV) says: off, every
-    /// free merges at once and every allocation is placed by the draw (slower; the
-    /// placement the policy tests check block by block).
-    ///
-    /// # Errors
-    ///
-    /// [`AllocErrorKind::OutOfMemory`] if the OS refuses the first chunk.
-    pub fn with_seed_checks_and_cache(
-        seed: u64,
-        checks: Checks,
-        cache: bool,
-    ) -> Result<Self, AllocError> {
         let heap = Self::new();
         let mut bytes = [0u8; 32];
         bytes[..8].copy_from_slice(&seed.to_le_bytes());
         bytes[8..16].copy_from_slice(b"alloclab");
-        let root = Root::create(bytes, checks, cache).ok_or(AllocError::new(
+        let root = Root::create(bytes, checks).ok_or(AllocError::new(
             Layout::new::<u8>(),
             AllocErrorKind::OutOfMemory,
         ))?;
@@ -111,7 +90,7 @@ impl Randomized {
             self.state.unlock(root);
             return Some(root);
         }
-        match Root::create(os::entropy(), Checks::from_env(), cache_from_env()) {
+        match Root::create(os::entropy(), Checks::from_env()) {
             Some(created) => {
                 self.state.unlock(created as usize);
                 Some(created as usize)
@@ -376,12 +355,6 @@ unsafe impl MallocHeap for Randomized {
         self.free_block(ptr);
     }
 
-    /// Sends the freed blocks the arenas keep whole for reuse back to the free lists, which
-    /// give a large enough free region's pages back to the OS; `true` if any pages went.
-    fn trim(&self) -> bool {
-        self.existing_root().is_some_and(Root::trim)
-    }
-
     const RECORDS_KIND: bool = true;
 
     /// Records `kind` in the block's header, where C++'s `delete` checks it.
@@ -461,24 +434,3 @@ impl ForkHooks for Randomized {
 }
 
 alloclab_core::impl_global_alloc!(Randomized);
-
-/// Whether [`Randomized::CACHE_ENV`] leaves the cache on: anything but `off` or `0` does
-/// (with a warning for a value it does not know). Read with `getenv`, which allocates
-/// nothing: this runs while the heap is being built.
-fn cache_from_env() -> bool {
-    // SAFETY: a NUL-terminated name; the value is read before anything else can change the
-    // environment (the heap is built at the process's first allocation, or by its owner).
-    let value = unsafe { libc::getenv(c"ALLOCLAB_RANDOMIZED_CACHE".as_ptr()) };
-    if value.is_null() {
-        return true;
-    }
-    // SAFETY: `getenv` returned a NUL-terminated string.
-    match unsafe { core::ffi::CStr::from_ptr(value) }.to_bytes() {
-        b"off" | b"0" => false,
-        b"on" | b"1" | b"" => true,
-        _ => {
-            os::warn("ALLOCLAB_RANDOMIZED_CACHE is neither on nor off; the cache stays on");
-            true
-        }
-    }
-}

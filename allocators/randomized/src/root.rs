@@ -16,9 +16,9 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::Checks;
 use crate::heap::{
-    Arena, BUSY, CHUNK, CHUNK_HEADER, Cache, ChunkSource, Corruption, Counters, Expect, GRANULE,
-    HEADER, HUGE, HeapShape, Invalid, Lists, Live, canary_len, check_canary, claim_remote, get,
-    put, rd, scrub_queued, set_kind, validate_in_chunk, wr,
+    Arena, BUSY, CHUNK, CHUNK_HEADER, ChunkSource, Corruption, Counters, Expect, GRANULE, HEADER,
+    HUGE, HeapShape, Invalid, Lists, Live, canary_len, check_canary, claim_remote, get, put, rd,
+    scrub_queued, set_kind, validate_in_chunk, wr,
 };
 use crate::lock::StateWord;
 use crate::os;
@@ -82,9 +82,6 @@ pub(crate) struct Root {
     key: u64,
     /// The detection classes this heap runs ([`Checks`] bits), fixed at creation.
     checks: u8,
-    /// Whether the arenas keep freed small blocks in per-size bags (`heap/cache.rs`), fixed
-    /// at creation.
-    cache: bool,
     /// Seed of the arenas' generators: arena `i` draws from its stream `i + 1` (the key
     /// came from stream 0), set up when a thread first locks it. Replaced in a forked
     /// child (under every lock), so that the arenas it sets up later do not repeat the
@@ -99,9 +96,6 @@ pub(crate) struct Root {
     huge_deallocations: AtomicU64,
     slots: [Slot; ARENAS],
     table: [AtomicUsize; TABLE],
-    /// Each arena's bags of freed small blocks (17 KiB each, smallest sizes first: a page
-    /// per arena for most programs), under the arena's lock.
-    caches: [Cache; ARENAS],
     /// Zero-size blocks: their region and bitmap, last, so that a program that never asks
     /// for zero bytes never touches these pages.
     zero: ZeroSize,
@@ -175,7 +169,6 @@ impl ArenaGuard<'_> {
             checks.contains(Checks::CANARIES),
             rng,
             &slot.lists,
-            root.cache.then(|| &root.caches[index]),
         );
         if index == 0 {
             // Arena 0's first memory is the first chunk's, after the control block; set up
@@ -253,7 +246,7 @@ fn thread_pointer() -> usize {
 impl Root {
     /// Maps the first chunk and builds the heap in it, running `checks`. `None` if the OS
     /// gives no memory.
-    pub(crate) fn create(seed: [u8; 32], checks: Checks, cache: bool) -> Option<*mut Root> {
+    pub(crate) fn create(seed: [u8; 32], checks: Checks) -> Option<*mut Root> {
         let base = os::map_aligned(CHUNK, CHUNK)?.as_ptr() as usize;
         let root = base as *mut Root;
         let key = Rng::from_seed_stream(seed, 0).next_u64();
@@ -262,7 +255,6 @@ impl Root {
         unsafe {
             ptr::addr_of_mut!((*root).key).write(key);
             ptr::addr_of_mut!((*root).checks).write(checks.bits());
-            ptr::addr_of_mut!((*root).cache).write(cache);
             ptr::addr_of_mut!((*root).seed).write(UnsafeCell::new(seed));
             (*root).table_insert(base | KIND_BLOCKS);
         }
@@ -761,23 +753,6 @@ impl Root {
         }
     }
 
-    /// Sends every arena's cached blocks back to the free lists (where a large enough free
-    /// region gives its pages back to the OS, as after any free); whether any pages went
-    /// back.
-    pub(crate) fn trim(&self) -> bool {
-        self.flush_outboxes();
-        let mut released = false;
-        for i in 0..ARENAS {
-            if let Some(mut arena) = self.lock_if_used(i) {
-                let before = arena.counters().released_bytes;
-                // SAFETY: the lock is held by the guard.
-                unsafe { arena.flush_cache() };
-                released |= arena.counters().released_bytes > before;
-            }
-        }
-        released
-    }
-
     /// Pushes every arena's outbox chains to their arenas, so that the next lock of each
     /// arena completes every free queued so far (the counters and the heap walk count
     /// queued blocks as live).
@@ -894,11 +869,6 @@ impl Root {
             }
             // SAFETY: as above.
             unsafe { arena.check_lists(shape.free_bytes, shape.live_bytes) }?;
-            // SAFETY: as above.
-            unsafe {
-                (*self.slots[index].arena.get())
-                    .check_cache(shape.cached_blocks, shape.cached_bytes)
-            }?;
             let wild = arena.wilderness();
             if wild != 0 && shape.wilderness_bytes == 0 {
                 return Err(Corruption::at(
@@ -912,8 +882,6 @@ impl Root {
             total.live_bytes += shape.live_bytes;
             total.free_bytes += shape.free_bytes;
             total.wilderness_bytes += shape.wilderness_bytes;
-            total.cached_blocks += shape.cached_blocks;
-            total.cached_bytes += shape.cached_bytes;
         }
         if huge_bytes != self.huge_live_bytes.load(Ordering::Relaxed) {
             return Err(Corruption::with(
@@ -1001,12 +969,11 @@ mod tests {
         let (heap, root, _) = one_thread_heap(64);
         let page = os::page_size();
         let pages = resident_pages(root, ROOT_SPACE.next_multiple_of(page));
-        // The shared page, the arena's slot, the table's page of the two chunks, and the
-        // first page of the arena's bags (where the freed block went).
+        // The shared page, the arena's slot, and the table's page of the two chunks.
         // (Before: the slot straddled two pages, the shared fields had one after the slots,
         // each chunk's table entry a page of its own, and arena 0 was set up at creation,
         // its slot and first block touched whether used or not: 7 or more.)
-        assert!(pages.len() <= 4, "resident control-block pages {pages:?}");
+        assert!(pages.len() <= 3, "resident control-block pages {pages:?}");
         assert!(heap.check().is_ok());
     }
 

@@ -13,7 +13,7 @@ use core::ptr::NonNull;
 use std::collections::HashMap;
 
 use alloclab_core::{Allocator, ForkHooks};
-use alloclab_randomized::{Checks, Randomized};
+use alloclab_randomized::Randomized;
 use common::{CHUNK, Rng, layout, log_uniform};
 
 /// How far past the wilderness front an object may land (the crate's `WINDOW`).
@@ -44,9 +44,7 @@ fn chi_square_999(dof: usize) -> f64 {
 /// `counters().free_list_bytes` is the offset; the test checks it against the address too
 /// (front = payload - 16 - offset must never move).
 fn wilderness_offset_counts(seed: u64, size: usize, align: usize, per_cell: usize) -> Vec<u64> {
-    // Without the cache of freed blocks, which would hand the freed object back whole
-    // (once it holds enough) instead of merging it into the wilderness.
-    let heap = Randomized::with_seed_checks_and_cache(seed, Checks::ALL, false).unwrap();
+    let heap = Randomized::with_seed(seed).unwrap();
     let l = layout(size, align);
     // The first allocation gives this thread's arena its wilderness (arena 0 has the first
     // chunk's; another arena maps a chunk now).

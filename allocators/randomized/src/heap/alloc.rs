@@ -26,16 +26,6 @@ impl Arena {
         let need = (payload.next_multiple_of(GRANULE) + crate::bug::HEADER_COUNTED).max(MIN_BLOCK);
         // Worst case for a larger alignment: the first aligned offset is 16, too small for the
         // slack to stand alone, so the object starts `align + 16` in.
-        if align <= GRANULE {
-            // SAFETY: the lock is held; `need` is a block size.
-            if let Some(obj) = unsafe { self.cache_take(need, payload) } {
-                if kind != 0 {
-                    // SAFETY: the block was just handed out.
-                    unsafe { set_kind(obj - HEADER, kind) };
-                }
-                return Some(obj);
-            }
-        }
         let want = if align > GRANULE {
             need + align + GRANULE
         } else {

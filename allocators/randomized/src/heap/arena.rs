@@ -44,11 +44,6 @@ pub(crate) struct Arena {
     /// Where the sentinels of the free lists are: the address of class 0's sentinel as a
     /// block (see [`Lists`]); class `c`'s is `16 * c` bytes further.
     pub(super) lists: usize,
-    /// This arena's bags of freed small blocks (the address of its
-    /// [`Cache`](super::Cache) in the control block), or 0 with the cache off.
-    pub(super) cache: usize,
-    /// Bytes in the bags.
-    pub(super) cached_bytes: u64,
     /// Free blocks and bytes on each class's list, as a [tally](tally_of).
     pub(super) class_tally: [u64; CLASSES],
     /// Free blocks and bytes on the lists of each group of [`GROUP`] classes.
@@ -83,10 +78,8 @@ impl Arena {
 
     /// Sets up the arena (zeroed memory, as the control block is mapped, is a valid
     /// `Arena` that is not ready: every field is an integer, a flag or uninitialised), with
-    /// `lists` as the sentinels of its free lists, every list empty, and `cache` as its
-    /// bags (all empty), if the cache is on.
+    /// `lists` as the sentinels of its free lists, every list empty.
     #[cold]
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn init(
         &mut self,
         index: usize,
@@ -95,9 +88,7 @@ impl Arena {
         canaries: bool,
         rng: Rng,
         lists: &Lists,
-        cache: Option<&super::Cache>,
     ) {
-        self.cache = cache.map_or(0, super::Cache::bags);
         self.lists = lists.0.as_ptr() as usize - NEXT;
         for class in 0..CLASSES {
             let s = self.sentinel(class);

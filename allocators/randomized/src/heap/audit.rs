@@ -18,8 +18,6 @@ pub struct Counters {
     pub free_list_bytes: u64,
     /// Bytes left in the wildernesses.
     pub wilderness_bytes: u64,
-    /// Bytes in freed blocks kept whole in the per-size bags, to be handed out again.
-    pub cached_bytes: u64,
     /// Bytes given back to the OS with `madvise` so far.
     pub released_bytes: u64,
     /// Successful allocations.
@@ -36,7 +34,6 @@ impl Counters {
         self.peak_mapped_bytes += other.peak_mapped_bytes;
         self.free_list_bytes += other.free_list_bytes;
         self.wilderness_bytes += other.wilderness_bytes;
-        self.cached_bytes += other.cached_bytes;
         self.released_bytes += other.released_bytes;
         self.allocations += other.allocations;
         self.deallocations += other.deallocations;
@@ -56,7 +53,6 @@ impl Arena {
             } else {
                 (self.wild_end - self.wild) as u64
             },
-            cached_bytes: self.cached_bytes,
             released_bytes: self.released_bytes,
             allocations: self.allocations,
             deallocations: self.deallocations,
@@ -115,20 +111,7 @@ impl Arena {
                     ));
                 }
             }
-            let cached = w0 & (BUSY | WILD) == super::cache::CACHED;
-            if cached {
-                if self.zero_fill {
-                    // SAFETY: a cached block of this chunk, past its header.
-                    if let Some(at) = unsafe { self.first_dirty(h + HEADER, h + size) } {
-                        return Err(Corruption::at(
-                            "free memory modified (a write after free into a block kept for reuse)",
-                            at,
-                        ));
-                    }
-                }
-                shape.cached_blocks += 1;
-                shape.cached_bytes += size as u64;
-            } else if w0 & WILD != 0 {
+            if w0 & WILD != 0 {
                 if h != self.wild || h + size != sentinel {
                     return Err(Corruption::at(
                         "wilderness flag on a block that is not the wilderness",
@@ -346,10 +329,6 @@ pub struct HeapShape {
     pub free_bytes: u64,
     /// Bytes in the wilderness.
     pub wilderness_bytes: u64,
-    /// Freed blocks kept whole in the per-size bags, to be handed out again.
-    pub cached_blocks: u64,
-    /// Bytes in those blocks.
-    pub cached_bytes: u64,
     /// Live zero-size blocks (pointers into the inaccessible region, no bytes).
     pub zero_size_blocks: u64,
 }

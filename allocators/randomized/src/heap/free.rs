@@ -28,12 +28,7 @@ impl Arena {
         self.live_bytes -= live.size as u64;
         self.deallocations += 1;
         // SAFETY: `live` is a block of this arena.
-        unsafe {
-            if !self.cache_put(live.header, live.size, scrubbed) {
-                // Read again: the cache may have merged the left neighbour meanwhile.
-                self.release(live.header, live.size, prev_of(live.header), scrubbed);
-            }
-        }
+        unsafe { self.release(live.header, live.size, live.prev, scrubbed) };
     }
 
     /// Returns the block at `h` (`size` bytes, previous size `prev`, no longer counted as
@@ -52,8 +47,18 @@ impl Arena {
         // SAFETY: (whole block) neighbours are found through checked headers of this arena.
         unsafe {
             if prev != 0 {
-                let (left, lw0, lprev) = self.left_of(h, prev);
+                // The previous size is not covered by the tag: it must at least keep the
+                // left neighbour in this chunk (the neighbour's own tag and size checks
+                // do the rest).
+                if prev > h & (CHUNK - 1) {
+                    os::fatal("corrupted block header (heap overflow?)", h + HEADER);
+                }
+                let left = h - prev;
+                let (lw0, lprev) = self.get_or_die(left);
                 if lw0 & (BUSY | WILD) == 0 {
+                    if lw0 & !FLAGS != prev {
+                        os::fatal("corrupted block header (sizes disagree)", h + HEADER);
+                    }
                     left_released = lw0 & RELEASED != 0;
                     self.unlink(left, prev);
                     self.poison(h);
@@ -63,8 +68,7 @@ impl Arena {
             let right = h + size;
             let (rw0, _) = self.get_or_die(right);
             let rsize = rw0 & !FLAGS;
-            // A cached block (BUSY | WILD) is as busy as a live one.
-            let wild = rw0 & (BUSY | WILD) == WILD;
+            let wild = rw0 & WILD != 0;
             // The right neighbour's header, if it merges, is left as it is: a free (or
             // wilderness) header with a valid tag, which a free through it reports as a
             // double (or invalid) free, and which nothing else reads (walks go by sizes
@@ -151,29 +155,6 @@ impl Arena {
                 self.set_prev(start + total, total);
             }
         }
-    }
-
-    /// The left neighbour of the block at `h`, whose previous-size field says `prev` (not
-    /// 0): its address and checked header `(left, first word, previous size)`. The previous
-    /// size is not covered by the tag: it must keep the left neighbour in this chunk, and
-    /// name a header that passes its check and, if free, has exactly that size; the process
-    /// aborts otherwise.
-    ///
-    /// # Safety
-    ///
-    /// `h` is a block of this arena, under its lock.
-    #[inline(always)]
-    pub(super) unsafe fn left_of(&self, h: usize, prev: usize) -> (usize, usize, usize) {
-        if prev > h & (CHUNK - 1) {
-            os::fatal("corrupted block header (heap overflow?)", h + HEADER);
-        }
-        let left = h - prev;
-        // SAFETY: `left` lies in `h`'s chunk (checked above), a mapping of this heap.
-        let (lw0, lprev) = unsafe { self.get_or_die(left) };
-        if lw0 & (BUSY | WILD) == 0 && lw0 & !FLAGS != prev {
-            os::fatal("corrupted block header (sizes disagree)", h + HEADER);
-        }
-        (left, lw0, lprev)
     }
 
     /// Frees the blocks of a list taken from the arena's remote-free stack (linked through

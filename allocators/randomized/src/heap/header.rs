@@ -129,18 +129,6 @@ pub(crate) unsafe fn get(key: u64, h: usize) -> Option<(usize, usize)> {
     (tag(key, h, w0) == w1 as u32).then_some((w0, prev))
 }
 
-/// The previous-size field of the header at `h` (no check: for a header checked under this
-/// lock hold whose left neighbour may have changed since).
-///
-/// # Safety
-///
-/// `h` is a block of this heap, under its arena's lock.
-#[inline(always)]
-pub(super) unsafe fn prev_of(h: usize) -> usize {
-    // SAFETY: forwarded from the caller.
-    ((unsafe { rd(h + 8) } & PREV_MASK) >> 32) * GRANULE
-}
-
 /// The previous-size field of a header's second word `w1` replaced by `prev`, the rest (tag,
 /// canary length) kept.
 #[inline(always)]
@@ -370,23 +358,6 @@ impl Live {
     }
 }
 
-/// Whether a chunk block whose checked header's first word is `w0` is live, and if not,
-/// why a free of it is refused: freed already (free, cached, or queued for a remote free),
-/// or not a block the program was given (the wilderness, the chunk's sentinel).
-#[inline(always)]
-fn live_or_why(w0: usize) -> Result<(), Invalid> {
-    if w0 & (BUSY | WILD) == super::cache::CACHED {
-        return Err(Invalid::DoubleFree);
-    }
-    if w0 & (WILD | INTERNAL) != 0 {
-        return Err(Invalid::BadHeader);
-    }
-    if w0 & BUSY == 0 || w0 & HUGE != 0 {
-        return Err(Invalid::DoubleFree);
-    }
-    Ok(())
-}
-
 /// Checks the header of the block whose payload is `payload`, in a chunk of blocks: what
 /// `free` must know before it trusts anything about the block.
 ///
@@ -398,7 +369,13 @@ pub(crate) unsafe fn validate_in_chunk(key: u64, payload: usize) -> Result<Live,
     let h = payload - HEADER;
     // SAFETY: forwarded from the caller.
     let (w0, prev) = unsafe { get(key, h) }.ok_or(Invalid::BadHeader)?;
-    live_or_why(w0)?;
+    if w0 & (WILD | INTERNAL) != 0 {
+        return Err(Invalid::BadHeader);
+    }
+    // Free already, or queued for a remote free.
+    if w0 & BUSY == 0 || w0 & HUGE != 0 {
+        return Err(Invalid::DoubleFree);
+    }
     Ok(Live {
         header: h,
         size: w0 & !FLAGS,
@@ -425,7 +402,12 @@ pub(crate) unsafe fn claim_remote(key: u64, payload: usize) -> Result<usize, Inv
     let h = payload - HEADER;
     // SAFETY: forwarded from the caller.
     let (w0, _) = unsafe { get(key, h) }.ok_or(Invalid::BadHeader)?;
-    live_or_why(w0)?;
+    if w0 & (WILD | INTERNAL) != 0 {
+        return Err(Invalid::BadHeader);
+    }
+    if w0 & BUSY == 0 || w0 & HUGE != 0 {
+        return Err(Invalid::DoubleFree);
+    }
     // SAFETY: as above.
     unsafe { word(h) }
         .compare_exchange(w0, w0 | HUGE, Ordering::Relaxed, Ordering::Relaxed)

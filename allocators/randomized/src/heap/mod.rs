@@ -75,7 +75,6 @@
 mod alloc;
 mod arena;
 mod audit;
-mod cache;
 mod class;
 mod fill;
 mod free;
@@ -86,7 +85,6 @@ mod resize;
 
 pub(crate) use arena::{Arena, ChunkSource, Lists};
 pub use audit::{Corruption, Counters, HeapShape};
-pub(crate) use cache::Cache;
 pub(crate) use fill::ZEROED_PAYLOAD_MAX;
 pub(crate) use free::scrub_queued;
 pub(crate) use header::{

@@ -261,11 +261,7 @@ fn check_placement(
 
 #[test]
 fn every_allocation_of_a_churn_lands_where_the_placement_policy_allows() {
-    // Without the cache, which hands out freed blocks without a draw (its own tests are in
-    // `cache.rs`).
-    let heap =
-        Randomized::with_seed_checks_and_cache(0x9011_c1e5, crate::Checks::from_env(), false)
-            .unwrap();
+    let heap = Randomized::with_seed(0x9011_c1e5).unwrap();
     let root = heap.existing_root().expect("built by with_seed");
     let mut rng = Rng::from_seed_stream([0x51; 32], 0);
     let mut live: Vec<(core::ptr::NonNull<u8>, Layout)> = Vec::new();
