@@ -572,3 +572,68 @@ fn without_the_cxx_delete_class_a_mismatched_delete_frees() {
     assert_eq!(heap.counters().live_bytes, 0);
     heap.check().unwrap();
 }
+
+#[test]
+fn without_canaries_a_sized_delete_may_name_any_size_within_the_rounding() {
+    use alloclab_core::AllocKind::New;
+    const WRONG_SIZE: &str = "operator delete: sized delete with a size";
+    let heap =
+        Randomized::with_seed_and_checks(28, Checks::ALL.without(Checks::CANARIES)).unwrap();
+    // Without canaries the usable size is the rounded payload (and a slack under 48 bytes
+    // the block may have absorbed): a C++ program's sized delete names what it asked for,
+    // which may lie that far below it.
+    for size in [1, 17, 50, 100, 1000] {
+        let p = heap.allocate_as(layout(size, 16), New).unwrap();
+        // SAFETY: live.
+        let usable = unsafe { heap.usable_size(p) };
+        assert!(usable > size || size.is_multiple_of(16), "{size}: usable {usable}");
+        // SAFETY: live, freed once, with the size it was allocated with.
+        unsafe { heap.deallocate_as(p, New, Some(size)) };
+    }
+    // A size above the usable one is still refused.
+    let p = heap.allocate_as(layout(50, 16), New).unwrap();
+    // SAFETY: live.
+    let usable = unsafe { heap.usable_size(p) };
+    expect_abort(&[WRONG_SIZE], || {
+        // SAFETY: none: a sized delete naming more than the block holds, on purpose.
+        unsafe { heap.deallocate_as(p, New, Some(usable + 1)) };
+    });
+    // SAFETY: live, freed once.
+    unsafe { heap.deallocate_as(p, New, Some(50)) };
+    assert_eq!(heap.counters().live_bytes, 0);
+}
+
+/// Whether any page of `len` bytes at `addr` (page-aligned) is mapped: `mincore` fails with
+/// `ENOMEM` on a range with an unmapped page, so each page is asked alone.
+fn any_page_mapped(addr: usize, len: usize) -> bool {
+    let page = 4096;
+    (0..len / page).any(|i| {
+        let mut v = 0u8;
+        // SAFETY: `mincore` only reads the page tables; `v` has room for one page.
+        unsafe { libc::mincore((addr + i * page) as *mut libc::c_void, page, &mut v) == 0 }
+    })
+}
+
+#[test]
+fn freeing_a_huge_block_unmaps_its_whole_mapping_guard_page_included() {
+    let heap = Randomized::with_seed_and_checks(29, Checks::ALL).unwrap();
+    for size in [(1 << 20) + 1, 3 << 20, (5 << 20) + 4000] {
+        let p = heap.allocate(layout(size, 16)).unwrap();
+        let chunk = common::CHUNK;
+        let base = p.as_ptr() as usize & !(chunk - 1);
+        // The mapping: the payload's pages, then the guard page right after its end.
+        let end = (p.as_ptr() as usize + size).next_multiple_of(4096) + 4096;
+        assert!(any_page_mapped(base, end - base));
+        // Freed and checked in a forked child, so that no other test's thread can map the
+        // range again in between.
+        expect_fault(|| {
+            free(&heap, p.as_ptr());
+            if !any_page_mapped(base, end - base) {
+                // SAFETY: none: a write into the unmapped range, on purpose: the child
+                // faults only if the whole mapping is gone.
+                unsafe { core::ptr::write_volatile(base as *mut u8, 1) };
+            }
+        });
+        free(&heap, p.as_ptr());
+    }
+}
