@@ -637,3 +637,44 @@ fn freeing_a_huge_block_unmaps_its_whole_mapping_guard_page_included() {
         free(&heap, p.as_ptr());
     }
 }
+
+#[test]
+fn freeing_the_first_bytes_of_a_mapping_aborts_without_reading_before_it() {
+    // The start of a chunk (the control block, or a chunk's arena index) and of a huge
+    // block's mapping (its descriptor) hold no block: a free there is refused before the
+    // heap reads a header 16 bytes below the pointer, which would lie outside the mapping.
+    let heap = Randomized::with_seed(12).unwrap();
+    let small = heap.allocate(layout(64, 16)).unwrap();
+    let huge = heap.allocate(layout(3 << 20, 16)).unwrap();
+    for p in [small, huge] {
+        let base = p.as_ptr() as usize & !(common::CHUNK - 1);
+        for at in [base, base + 16] {
+            expect_abort(&[BAD_HEADER], || free(&heap, at as *mut u8));
+        }
+    }
+    free(&heap, huge.as_ptr());
+    free(&heap, small.as_ptr());
+}
+
+#[test]
+fn reallocating_a_pointer_from_outside_the_heap_aborts_as_foreign() {
+    // A realloc checks its pointer as a free does; one that is neither in a mapping of the
+    // heap nor in its zero-size region is foreign, whichever side of the region it lies.
+    let heap = Randomized::with_seed(13).unwrap();
+    // The zero-size region exists once a zero-size block was asked for.
+    let z = heap.allocate(layout(0, 1)).unwrap();
+    #[repr(align(16))]
+    struct OnStack([u8; 64]);
+    let local = OnStack([0; 64]);
+    let stack = NonNull::new(core::hint::black_box(local.0.as_ptr()) as *mut u8).unwrap();
+    static STATIC: OnStack = OnStack([0; 64]);
+    let global = NonNull::new(STATIC.0.as_ptr() as *mut u8).unwrap();
+    for p in [stack, global] {
+        expect_abort(&[FOREIGN], || {
+            // SAFETY: none: a realloc of memory the heap never gave, on purpose.
+            let _ = unsafe { heap.reallocate(p, layout(64, 16), 128) };
+        });
+    }
+    core::hint::black_box(&local);
+    free(&heap, z.as_ptr());
+}
