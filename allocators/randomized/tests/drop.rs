@@ -1,5 +1,5 @@
 //! Dropping a heap gives every mapping it made back to the OS: its chunks and the mappings
-//! of its huge blocks. Alone in its test binary, so that no other test maps memory into the
+//! of its huge blocks, guard pages included. Alone in its test binary, so that no other test maps memory into the
 //! addresses the drop frees while the process's map is read.
 
 mod common;
@@ -41,11 +41,17 @@ fn dropping_a_heap_unmaps_its_chunks_and_huge_blocks() {
         .collect();
     let shape = heap.check().unwrap();
     assert!(shape.chunks >= 2 && shape.huge_blocks == 2, "{shape:?}");
+    // Each huge block's guard page (inaccessible, but mapped) starts where its payload's
+    // last page ends: it goes with the block's mapping.
+    let guards = huge
+        .iter()
+        .map(|p| (p.as_ptr() as usize + (3 << 20)).next_multiple_of(4096));
     let addresses: Vec<usize> = small
         .iter()
         .step_by(500)
         .chain(&huge)
         .map(|p| p.as_ptr() as usize)
+        .chain(guards)
         .collect();
     let before = mappings();
     assert!(addresses.iter().all(|&a| is_mapped(a, &before)));
