@@ -577,8 +577,7 @@ fn without_the_cxx_delete_class_a_mismatched_delete_frees() {
 fn without_canaries_a_sized_delete_may_name_any_size_within_the_rounding() {
     use alloclab_core::AllocKind::New;
     const WRONG_SIZE: &str = "operator delete: sized delete with a size";
-    let heap =
-        Randomized::with_seed_and_checks(28, Checks::ALL.without(Checks::CANARIES)).unwrap();
+    let heap = Randomized::with_seed_and_checks(28, Checks::ALL.without(Checks::CANARIES)).unwrap();
     // Without canaries the usable size is the rounded payload (and a slack under 48 bytes
     // the block may have absorbed): a C++ program's sized delete names what it asked for,
     // which may lie that far below it.
@@ -586,7 +585,10 @@ fn without_canaries_a_sized_delete_may_name_any_size_within_the_rounding() {
         let p = heap.allocate_as(layout(size, 16), New).unwrap();
         // SAFETY: live.
         let usable = unsafe { heap.usable_size(p) };
-        assert!(usable > size || size.is_multiple_of(16), "{size}: usable {usable}");
+        assert!(
+            usable > size || size.is_multiple_of(16),
+            "{size}: usable {usable}"
+        );
         // SAFETY: live, freed once, with the size it was allocated with.
         unsafe { heap.deallocate_as(p, New, Some(size)) };
     }
