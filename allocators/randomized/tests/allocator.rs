@@ -1072,3 +1072,25 @@ fn the_mapped_byte_counters_follow_the_chunks_the_heap_maps() {
         unsafe { heap.deallocate(p, layout(1000, 16)) };
     }
 }
+
+/// Without guard pages a huge block's payload follows its mapping's descriptor and its own
+/// header, not the end of the mapping: it is aligned as asked (16 bytes at least, for
+/// `malloc`'s alignments too), holds what is written into it, and frees without a size.
+#[test]
+fn without_guard_pages_a_huge_block_keeps_its_alignment_and_its_descriptor() {
+    let heap =
+        Randomized::with_seed_and_checks(43, Checks::ALL.without(Checks::GUARD_PAGES)).unwrap();
+    for align in [1, 8, 16, 32, 4096] {
+        for size in [LARGE_MAX, (1 << 20) + 1, (3 << 20) + 5] {
+            assert!(is_huge(size, align));
+            let p = heap.allocate(layout(size, align)).unwrap();
+            let at = p.as_ptr() as usize;
+            assert_eq!(at % align.max(16), 0, "{size} at {align}: {at:#x}");
+            assert_eq!(heap.check_pointer(p.as_ptr()).map(|u| u >= size), Ok(true));
+            fill(p, size, align as u8);
+            expect_filled(p, size, align as u8, "a huge block without a guard page");
+            // SAFETY: live, freed once.
+            unsafe { heap.deallocate_unsized(p) };
+        }
+    }
+}

@@ -32,26 +32,30 @@ fn is_mapped(addr: usize, maps: &[(usize, usize)]) -> bool {
 #[test]
 fn dropping_a_heap_unmaps_its_chunks_and_huge_blocks() {
     let heap = Randomized::with_seed(3).unwrap();
-    // Small blocks over more than one chunk, and two huge blocks.
+    // Small blocks over more than one chunk, and three huge blocks: two within a chunk's
+    // size, one over two chunks' (its mapping's length is its own, not a chunk's).
     let small: Vec<_> = (0..6000)
         .map(|_| heap.allocate(layout(1000, 16)).unwrap())
         .collect();
-    let huge: Vec<_> = (0..2)
-        .map(|_| heap.allocate(layout(3 << 20, 16)).unwrap())
+    let sizes = [3 << 20, 3 << 20, 9 << 20];
+    let huge: Vec<_> = sizes
+        .iter()
+        .map(|&size| heap.allocate(layout(size, 16)).unwrap())
         .collect();
     let shape = heap.check().unwrap();
-    assert!(shape.chunks >= 2 && shape.huge_blocks == 2, "{shape:?}");
-    // Each huge block's guard page (inaccessible, but mapped) starts where its payload's
-    // last page ends: it goes with the block's mapping.
-    let guards = huge
-        .iter()
-        .map(|p| (p.as_ptr() as usize + (3 << 20)).next_multiple_of(4096));
+    assert!(shape.chunks >= 2 && shape.huge_blocks == 3, "{shape:?}");
+    // Each huge block's last byte, and its guard page (inaccessible, but mapped), which
+    // starts where its payload's last page ends: they go with the block's mapping.
+    let ends = huge.iter().zip(sizes).flat_map(|(p, size)| {
+        let end = p.as_ptr() as usize + size;
+        [end - 1, end.next_multiple_of(4096)]
+    });
     let addresses: Vec<usize> = small
         .iter()
         .step_by(500)
         .chain(&huge)
         .map(|p| p.as_ptr() as usize)
-        .chain(guards)
+        .chain(ends)
         .collect();
     let before = mappings();
     assert!(addresses.iter().all(|&a| is_mapped(a, &before)));
