@@ -317,7 +317,10 @@ fn a_missing_library_or_compiler_is_named_with_what_installs_it() {
         .env("ALLOCLAB_PRELOAD_DIR", &empty)
         .output()
         .unwrap();
-    assert_one_line_error(&out, "cargo build --release -p alloclab-preload-wfspan");
+    assert_one_line_error(
+        &out,
+        "cargo build --profile preload -p alloclab-preload-wfspan",
+    );
 
     // A fresh temporary directory, so that the driver is not already compiled there.
     let tmp = scratch("no-cxx");

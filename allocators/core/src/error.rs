@@ -59,4 +59,4 @@ impl fmt::Display for AllocError {
     }
 }
 
-impl std::error::Error for AllocError {}
+impl core::error::Error for AllocError {}

@@ -4,6 +4,7 @@
 use core::alloc::{GlobalAlloc, Layout};
 use core::fmt;
 use core::ptr::NonNull;
+#[cfg(feature = "std")]
 use std::alloc::System;
 
 use crate::{AllocError, AllocErrorKind, Allocator, HostAllocator, Stats};
@@ -30,6 +31,7 @@ pub struct GlobalAllocHeap<G: 'static> {
 }
 
 /// The platform's `malloc`/`free`/`posix_memalign`/`realloc`, through [`std::alloc::System`].
+#[cfg(feature = "std")]
 pub type SystemHeap = GlobalAllocHeap<System>;
 
 impl<G: 'static> GlobalAllocHeap<G> {
@@ -39,6 +41,7 @@ impl<G: 'static> GlobalAllocHeap<G> {
     }
 }
 
+#[cfg(feature = "std")]
 impl SystemHeap {
     /// The system allocator, named `system`.
     pub const fn new() -> Self {
@@ -46,6 +49,7 @@ impl SystemHeap {
     }
 }
 
+#[cfg(feature = "std")]
 impl Default for SystemHeap {
     fn default() -> Self {
         Self::new()

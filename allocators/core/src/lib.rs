@@ -30,12 +30,27 @@
 //! assert!(heap.violations().is_empty());
 //! ```
 
+//!
+//! ## Without `std`
+//!
+//! The `std` feature (on by default) brings [`Checked`], [`SystemHeap`], the persistent-heap
+//! trait (pools are opened by path) and the shim's `Arc`, `Mutex` and `thread`. Without it
+//! the crate is `no_std`: the traits, errors, statistics, atomics and cells a heap needs,
+//! and nothing that allocates. A C library built on an alloclab heap uses that to leave
+//! the standard library, and with it its panic and backtrace machinery, out of the
+//! programs it is loaded into ([`without_std!`]).
+
+#![cfg_attr(not(any(feature = "std", loom, test)), no_std)]
+
+#[cfg(feature = "std")]
 pub mod checked;
 mod error;
 mod from_global;
 mod global;
+#[cfg(feature = "std")]
 mod global_tests;
 mod handle;
+#[cfg(feature = "std")]
 mod persistent;
 pub mod rng;
 mod stats;
@@ -44,15 +59,47 @@ pub mod sync;
 use core::alloc::Layout;
 use core::ptr::NonNull;
 
+#[cfg(feature = "std")]
 pub use checked::{Checked, Policy, Violation};
 pub use error::{AllocError, AllocErrorKind};
-pub use from_global::{GlobalAllocHeap, SystemHeap};
+pub use from_global::GlobalAllocHeap;
+#[cfg(feature = "std")]
+pub use from_global::SystemHeap;
 pub use global::GlobalAdapter;
 pub use handle::BlockHandle;
+#[cfg(feature = "std")]
 pub use persistent::{
     PERSISTENT_BLOCK_ALIGN, PersistStats, PersistentAllocator, PersistentError, PersistentHandle,
 };
 pub use stats::Stats;
+
+/// Its tokens when this crate is built without its `std` feature, nothing when with it.
+///
+/// Whether the standard library is linked into a `no_std` artifact depends on the features
+/// the whole build turns on, which the artifact's own crate cannot see; this crate's `std`
+/// feature is on whenever a crate in the build needs `std` of it. A `no_std` C library uses
+/// it for what only a build without the standard library may define, its panic handler:
+///
+/// ```ignore
+/// alloclab_core::without_std! {
+///     #[panic_handler]
+///     fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
+///         loop {}
+///     }
+/// }
+/// ```
+#[cfg(not(feature = "std"))]
+#[macro_export]
+macro_rules! without_std {
+    ($($item:item)*) => { $($item)* };
+}
+
+/// Its tokens when this crate is built without its `std` feature, nothing when with it.
+#[cfg(feature = "std")]
+#[macro_export]
+macro_rules! without_std {
+    ($($item:item)*) => {};
+}
 
 /// What a heap with locks does around `fork` (`alloclab-preload` registers these with
 /// `pthread_atfork` for a preloaded heap).

@@ -1,7 +1,8 @@
 //! The one place concurrent code takes its atomics, cells and threads from.
 //!
 //! Under `cfg(loom)` everything comes from [`loom`](https://docs.rs/loom), so a model test
-//! explores every interleaving of the very code that ships; otherwise from `std`. Concurrent
+//! explores every interleaving of the very code that ships; otherwise from `core` (and
+//! `Arc`, `Mutex`, `Condvar` and `thread` from `std`, with the `std` feature). Concurrent
 //! code in every alloclab crate imports from here, never from `std::sync` directly.
 //!
 //! [`UnsafeCell`] follows loom's API (`with` / `with_mut` take closures) so that loom can
@@ -13,20 +14,22 @@
 
 #[cfg(not(loom))]
 mod imp {
-    pub use std::hint::spin_loop;
-    pub use std::sync::atomic;
+    pub use core::hint::spin_loop;
+    pub use core::sync::atomic;
+    #[cfg(feature = "std")]
     pub use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+    #[cfg(feature = "std")]
     pub use std::thread;
 
-    /// `std::cell::UnsafeCell` with loom's closure-based access API.
+    /// `core::cell::UnsafeCell` with loom's closure-based access API.
     #[derive(Debug, Default)]
     #[repr(transparent)]
-    pub struct UnsafeCell<T: ?Sized>(std::cell::UnsafeCell<T>);
+    pub struct UnsafeCell<T: ?Sized>(core::cell::UnsafeCell<T>);
 
     impl<T> UnsafeCell<T> {
         /// Wraps `value`.
         pub const fn new(value: T) -> Self {
-            Self(std::cell::UnsafeCell::new(value))
+            Self(core::cell::UnsafeCell::new(value))
         }
 
         /// Unwraps the value.

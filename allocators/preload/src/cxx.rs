@@ -13,7 +13,10 @@
 //!   heap; on failure they call the installed `std::new_handler` and try again, and with no
 //!   handler throw `std::bad_alloc`. The exception is libstdc++'s own, thrown by its
 //!   `std::__throw_bad_alloc()`, looked up in the process when first needed; it unwinds out
-//!   of the exported function (`extern "C-unwind"`) into the program's `catch`. In a
+//!   of the exported function into the program's `catch`. On x86_64 that function and its
+//!   loop are assembly ([`new_loop`]), so that no Rust frame is live while the handler runs
+//!   or the exception passes, whatever the panic strategy the library is built with;
+//!   elsewhere they are Rust (`extern "C-unwind"`, which needs unwinding panics). In a
 //!   process without libstdc++ nothing can catch a C++ exception, and the failure aborts
 //!   with a one-line message instead.
 //! * **`nothrow` forms** return null on failure. They do not call the new handler (a
@@ -43,6 +46,10 @@ use crate::api::{allocate_as, try_aligned_fast};
 /// A throwing `operator new` (`kind` [`AllocKind::New`]) or `operator new[]`
 /// ([`AllocKind::NewArray`]) of `size` bytes aligned to `alignment` (a power of two; the
 /// plain forms pass [`MALLOC_ALIGNMENT`](crate::MALLOC_ALIGNMENT)).
+///
+/// Off x86_64: there the exported forms run [`new_loop`] instead, whose frames are not
+/// Rust's (see the module's notes).
+#[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
 pub fn new<H: MallocHeap>(heap: &H, size: usize, alignment: usize, kind: AllocKind) -> *mut c_void {
     if !H::RECORDS_KIND
@@ -55,6 +62,7 @@ pub fn new<H: MallocHeap>(heap: &H, size: usize, alignment: usize, kind: AllocKi
 
 /// [`new`] past the heap's fast path, in tail position: the general path, then the new
 /// handler loop, then `std::bad_alloc` (which unwinds out of it: `C-unwind`).
+#[cfg(not(target_arch = "x86_64"))]
 #[inline(never)]
 extern "C-unwind" fn new_general<H: MallocHeap>(
     size: usize,
@@ -194,14 +202,22 @@ fn current_new_handler() -> Option<NewHandler> {
 
 /// Throws `std::bad_alloc` with libstdc++'s `std::__throw_bad_alloc()`; aborts with a message
 /// if the process has no libstdc++ (nothing could catch it).
+#[cfg(not(target_arch = "x86_64"))]
 fn throw_bad_alloc() -> ! {
+    let throw = bad_alloc_thrower();
+    // SAFETY: `std::__throw_bad_alloc()` takes nothing and never returns: it throws, and
+    // the exception unwinds through this frame (`C-unwind`) to the program.
+    let throw: unsafe extern "C-unwind" fn() -> ! = unsafe { core::mem::transmute(throw) };
+    // SAFETY: as above.
+    unsafe { throw() }
+}
+
+/// The address of libstdc++'s `std::__throw_bad_alloc()`; aborts with a message if the
+/// process has no libstdc++ (nothing could catch a C++ exception).
+extern "C" fn bad_alloc_thrower() -> usize {
     static THROW: AtomicUsize = AtomicUsize::new(0);
     if let Some(throw) = lookup(&THROW, c"_ZSt17__throw_bad_allocv") {
-        // SAFETY: `std::__throw_bad_alloc()` takes nothing and never returns: it throws,
-        // and the exception unwinds through this frame (`C-unwind`) to the program.
-        let throw: unsafe extern "C-unwind" fn() -> ! = unsafe { core::mem::transmute(throw) };
-        // SAFETY: as above.
-        unsafe { throw() }
+        return throw;
     }
     let message = b"alloclab preload: operator new failed and no C++ runtime is loaded to throw std::bad_alloc\n";
     // SAFETY: writing a static buffer to standard error; `abort` has no preconditions.
@@ -209,6 +225,99 @@ fn throw_bad_alloc() -> ! {
         libc::write(2, message.as_ptr().cast(), message.len());
         libc::abort()
     }
+}
+
+/// The installed new handler's address, or 0 for none.
+#[cfg(target_arch = "x86_64")]
+extern "C" fn new_handler_address() -> usize {
+    current_new_handler().map_or(0, |handler| handler as usize)
+}
+
+/// A heap's `operator new` attempt for one kind: `size` bytes aligned to `alignment`, or
+/// null (the heap's fast and general paths, no new handler: [`new_nothrow`]).
+#[cfg(target_arch = "x86_64")]
+pub type TryNew = extern "C" fn(size: usize, alignment: usize) -> *mut c_void;
+
+/// The body of every throwing `operator new` on x86_64: `try_new(size, alignment)` until
+/// it gives a block, calling the installed new handler after each failure, and with none
+/// installed jumping to `std::__throw_bad_alloc()` (aborting with a message where the
+/// process has no libstdc++).
+///
+/// It is written in assembly so that no Rust frame is live when C++ code runs: the new
+/// handler may throw, and `std::bad_alloc` must reach the program's `catch` through this
+/// frame, whose unwind information the `.cfi` directives give. A Rust function could let a
+/// foreign exception pass only as `extern "C-unwind"` with unwinding panics; built with
+/// `panic = "abort"` (the `preload` profile, which leaves the standard library out), Rust
+/// frames abort a foreign unwind. The throw is a tail jump, from no frame of ours.
+///
+/// # Safety
+///
+/// Called only by a tail jump from an exported `operator new` symbol (the stack as the C++
+/// caller left it), with `try_new` one of the heap's [`TryNew`] functions.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+pub unsafe extern "C-unwind" fn new_loop(
+    size: usize,
+    alignment: usize,
+    try_new: TryNew,
+) -> *mut c_void {
+    core::arch::naked_asm!(
+        ".cfi_startproc",
+        // Three callee-saved registers keep the arguments across the calls; pushing them
+        // also aligns the stack to 16 bytes for those calls.
+        "push rbx",
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset rbx, -16",
+        "push r12",
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset r12, -24",
+        "push r13",
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset r13, -32",
+        "mov rbx, rdi",
+        "mov r12, rsi",
+        "mov r13, rdx",
+        "2:",
+        "mov rdi, rbx",
+        "mov rsi, r12",
+        "call r13",
+        "test rax, rax",
+        "jz 3f",
+        ".cfi_remember_state",
+        "pop r13",
+        ".cfi_adjust_cfa_offset -8",
+        ".cfi_restore r13",
+        "pop r12",
+        ".cfi_adjust_cfa_offset -8",
+        ".cfi_restore r12",
+        "pop rbx",
+        ".cfi_adjust_cfa_offset -8",
+        ".cfi_restore rbx",
+        "ret",
+        ".cfi_restore_state",
+        "3:",
+        "call {handler}",
+        "test rax, rax",
+        "jz 4f",
+        // The new handler: returns to try again, or throws through this frame.
+        "call rax",
+        "jmp 2b",
+        "4:",
+        "call {thrower}",
+        "pop r13",
+        ".cfi_adjust_cfa_offset -8",
+        ".cfi_restore r13",
+        "pop r12",
+        ".cfi_adjust_cfa_offset -8",
+        ".cfi_restore r12",
+        "pop rbx",
+        ".cfi_adjust_cfa_offset -8",
+        ".cfi_restore rbx",
+        "jmp rax",
+        ".cfi_endproc",
+        handler = sym new_handler_address,
+        thrower = sym bad_alloc_thrower,
+    )
 }
 
 /// `dlsym(RTLD_DEFAULT, name)`, remembered in `cache` (1: looked up, absent).

@@ -151,6 +151,34 @@ pub fn cdylib_beside_test_executable(lib_name: &str) -> PathBuf {
         })
 }
 
+/// The `lib<name>.so` that `cargo build --profile <profile> -p <package>` built, in
+/// `target/<profile>/` beside the running test executable's `target/<test profile>/`; `Err`
+/// (after saying so on stderr, with the command that builds it) when it is not there.
+/// `cargo test` cannot build it (it builds with the test profile), so `cargo xtask test`
+/// builds it first.
+pub fn cdylib_of_profile(lib_name: &str, package: &str, profile: &str) -> Result<PathBuf, Outcome> {
+    let exe = env::current_exe().expect("the test executable's path");
+    let file = format!("lib{lib_name}.so");
+    let target = exe
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .expect("the test executable is in target/<profile>/deps");
+    let path = target.join(profile).join(&file);
+    if path.is_file() {
+        return Ok(path);
+    }
+    let reason = format!(
+        "{} not built (cargo build --profile {profile} -p {package})",
+        path.display()
+    );
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED: {file} of the {profile} profile: {reason}"
+    );
+    Err(Outcome::Skipped(reason))
+}
+
 /// Compiles [`STRESS_C_SOURCE`] with `cc` and runs it under `LD_PRELOAD=so`: the rules of
 /// every exported function (return values, `errno`, alignment, zero sizes, overflow,
 /// failed `realloc` leaving the block), eight threads of mixed allocation with content
@@ -400,31 +428,52 @@ pub fn sqlite3_under_preload(so: &Path) -> Outcome {
 /// `lib` is the library's crate name (the `.so` is `lib<lib>.so` beside the test
 /// executable); `heap` is the `name:` given to
 /// [`export_malloc_api!`](crate::export_malloc_api).
+///
+/// With `profile:` and `package:`, the tests run against the library as
+/// [`cdylib_of_profile`] finds it (built with that cargo profile), and are skipped, saying
+/// so, when it has not been built.
 #[macro_export]
 macro_rules! preload_tests {
     (lib: $lib:literal, heap: $heap:literal $(,)?) => {
-        fn preloaded_library() -> ::std::path::PathBuf {
-            $crate::driver::cdylib_beside_test_executable($lib)
+        fn preloaded_library() -> ::core::option::Option<::std::path::PathBuf> {
+            ::core::option::Option::Some($crate::driver::cdylib_beside_test_executable($lib))
         }
-
+        $crate::preload_tests!(@tests $heap);
+    };
+    (lib: $lib:literal, heap: $heap:literal, profile: $profile:literal,
+        package: $package:literal $(,)?) => {
+        fn preloaded_library() -> ::core::option::Option<::std::path::PathBuf> {
+            $crate::driver::cdylib_of_profile($lib, $package, $profile).ok()
+        }
+        $crate::preload_tests!(@tests $heap);
+    };
+    (@tests $heap:literal) => {
         #[test]
         fn c_program_under_preload_keeps_every_rule_and_survives_threads_and_fork() {
-            let _ = $crate::driver::c_program_under_preload(&preloaded_library(), $heap);
+            if let ::core::option::Option::Some(so) = preloaded_library() {
+                let _ = $crate::driver::c_program_under_preload(&so, $heap);
+            }
         }
 
         #[test]
         fn cxx_program_under_preload_gets_every_operator_new_and_delete_from_the_heap() {
-            let _ = $crate::driver::cxx_program_under_preload(&preloaded_library());
+            if let ::core::option::Option::Some(so) = preloaded_library() {
+                let _ = $crate::driver::cxx_program_under_preload(&so);
+            }
         }
 
         #[test]
         fn python_under_preload_computes_what_it_computes_without() {
-            let _ = $crate::driver::python_under_preload(&preloaded_library(), $heap);
+            if let ::core::option::Option::Some(so) = preloaded_library() {
+                let _ = $crate::driver::python_under_preload(&so, $heap);
+            }
         }
 
         #[test]
         fn sqlite3_under_preload_answers_queries_correctly() {
-            let _ = $crate::driver::sqlite3_under_preload(&preloaded_library());
+            if let ::core::option::Option::Some(so) = preloaded_library() {
+                let _ = $crate::driver::sqlite3_under_preload(&so);
+            }
         }
     };
 }

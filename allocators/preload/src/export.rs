@@ -64,6 +64,40 @@ macro_rules! export_malloc_api {
         };
     };
     (@symbols $heap:expr, $name:literal) => {
+        // Built with `panic = "abort"` and nothing in the build linking the standard
+        // library: the panic handler is the library's own.
+        #[cfg(panic = "abort")]
+        $crate::__core::without_std! {
+            #[panic_handler]
+            fn __alloclab_panic(info: &::core::panic::PanicInfo<'_>) -> ! {
+                $crate::panic::abort_with_message(info)
+            }
+
+            // The personality routine of Rust frames, which the standard library would
+            // provide: `core` is built with unwinding panics, and its unwind tables name
+            // it. Nothing unwinds through a Rust frame of this library (its panics abort,
+            // and C++ exceptions pass only through `new_loop`'s assembly), so it is never
+            // called; if it were, the process aborts. Hidden: a program's own Rust code
+            // keeps its own.
+            mod __alloclab_personality {
+            ::core::arch::global_asm!(
+                ".pushsection .text.rust_eh_personality,\"ax\",@progbits",
+                ".globl rust_eh_personality",
+                ".hidden rust_eh_personality",
+                ".type rust_eh_personality,@function",
+                "rust_eh_personality:",
+                "jmp {abort}",
+                ".size rust_eh_personality, .-rust_eh_personality",
+                ".popsection",
+                abort = sym $crate::panic::abort_unexpected_unwind,
+            );
+            }
+
+            // The C library, which the standard library would link.
+            #[link(name = "c")]
+            unsafe extern "C" {}
+        }
+
         /// C `malloc`; see `alloclab_preload::api::malloc`.
         #[unsafe(no_mangle)]
         pub extern "C" fn malloc(size: usize) -> *mut ::core::ffi::c_void {
@@ -197,6 +231,9 @@ macro_rules! export_malloc_api {
     // Each body is a closure of the kind, called with the kind of the symbol it is
     // exported as.
     (@cxx $heap:expr) => {
+        #[cfg(target_arch = "x86_64")]
+        $crate::export_malloc_api!(@throwing_new $heap);
+        #[cfg(not(target_arch = "x86_64"))]
         $crate::export_malloc_api!(@new $heap, "C-unwind",
             [_Znwm "new" New, _Znam "new[]" NewArray],
             "(std::size_t)", (size: usize),
@@ -206,6 +243,7 @@ macro_rules! export_malloc_api {
             "(std::size_t, const std::nothrow_t&)",
             (size: usize, _nothrow: *const ::core::ffi::c_void),
             |kind| $crate::cxx::new_nothrow(&$heap, size, $crate::MALLOC_ALIGNMENT, kind));
+        #[cfg(not(target_arch = "x86_64"))]
         $crate::export_malloc_api!(@new $heap, "C-unwind",
             [_ZnwmSt11align_val_t "new" New, _ZnamSt11align_val_t "new[]" NewArray],
             "(std::size_t, std::align_val_t)", (size: usize, alignment: usize),
@@ -243,6 +281,53 @@ macro_rules! export_malloc_api {
             "(void*, std::align_val_t, const std::nothrow_t&)",
             (ptr: *mut ::core::ffi::c_void, _alignment: usize, _nothrow: *const ::core::ffi::c_void),
             |kind| $crate::cxx::delete(&$heap, ptr, kind));
+    };
+    // x86_64: the four throwing forms, each a tail jump into `cxx::new_loop` with the
+    // heap's attempt for its kind (the plain forms first set the default alignment).
+    (@throwing_new $heap:expr) => {
+        extern "C" fn __alloclab_try_new(size: usize, alignment: usize) -> *mut ::core::ffi::c_void {
+            __alloclab_before_allocation();
+            $crate::cxx::new_nothrow(&$heap, size, alignment, $crate::cxx::AllocKind::New)
+        }
+        extern "C" fn __alloclab_try_new_array(
+            size: usize,
+            alignment: usize,
+        ) -> *mut ::core::ffi::c_void {
+            __alloclab_before_allocation();
+            $crate::cxx::new_nothrow(&$heap, size, alignment, $crate::cxx::AllocKind::NewArray)
+        }
+        $crate::export_malloc_api!(@jump_to_new_loop _Znwm "new" "(std::size_t)",
+            __alloclab_try_new, "mov esi, {align}");
+        $crate::export_malloc_api!(@jump_to_new_loop _Znam "new[]" "(std::size_t)",
+            __alloclab_try_new_array, "mov esi, {align}");
+        $crate::export_malloc_api!(@jump_to_new_loop _ZnwmSt11align_val_t "new"
+            "(std::size_t, std::align_val_t)", __alloclab_try_new);
+        $crate::export_malloc_api!(@jump_to_new_loop _ZnamSt11align_val_t "new[]"
+            "(std::size_t, std::align_val_t)", __alloclab_try_new_array);
+    };
+    (@jump_to_new_loop $sym:ident $op:literal $sig:literal, $try:ident
+        $(, $set_alignment:literal)?) => {
+        #[doc = ::core::concat!("C++ `operator ", $op, $sig,
+            "`: a tail jump into `alloclab_preload::cxx::new_loop`.")]
+        ///
+        /// # Safety
+        ///
+        /// Called from C++ with its arguments (a size, and an alignment where the form has
+        /// one); nothing else.
+        #[unsafe(no_mangle)]
+        #[unsafe(naked)]
+        pub unsafe extern "C-unwind" fn $sym() -> *mut ::core::ffi::c_void {
+            ::core::arch::naked_asm!(
+                ".cfi_startproc",
+                $($set_alignment,)?
+                "lea rdx, [rip + {try_new}]",
+                "jmp {new_loop}",
+                ".cfi_endproc",
+                $(align = const { let _ = $set_alignment; $crate::MALLOC_ALIGNMENT },)?
+                try_new = sym $try,
+                new_loop = sym $crate::cxx::new_loop,
+            )
+        }
     };
     // One `operator new` form, exported under each name given, with its kind.
     (@new $heap:expr, $abi:literal, [$($sym:ident $op:literal $kind:ident),+], $sig:literal,

@@ -56,12 +56,29 @@
 //!   per-thread cache of a thread that no longer exists in the child is only leaked).
 //!
 //! Linux (glibc or musl) only: `errno` is reached through `__errno_location`.
+//!
+//! ## Without the standard library
+//!
+//! With its `std` feature off (and alloclab-core's), the crate is `no_std`, and a preload
+//! library built with `panic = "abort"` (the workspace's `preload` profile) leaves the
+//! standard library out: [`export_malloc_api!`] then defines the panic handler
+//! ([`panic::abort_with_message`]). The standard library's panic and backtrace machinery
+//! is most of a small library's code, and a program's resident memory holds the pages of
+//! it that are touched.
+
+#![cfg_attr(not(any(feature = "std", test, loom)), no_std)]
 
 pub mod api;
 pub mod cxx;
 pub mod errno;
 mod export;
 pub mod fork;
+pub mod panic;
+
+/// For [`export_malloc_api!`]: `alloclab_core::without_std!`, reached from the library that
+/// invokes it.
+#[doc(hidden)]
+pub use alloclab_core as __core;
 
 #[cfg(feature = "test-driver")]
 pub mod driver;

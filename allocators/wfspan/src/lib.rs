@@ -54,7 +54,14 @@
 //! * Registering a thread (its first allocation) and the first allocation of the process
 //!   are lock-free, not wait-free: they may retry a CAS, or wait for the one thread that
 //!   reserves the region.
+//!
+//! ## Without `std`
+//!
+//! On x86_64 Linux the crate needs nothing of the standard library, and without its `std`
+//! feature (on by default) it is `no_std`; the wfspan preload library is built so. Elsewhere
+//! its thread-local word is a `thread_local!`, which needs `std`.
 
+#![cfg_attr(not(any(feature = "std", test, loom)), no_std)]
 #![cfg_attr(loom, allow(dead_code))]
 
 mod bug;

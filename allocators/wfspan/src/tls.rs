@@ -122,6 +122,15 @@ mod word {
     }
 }
 
+#[cfg(all(
+    not(all(target_arch = "x86_64", target_os = "linux", not(miri))),
+    not(feature = "std"),
+    not(test)
+))]
+compile_error!(
+    "wfspan needs its `std` feature off x86_64 Linux: its thread-local word is a `thread_local!` there"
+);
+
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux", not(miri))))]
 mod word {
     use core::cell::Cell;

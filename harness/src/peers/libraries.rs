@@ -2,10 +2,11 @@
 //! with `LD_PRELOAD`, or nothing for the C library's own malloc.
 //!
 //! - alloclab's heaps come as the preload libraries of `allocators/preload`
-//!   (`liballoclab_preload_wfspan.so`, ...). They are looked for in `ALLOCLAB_PRELOAD_DIR`
-//!   when it is set, else beside the running `alloclab` executable (`target/<profile>/`),
-//!   where [`ensure_built`] builds them with cargo when they are missing or older than the
-//!   executable and the workspace is there to build from.
+//!   (`liballoclab_preload_wfspan.so`, ...), built with the `preload` profile (`release`
+//!   with aborting panics, which lets wfspan's leave the standard library out). They are
+//!   looked for in `ALLOCLAB_PRELOAD_DIR` when it is set, else in `target/preload/` beside
+//!   the running `alloclab` executable's `target/<profile>/`, where [`ensure_built`] brings
+//!   them up to date with cargo when the workspace is there to build from.
 //! - The peers come as the shared libraries their maintainers ship, from the distribution:
 //!   `libmimalloc.so.2`, `libjemalloc.so.2`, `libtcmalloc_minimal.so.4`, found through the
 //!   dynamic linker's cache (`ldconfig -p`) or the usual library directories.
@@ -88,15 +89,37 @@ pub fn unavailable(allocator: &str) -> Option<String> {
     }
 }
 
-/// The directory alloclab's preload libraries are looked for in.
+/// The cargo profile alloclab's preload libraries are built with: `release` with aborting
+/// panics, so that the wfspan library leaves the standard library out (the workspace's
+/// `Cargo.toml`).
+pub const PRELOAD_PROFILE: &str = "preload";
+
+/// The directory alloclab's preload libraries are looked for in: [`PRELOAD_DIR_ENV`] when
+/// set; for an executable in a cargo profile directory (`target/release`, `target/debug`),
+/// the [`PRELOAD_PROFILE`]'s beside it (`target/preload`); else the executable's own.
 pub fn alloclab_dir() -> Result<PathBuf, String> {
     if let Some(dir) = std::env::var_os(PRELOAD_DIR_ENV) {
         return Ok(PathBuf::from(dir));
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
-    exe.parent()
-        .map(Path::to_owned)
-        .ok_or_else(|| "the executable has no directory".to_owned())
+    let dir = exe
+        .parent()
+        .ok_or_else(|| "the executable has no directory".to_owned())?;
+    Ok(preload_dir_for(dir))
+}
+
+/// Where the preload libraries of an executable in `exe_dir` are.
+fn preload_dir_for(exe_dir: &Path) -> PathBuf {
+    let profile = exe_dir.file_name().and_then(|n| n.to_str());
+    match (profile, exe_dir.parent()) {
+        (Some("release" | "debug"), Some(target)) => target.join(PRELOAD_PROFILE),
+        _ => exe_dir.to_owned(),
+    }
+}
+
+/// The command that builds `package`'s preload library.
+pub fn build_command_line(package: &str) -> String {
+    format!("cargo build --profile {PRELOAD_PROFILE} -p {package}")
 }
 
 /// The library to preload for `allocator`: `Ok(None)` for the C library's own malloc.
@@ -118,8 +141,9 @@ pub fn resolve(allocator: &str) -> Result<Option<PathBuf>, String> {
                 Ok(Some(path))
             } else {
                 Err(format!(
-                    "{} not found (build it with: cargo build --release -p {package})",
-                    path.display()
+                    "{} not found (build it with: {})",
+                    path.display(),
+                    build_command_line(package)
                 ))
             }
         }
@@ -167,58 +191,60 @@ pub fn ensure_built(allocators: &[&str]) -> Result<(), String> {
         .filter(|(_, file)| !dir.join(file).is_file())
         .map(|&(_, file)| file)
         .collect();
-    // The workspace this executable was built from, and the profile directory it sits in.
+    // The workspace this executable was built from, and the target directory it sits in.
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map(Path::to_owned);
-    let profile = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    let target_dir = dir.parent();
+    let target_dir = dir
+        .parent()
+        .filter(|_| dir.file_name().and_then(|n| n.to_str()) == Some(PRELOAD_PROFILE));
     let buildable = workspace
         .as_ref()
         .is_some_and(|w| w.join("Cargo.toml").is_file())
-        && matches!(profile, "release" | "debug")
         && target_dir.is_some();
     if !buildable {
         // Nothing to build from: the libraries there are used as they are.
         return match packages.iter().find(|(_, file)| !dir.join(file).is_file()) {
             Some((package, file)) => Err(format!(
-                "{} not found (build it with: cargo build --release -p {package})",
-                dir.join(file).display()
+                "{} not found (build it with: {})",
+                dir.join(file).display(),
+                build_command_line(package)
             )),
             None => Ok(()),
         };
     }
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(&cargo);
-    command.arg("build").arg("--quiet");
-    if profile == "release" {
-        command.arg("--release");
-    }
-    for (package, _) in &packages {
-        command.args(["-p", package]);
-    }
-    command
-        .arg("--target-dir")
-        .arg(target_dir.expect("checked above"))
-        .current_dir(workspace.as_ref().expect("checked above"));
-    let names: Vec<&str> = packages.iter().map(|(_, f)| *f).collect();
     if !missing.is_empty() {
         eprintln!("note: building {} with cargo", missing.join(" and "));
     }
-    let output = command
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", Path::new(&cargo).display()))?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        return Err(format!(
-            "building {} failed: {}",
-            names.join(" and "),
-            stderr
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("no message")
-        ));
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    // One package per build: cargo unifies the features of the packages it builds together,
+    // and randomized's library needs the standard library, which wfspan's leaves out.
+    for (package, file) in &packages {
+        let output = Command::new(&cargo)
+            .args([
+                "build",
+                "--quiet",
+                "--profile",
+                PRELOAD_PROFILE,
+                "-p",
+                package,
+            ])
+            .arg("--target-dir")
+            .arg(target_dir.expect("checked above"))
+            .current_dir(workspace.as_ref().expect("checked above"))
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", Path::new(&cargo).display()))?;
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            return Err(format!(
+                "building {file} failed: {}",
+                stderr
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("no message")
+            ));
+        }
     }
     Ok(())
 }
@@ -294,6 +320,27 @@ mod tests {
                 a.name
             );
         }
+    }
+
+    #[test]
+    fn a_cargo_built_executable_finds_the_libraries_of_the_preload_profile_beside_its_own() {
+        assert_eq!(
+            preload_dir_for(Path::new("/w/target/release")),
+            Path::new("/w/target/preload")
+        );
+        assert_eq!(
+            preload_dir_for(Path::new("/w/target/debug")),
+            Path::new("/w/target/preload")
+        );
+        // Installed elsewhere: the libraries are beside it.
+        assert_eq!(
+            preload_dir_for(Path::new("/usr/local/bin")),
+            Path::new("/usr/local/bin")
+        );
+        assert_eq!(
+            build_command_line("alloclab-preload-wfspan"),
+            "cargo build --profile preload -p alloclab-preload-wfspan"
+        );
     }
 
     #[test]

@@ -2,13 +2,20 @@
 //! `LD_PRELOAD` — any C or C++ program gets the wait-free span allocator without relinking.
 //!
 //! ```sh
-//! cargo build --release -p alloclab-preload-wfspan
-//! LD_PRELOAD=target/release/liballoclab_preload_wfspan.so python3 -c 'print(sum(range(10)))'
+//! cargo build --profile preload -p alloclab-preload-wfspan
+//! LD_PRELOAD=target/preload/liballoclab_preload_wfspan.so python3 -c 'print(sum(range(10)))'
 //! ```
+//!
+//! The `preload` profile is `release` with `panic = "abort"`, and the library is then
+//! `no_std`: neither it nor its dependencies link the standard library, whose panic and
+//! backtrace machinery would be most of its code (in a program, its resident memory). Built
+//! with unwinding panics (`--release`), it links the standard library, as any Rust library.
 //!
 //! wfspan holds no lock on any path, so `fork` needs no hooks: the child keeps the heaps of
 //! the parent's other threads (they are never adopted while marked owned) and allocates
 //! from its own, and frees of the other threads' blocks take the remote path.
+
+#![cfg_attr(panic = "abort", no_std)]
 
 use alloclab_wfspan::{Config, WfSpan};
 
