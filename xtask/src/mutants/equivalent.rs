@@ -203,6 +203,10 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
         "`base | KIND_BLOCKS`: the first chunk's base is aligned to the chunk size, so the low bits where the kind goes are zero and `^` gives the same entry",
     ),
     (
+        "allocators/randomized/src/root.rs:41: replace | with ^ in <impl ChunkSource for Root>::new_chunk",
+        "as in `Root::create`: every chunk is mapped aligned to the chunk size, so `base | KIND_BLOCKS` and `base ^ KIND_BLOCKS` are the same entry",
+    ),
+    (
         "allocators/randomized/src/heap/alloc.rs:58: replace > with >= in Arena::alloc",
         "`blocks > 0 && bytes >= reserve`: the reserve is at least 16 KiB, and bytes on the candidates' lists mean a candidate block, so `bytes >= reserve` holds only where `blocks > 0` does, and `blocks >= 0 && bytes >= reserve` is the same condition",
     ),

@@ -3,8 +3,8 @@
 //! relinking.
 //!
 //! ```sh
-//! cargo build --release -p alloclab-preload-randomized
-//! LD_PRELOAD=target/release/liballoclab_preload_randomized.so python3 -c 'print(sum(range(10)))'
+//! cargo build --profile preload -p alloclab-preload-randomized
+//! LD_PRELOAD=target/preload/liballoclab_preload_randomized.so python3 -c 'print(sum(range(10)))'
 //! ```
 //!
 //! The heap has one lock, so it takes it around `fork` ([`ForkHooks`]); the child also

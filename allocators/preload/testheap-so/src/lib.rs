@@ -3,8 +3,8 @@
 //! integration tests before a research heap is plugged in the same way.
 //!
 //! ```sh
-//! cargo build --release -p alloclab-preload-testheap
-//! LD_PRELOAD=target/release/liballoclab_preload_testheap.so python3 -c 'print(sum(range(10)))'
+//! cargo build --profile preload -p alloclab-preload-testheap
+//! LD_PRELOAD=target/preload/liballoclab_preload_testheap.so python3 -c 'print(sum(range(10)))'
 //! ```
 
 use alloclab_preload::testheap::TestHeap;
