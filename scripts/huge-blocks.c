@@ -7,7 +7,7 @@
  *
  *   cc -O2 -o /tmp/huge-blocks scripts/huge-blocks.c
  *   /usr/bin/time -f '%e s %M KB' /tmp/huge-blocks 400
- *   LD_PRELOAD=$PWD/target/release/liballoclab_preload_wfspan.so \
+ *   LD_PRELOAD=$PWD/target/preload/liballoclab_preload_wfspan.so \
  *       /usr/bin/time -f '%e s %M KB' /tmp/huge-blocks 400
  */
 #include <stdio.h>

@@ -4,8 +4,9 @@
 //! The exported functions are `extern "C"`, so a panic can never unwind into the program;
 //! with the standard library a panic aborts there too, after its panic hook (which can
 //! print a backtrace, and brings the symbolizer that prints it into the library). Built
-//! without it (the `preload` profile, `panic = "abort"`), [`export_malloc_api!`]
-//! (crate::export_malloc_api) defines the panic handler as [`abort_with_message`].
+//! without it (the `preload` profile, `panic = "abort"`),
+//! [`export_malloc_api!`](crate::export_malloc_api) defines the panic handler as
+//! [`abort_with_message`].
 
 use core::fmt::{self, Write as _};
 use core::panic::PanicInfo;
