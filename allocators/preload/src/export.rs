@@ -283,30 +283,33 @@ macro_rules! export_malloc_api {
             |kind| $crate::cxx::delete(&$heap, ptr, kind));
     };
     // x86_64: the four throwing forms, each a tail jump into `cxx::new_loop` with the
-    // heap's attempt for its kind (the plain forms first set the default alignment).
+    // heap's attempt for its kind and form.
     (@throwing_new $heap:expr) => {
-        extern "C" fn __alloclab_try_new(size: usize, alignment: usize) -> *mut ::core::ffi::c_void {
-            __alloclab_before_allocation();
-            $crate::cxx::new_nothrow(&$heap, size, alignment, $crate::cxx::AllocKind::New)
-        }
-        extern "C" fn __alloclab_try_new_array(
-            size: usize,
-            alignment: usize,
-        ) -> *mut ::core::ffi::c_void {
-            __alloclab_before_allocation();
-            $crate::cxx::new_nothrow(&$heap, size, alignment, $crate::cxx::AllocKind::NewArray)
-        }
+        $crate::export_malloc_api!(@try_new $heap, __alloclab_try_new, New);
+        $crate::export_malloc_api!(@try_new $heap, __alloclab_try_new_array, NewArray);
+        $crate::export_malloc_api!(@try_new $heap, __alloclab_try_new_plain, New,
+            $crate::MALLOC_ALIGNMENT);
+        $crate::export_malloc_api!(@try_new $heap, __alloclab_try_new_array_plain, NewArray,
+            $crate::MALLOC_ALIGNMENT);
         $crate::export_malloc_api!(@jump_to_new_loop _Znwm "new" "(std::size_t)",
-            __alloclab_try_new, "mov esi, {align}");
+            __alloclab_try_new_plain);
         $crate::export_malloc_api!(@jump_to_new_loop _Znam "new[]" "(std::size_t)",
-            __alloclab_try_new_array, "mov esi, {align}");
+            __alloclab_try_new_array_plain);
         $crate::export_malloc_api!(@jump_to_new_loop _ZnwmSt11align_val_t "new"
             "(std::size_t, std::align_val_t)", __alloclab_try_new);
         $crate::export_malloc_api!(@jump_to_new_loop _ZnamSt11align_val_t "new[]"
             "(std::size_t, std::align_val_t)", __alloclab_try_new_array);
     };
-    (@jump_to_new_loop $sym:ident $op:literal $sig:literal, $try:ident
-        $(, $set_alignment:literal)?) => {
+    // The heap's attempt for one throwing form (`cxx::TryNew`): with the alignment it is
+    // given, or with a fixed one (the plain forms, whose alignment then folds away).
+    (@try_new $heap:expr, $name:ident, $kind:ident $(, $fixed:expr)?) => {
+        extern "C" fn $name(size: usize, alignment: usize) -> *mut ::core::ffi::c_void {
+            $(let _ = alignment; let alignment = $fixed;)?
+            __alloclab_before_allocation();
+            $crate::cxx::new_nothrow(&$heap, size, alignment, $crate::cxx::AllocKind::$kind)
+        }
+    };
+    (@jump_to_new_loop $sym:ident $op:literal $sig:literal, $try:ident) => {
         #[doc = ::core::concat!("C++ `operator ", $op, $sig,
             "`: a tail jump into `alloclab_preload::cxx::new_loop`.")]
         ///
@@ -319,11 +322,9 @@ macro_rules! export_malloc_api {
         pub unsafe extern "C-unwind" fn $sym() -> *mut ::core::ffi::c_void {
             ::core::arch::naked_asm!(
                 ".cfi_startproc",
-                $($set_alignment,)?
                 "lea rdx, [rip + {try_new}]",
                 "jmp {new_loop}",
                 ".cfi_endproc",
-                $(align = const { let _ = $set_alignment; $crate::MALLOC_ALIGNMENT },)?
                 try_new = sym $try,
                 new_loop = sym $crate::cxx::new_loop,
             )
