@@ -73,9 +73,38 @@ pub const PURGE_AFTER_SPANS: u32 = 16;
 /// Empty active spans remembered as candidates for reuse by other classes.
 const IDLE_HINTS: usize = 8;
 
-/// Run classes: runs of 1, 2, 4, ..., 32 spans. Class 0 (one span) also holds empty spans
-/// waiting to be formatted for any size class.
-pub const RUN_CLASSES: usize = 6;
+/// Run classes: runs of 1 to 32 spans, [`RUN_SPANS`]. Class 0 (one span) also holds empty
+/// spans waiting to be formatted for any size class.
+pub const RUN_CLASSES: usize = 16;
+
+/// The spans of a run of each class: every count to 8, then four classes per doubling (as
+/// jemalloc's large classes), so that a run is at most a quarter larger than the spans its
+/// object needs. (Powers of two only made a request of exactly 2^r spans' bytes, which
+/// does not fit beside the run's header, take twice its size: redis's dictionary tables.)
+pub const RUN_SPANS: [usize; RUN_CLASSES] =
+    [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32];
+
+/// The smallest run class of at least `spans` spans (1 to 32), by a table.
+#[inline]
+pub fn run_class_of_spans(spans: usize) -> Option<usize> {
+    const TABLE: [u8; 33] = {
+        let mut table = [0u8; 33];
+        let mut spans = 1;
+        let mut class = 0;
+        while spans <= 32 {
+            while RUN_SPANS[class] < spans {
+                class += 1;
+            }
+            table[spans] = class as u8;
+            spans += 1;
+        }
+        table
+    };
+    TABLE
+        .get(spans)
+        .filter(|_| spans > 0)
+        .map(|&c| usize::from(c))
+}
 
 /// A heap's spans of one size class, but the active one (see [`ClassSlot`]), owner only.
 ///
@@ -888,7 +917,7 @@ impl Heap {
                     wf.purge_run(span, run);
                 }
                 if self.public[run].push_once((*span).index, &(*span).link) {
-                    *published = published.saturating_add(1 << run);
+                    *published = published.saturating_add(RUN_SPANS[run] as u32);
                     return 2;
                 }
             }
@@ -1150,7 +1179,7 @@ impl Heap {
             bump_single_writer(&self.counters.allocations, 1);
             bump_single_writer(
                 &self.counters.net_bytes,
-                (wf.config.span_bytes << run) as u64 - offset as u64,
+                (wf.config.span_bytes * RUN_SPANS[run]) as u64 - offset as u64,
             );
             raise(&self.counters.max_alloc_steps, steps);
             (base + offset) as *mut u8
@@ -1166,7 +1195,8 @@ impl Heap {
         // the whole run now.
         unsafe {
             let run = (*span).run_class as usize;
-            let bytes = (wf.config.span_bytes << run) as u64 - (*span).object_offset as u64;
+            let bytes =
+                (wf.config.span_bytes * RUN_SPANS[run]) as u64 - (*span).object_offset as u64;
             (*span).kind = Kind::Small;
             (*span).zero_from = DIRTY;
             (*span).local().list = ListId::None;
@@ -1228,6 +1258,22 @@ pub fn run_object_offset_bound(align: usize) -> usize {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_span_count_takes_the_smallest_run_class_that_holds_it() {
+        assert_eq!(run_class_of_spans(0), None);
+        assert_eq!(run_class_of_spans(33), None);
+        assert!(RUN_SPANS.windows(2).all(|w| w[0] < w[1]));
+        for spans in 1..=32 {
+            let class = run_class_of_spans(spans).unwrap();
+            assert!(RUN_SPANS[class] >= spans, "{spans} spans: class {class}");
+            assert!(class == 0 || RUN_SPANS[class - 1] < spans, "{spans} spans");
+            assert!(
+                RUN_SPANS[class] * 4 <= spans * 5,
+                "{spans} spans: class {class}"
+            );
+        }
+    }
 
     #[test]
     fn the_run_object_offset_bound_holds_for_every_colour_and_alignment() {

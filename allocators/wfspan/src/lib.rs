@@ -20,7 +20,7 @@
 //! * **Spans** (`span`): `span_bytes` (64 KiB) aligned to their size, one size class each,
 //!   found from any block by masking the address.
 //! * **Size classes** (`size_class`): 16 B to a quarter span; bigger objects take a run of
-//!   2^r spans (up to 32); bigger still, or aligned to a span or more, get their own OS
+//!   1 to 32 spans (every count to 8, then four per doubling); bigger still, or aligned to a span or more, get their own OS
 //!   mapping — the one path that is **not** wait-free (it is a system call).
 //! * **Per-thread heaps** (`heap`): per class an active span, partial and full spans (at most
 //!   `K` per class), a private cache of empty spans and a public single-producer,

@@ -19,7 +19,7 @@
 //! ```text
 //!  small span  [header | blk | blk | blk | ... uncarved ... ]   blocks of one class, carved
 //!                                                               forwards after the header
-//!  span run    [header | object ........................ ]      2^r spans, one object
+//!  span run    [header | object ........................ ]      1-32 spans, one object
 //!  huge        [header | object ............................ ]  its own mapping
 //! ```
 //!
@@ -54,7 +54,7 @@ use crate::span_list::Link;
 pub enum Kind {
     /// Blocks of one size class.
     Small = 1,
-    /// One object in a run of 2^r spans.
+    /// One object in a run of spans (`heap::RUN_SPANS`).
     Run = 2,
     /// One object in its own OS mapping.
     Huge = 3,
@@ -100,7 +100,7 @@ pub const DIRTY: usize = usize::MAX;
 pub struct SpanHeader {
     /// What the span holds.
     pub kind: Kind,
-    /// Run class (2^r spans) of a span run; 0 for a small span.
+    /// Run class (an index into `heap::RUN_SPANS`) of a span run; 0 for a small span.
     pub run_class: u8,
     /// Size class of a small span.
     pub class: u16,

@@ -72,6 +72,36 @@ fn every_size_and_alignment_is_served_aligned_and_disjoint() {
 /// general path gives for the same layout: a block of the same class, aligned as asked,
 /// taken from the thread's active span.
 #[test]
+fn a_run_takes_at_most_a_quarter_more_spans_than_its_object_and_header_need() {
+    // Requests of exactly 2^r spans' bytes (a dictionary's table) do not fit beside the
+    // run's header in 2^r spans; they take the next run class, not twice the room.
+    let heap = WfSpan::new();
+    let span = 64 << 10;
+    for spans in 1..=24usize {
+        for size in [spans * span, spans * span - 3000, spans * span + 1] {
+            let l = layout(size, 16);
+            let p = heap.allocate(l).unwrap();
+            // SAFETY: live block of ours.
+            let usable = unsafe { heap.usable_size(p) };
+            let needed = (size + 4096).div_ceil(span);
+            assert!(usable >= size, "{size} B: usable {usable}");
+            // Every count of spans to 8 is a class; past that, four per doubling.
+            let most = if needed <= 8 {
+                needed * span
+            } else {
+                needed * span * 5 / 4
+            };
+            assert!(
+                usable <= most,
+                "{size} B: usable {usable}, {needed} spans needed"
+            );
+            // SAFETY: as above.
+            unsafe { heap.deallocate(p, l) };
+        }
+    }
+}
+
+#[test]
 fn the_aligned_fast_path_serves_the_general_paths_class() {
     let heap = WfSpan::new();
     let mut live = Vec::new();

@@ -8,7 +8,7 @@ use alloclab_core::{
     AllocError, AllocErrorKind, Allocator, HostAllocator, MallocHeap, Stats, resized_layout,
 };
 
-use crate::heap::{Heap, RUN_CLASSES, run_object_offset_bound};
+use crate::heap::{Heap, RUN_CLASSES, RUN_SPANS, run_class_of_spans, run_object_offset_bound};
 use crate::os;
 use crate::remote_free::{Counted, Node};
 use crate::size_class::{class_count, class_for, small_class, table_class, table_limit};
@@ -353,7 +353,7 @@ impl WfSpan {
     /// A fresh span run of class `run` from the region, header initialised; null when the
     /// region is exhausted. One `fetch_add`: wait-free.
     pub(crate) fn fresh_run(&self, run: usize) -> *mut SpanHeader {
-        let bytes = self.config.span_bytes << run;
+        let bytes = self.config.span_bytes * RUN_SPANS[run];
         let at = self.region_next.fetch_add(bytes, Ordering::Relaxed);
         if at + bytes > self.region_end.load(Ordering::Relaxed) {
             return ptr::null_mut();
@@ -381,7 +381,7 @@ impl WfSpan {
     /// live block, exclusively.
     pub(crate) unsafe fn purge_run(&self, span: *mut SpanHeader, run: usize) -> u64 {
         let keep = os::page_bytes().max(MAX_COLOUR_BYTES + HEADER_BYTES);
-        let len = self.config.span_bytes << run;
+        let len = self.config.span_bytes * RUN_SPANS[run];
         // SAFETY: per the contract the run is ours alone and holds nothing but its header,
         // which lies in the first `keep` bytes.
         unsafe {
@@ -520,8 +520,8 @@ impl WfSpan {
         self.allocate_huge(size, align, zeroed)
     }
 
-    /// The run class (2^r spans) of an object of `size` bytes aligned to `align` that no
-    /// size class serves, or `None` if it needs a huge mapping. Sized for the largest
+    /// The run class ([`RUN_SPANS`]) of an object of `size` bytes aligned to `align` that
+    /// no size class serves, or `None` if it needs a huge mapping. Sized for the largest
     /// header colour, so that the object fits in a run of any colour.
     fn run_class_for(&self, size: usize, align: usize) -> Option<usize> {
         let offset = run_object_offset_bound(align);
@@ -529,9 +529,7 @@ impl WfSpan {
             return None;
         }
         let need = offset.checked_add(size)?;
-        let spans = need.div_ceil(self.config.span_bytes).next_power_of_two();
-        let run = spans.trailing_zeros() as usize;
-        (run < RUN_CLASSES).then_some(run)
+        run_class_of_spans(need.div_ceil(self.config.span_bytes))
     }
 
     /// Frees a block of this allocator allocated with `layout`. The layout only picks the
@@ -645,7 +643,7 @@ impl WfSpan {
                 Kind::Run => {
                     if me.is_null() {
                         let run = (*span).run_class as usize;
-                        let bytes = (self.config.span_bytes << run) - (*span).object_offset;
+                        let bytes = self.config.span_bytes * RUN_SPANS[run] - (*span).object_offset;
                         (*span).kind = Kind::Small;
                         (*span).zero_from = crate::span::DIRTY;
                         self.orphans[run].push((*span).index, &(*span).link);
@@ -742,7 +740,10 @@ impl WfSpan {
         unsafe {
             match (*span).kind {
                 Kind::Small => (*span).block_bytes as usize,
-                Kind::Run => (self.config.span_bytes << (*span).run_class) - (*span).object_offset,
+                Kind::Run => {
+                    self.config.span_bytes * RUN_SPANS[usize::from((*span).run_class)]
+                        - (*span).object_offset
+                }
                 Kind::Huge => (*span).mapping.1 - (*span).object_offset,
             }
         }
