@@ -25,6 +25,14 @@
 /// program (or a test) can look up with `dlsym(RTLD_DEFAULT, ...)` to see which heap, if
 /// any, is preloaded.
 ///
+/// Built with aborting panics (the workspace's `preload` profile) and with alloclab-core
+/// without its `std` feature, the library links no standard library, and the macro also
+/// defines what that would have: the panic handler
+/// ([`panic::abort_with_message`](crate::panic::abort_with_message)), a hidden `rust_eh_personality` that is never called,
+/// and the link to the C library. On x86_64 the throwing `operator new` forms are assembly
+/// ([`cxx::new_loop`](crate::cxx::new_loop)), so that C++ exceptions never unwind a Rust
+/// frame.
+///
 /// Invoke it once per library, and only in a `cdylib`: in an executable or a library
 /// linked into one, it replaces `malloc` for the whole process, Rust's global allocator
 /// included. (A preload package is also an `rlib`, so that `cargo test` builds it before
@@ -79,18 +87,19 @@ macro_rules! export_malloc_api {
             // and C++ exceptions pass only through `new_loop`'s assembly), so it is never
             // called; if it were, the process aborts. Hidden: a program's own Rust code
             // keeps its own.
+            #[cfg(target_arch = "x86_64")]
             mod __alloclab_personality {
-            ::core::arch::global_asm!(
-                ".pushsection .text.rust_eh_personality,\"ax\",@progbits",
-                ".globl rust_eh_personality",
-                ".hidden rust_eh_personality",
-                ".type rust_eh_personality,@function",
-                "rust_eh_personality:",
-                "jmp {abort}",
-                ".size rust_eh_personality, .-rust_eh_personality",
-                ".popsection",
-                abort = sym $crate::panic::abort_unexpected_unwind,
-            );
+                ::core::arch::global_asm!(
+                    ".pushsection .text.rust_eh_personality,\"ax\",@progbits",
+                    ".globl rust_eh_personality",
+                    ".hidden rust_eh_personality",
+                    ".type rust_eh_personality,@function",
+                    "rust_eh_personality:",
+                    "jmp {abort}",
+                    ".size rust_eh_personality, .-rust_eh_personality",
+                    ".popsection",
+                    abort = sym $crate::panic::abort_unexpected_unwind,
+                );
             }
 
             // The C library, which the standard library would link.
