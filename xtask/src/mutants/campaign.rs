@@ -669,7 +669,19 @@ mod tests {
             .trim()
             .parse()
             .unwrap();
-        let gone = ended(pid);
+        // SIGKILL to the group is delivered asynchronously: the orphaned child may still be
+        // on its way out when the shell has been reaped. Give it up to five seconds (a
+        // wait for the event, not a claim about its speed).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let gone = loop {
+            if ended(pid) {
+                break true;
+            }
+            if Instant::now() >= deadline {
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
         let _ = fs::remove_dir_all(&dir);
         assert_eq!(ended_as, Ended::TimedOut);
         assert!(gone, "the command's child {pid} survived the limit");
