@@ -244,7 +244,7 @@ pub type TryNew = extern "C" fn(size: usize, alignment: usize) -> *mut c_void;
 /// process has no libstdc++).
 ///
 /// It is written in assembly so that no Rust frame is live when C++ code runs: the new
-/// handler may throw, and `std::bad_alloc` must reach the program's `catch` through this
+/// handler may throw, and `std::bad_alloc` has to get to the program's `catch` through this
 /// frame, whose unwind information the `.cfi` directives give. A Rust function could let a
 /// foreign exception pass only as `extern "C-unwind"` with unwinding panics; built with
 /// `panic = "abort"` (the `preload` profile, which leaves the standard library out), Rust
