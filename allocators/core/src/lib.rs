@@ -29,7 +29,6 @@
 //! unsafe { heap.deallocate(block, layout) };
 //! assert!(heap.violations().is_empty());
 //! ```
-
 //!
 //! ## Without `std`
 //!
