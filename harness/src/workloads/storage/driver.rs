@@ -16,11 +16,24 @@
 //! after the other, spread 1.45×.
 //!
 //! So every thread (partition) runs [`SEGMENT_OPS`] operations on one heap's engine, then
-//! all threads move on to the next heap together (a barrier, not timed), the first heap of
-//! each round turning so that none always runs right after the switch. Each partition's
+//! all threads move on to the next heap together (a barrier, not timed). The order of the
+//! heaps within a round is drawn afresh for each round ([`round_order`]), so that over a run
+//! each heap follows each other about equally often: a heap starts its segment in the
+//! caches the one before left, and a fixed rotation made one heap follow the same other
+//! most of the time (with PMDK, alloclab-pmem and DRAM turning in order, alloclab-pmem
+//! followed PMDK in two rounds of three; a second alloclab-pmem added last, following DRAM
+//! in three rounds of four, ran 4–13% faster than the first). Each partition's
 //! time is the sum of its segments, each timed from the barrier to its last operation's
 //! end. The heaps share the process's caches as they share the machine: each starts a
 //! segment with some of its hot lines evicted by the others', which costs them all.
+//!
+//! # The control
+//!
+//! Where alloclab-pmem is among the heaps, a second instance of it runs too, last in the
+//! list, its own pool and engines over the same operations, and its throughput and
+//! memory-management share join alloclab-pmem's report as [`Control`]: see the [suite's
+//! documentation](super#the-control). A failure of the control is alloclab-pmem's (the same
+//! heap failed on the same operations).
 //!
 //! # Phases, per heap
 //!
@@ -38,12 +51,12 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use alloclab_storage_engines::{
-    Engine, EngineTask, PersistStats, PersistentAllocator, Split, with_engine,
+    Engine, EngineTask, PersistStats, PersistentAllocator, Phase, Split, with_engine,
 };
 use hdrhistogram::Histogram;
 
 use super::ycsb::{self, COLUMN_BYTES, Op, PartitionPlan, TUPLE_BYTES};
-use super::{Recovery, Report, Spec, pool_bytes};
+use super::{CONTROLLED_HEAP, Control, Recovery, Report, Spec, pool_bytes};
 use crate::pmem::{PersistentHeapTask, with_persistent_heap};
 use crate::workloads::realtime::{latency_histogram, nanos_between};
 use crate::workloads::{Params, ScratchPool};
@@ -74,8 +87,8 @@ pub(super) fn split_sampled(n: usize) -> bool {
     (z ^ (z >> 31)).is_multiple_of(SPLIT_SAMPLE)
 }
 
-/// Measures `spec` on each heap named in `heaps`, together (see the [module
-/// documentation](self)); one outcome per heap, in order.
+/// Measures `spec` on each heap named in `heaps`, together, alloclab-pmem with its control
+/// (see the [module documentation](self)); one outcome per heap, in order.
 ///
 /// # Errors
 ///
@@ -89,11 +102,36 @@ pub fn measure_together(
 ) -> Result<Vec<Result<Report, String>>, String> {
     let plans = plan(spec, params)?;
     let pool = pool_for(&plans);
+    let controlled = heaps.iter().position(|h| *h == CONTROLLED_HEAP);
     let contenders = heaps
         .iter()
+        .chain(controlled.map(|_| &CONTROLLED_HEAP))
         .map(|name| contender(spec, name, pool, plans.len(), dir))
         .collect();
-    Ok(drive(contenders, &plans, SEGMENT_OPS))
+    let mut reports = drive(contenders, &plans, SEGMENT_OPS);
+    if let Some(k) = controlled {
+        let control = reports.pop().expect("one outcome per heap and the control");
+        with_control(&mut reports[k], control);
+    }
+    Ok(reports)
+}
+
+/// Joins the control's outcome to its heap's: its figures, or its failure as the heap's.
+fn with_control(heap: &mut Result<Report, String>, control: Result<Report, String>) {
+    match (heap.as_mut(), control) {
+        (Ok(report), Ok(control)) => {
+            report.control = Some(Control {
+                ops_per_s: control.ops_per_s,
+                share_mm: control.split.share(Phase::Mm),
+            });
+        }
+        (Ok(_), Err(e)) => {
+            *heap = Err(format!(
+                "its control (a second instance, same operations) failed: {e}"
+            ));
+        }
+        (Err(_), _) => {}
+    }
 }
 
 /// Measures `spec` on a heap of type `H` with engine `E` alone (tests use it).
@@ -439,6 +477,24 @@ fn segment(seg: usize, ops: usize, segment_ops: usize) -> Range<usize> {
     (seg * segment_ops).min(ops)..((seg + 1) * segment_ops).min(ops)
 }
 
+/// The order in which `heaps` heaps run their segments in round `round`: a permutation drawn
+/// from the round's number (the same in every partition's thread, and in every run), each
+/// order about equally likely.
+fn round_order(round: usize, heaps: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..heaps).collect();
+    let mut state = (round as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
+    // Fisher–Yates, with SplitMix64 steps as the random numbers.
+    for i in (1..heaps).rev() {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        order.swap(i, (z % (i as u64 + 1)) as usize);
+    }
+    order
+}
+
 /// One thread's part: partition `t` of every heap still standing.
 struct Lane {
     parts: Vec<Option<Box<dyn Partition>>>,
@@ -515,8 +571,7 @@ fn drive(
                         start.wait();
                         for round in 0..rounds {
                             let ops = segment(round, plan.ops.len(), segment_ops);
-                            for i in 0..heaps {
-                                let k = (round + i) % heaps;
+                            for k in round_order(round, heaps) {
                                 switch.wait();
                                 lane.step(k, t, |p| p.run(plan, ops.clone(), round + 1 == rounds));
                             }
@@ -626,6 +681,7 @@ fn report(
         persist,
         recovery,
         live_items,
+        control: None,
     }
 }
 
@@ -737,6 +793,83 @@ mod tests {
             segments(0, 16),
             1,
             "an empty run phase still has its final commit"
+        );
+    }
+
+    #[test]
+    fn each_round_orders_every_heap_once_and_each_heap_follows_each_other_about_equally() {
+        for heaps in 1..=5 {
+            // follows[a][b]: turns in which heap b ran right after heap a, round boundaries
+            // included.
+            let mut follows = vec![vec![0u32; heaps]; heaps];
+            let mut last: Option<usize> = None;
+            let rounds = 6_000;
+            for round in 0..rounds {
+                let order = round_order(round, heaps);
+                let mut sorted = order.clone();
+                sorted.sort_unstable();
+                assert_eq!(sorted, (0..heaps).collect::<Vec<_>>(), "round {round}");
+                assert_eq!(order, round_order(round, heaps), "the same in every thread");
+                for k in order {
+                    if let Some(prev) = last {
+                        follows[prev][k] += 1;
+                    }
+                    last = Some(k);
+                }
+            }
+            if heaps < 3 {
+                continue;
+            }
+            // Every ordered pair of different heaps within 10% of the mean of those pairs
+            // (a fixed rotation of three heaps gives 2:1).
+            let pairs: Vec<u32> = (0..heaps)
+                .flat_map(|a| (0..heaps).filter(move |b| *b != a).map(move |b| (a, b)))
+                .map(|(a, b)| follows[a][b])
+                .collect();
+            let mean = pairs.iter().sum::<u32>() as f64 / pairs.len() as f64;
+            for (i, n) in pairs.iter().enumerate() {
+                assert!(
+                    (*n as f64 - mean).abs() < 0.1 * mean,
+                    "{heaps} heaps, pair {i}: {n} against a mean of {mean}: {follows:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn alloclab_pmem_is_measured_beside_its_control_and_reports_it() {
+        let spec = spec(Mix::D, KeyChoice::Zipfian);
+        let reports =
+            measure_together(spec, &["dram", "alloclab-pmem"], &tiny(2), &pool_dir()).unwrap();
+        assert_eq!(reports.len(), 2, "the control has no outcome of its own");
+        assert!(
+            reports[0].as_ref().unwrap().control.is_none(),
+            "dram has none"
+        );
+        let ours = reports[1].as_ref().unwrap();
+        let control = ours.control.expect("alloclab-pmem has its control");
+        assert!(control.ops_per_s > 0.0);
+        assert!(
+            control.share_mm > 0.0 && control.share_mm < 1.0,
+            "{control:?}"
+        );
+        let samples = ours.samples(20.0);
+        let ratio = samples
+            .iter()
+            .find(|s| s.metric == "control_ops_ratio")
+            .expect("the control's ratio");
+        assert!(
+            (ratio.value - control.ops_per_s / ours.ops_per_s).abs() < 1e-9,
+            "{ratio:?}"
+        );
+        assert!(samples.iter().any(|s| s.metric == "control_share_mm"));
+        // A failed control fails its heap, with the reason.
+        let mut heap = Ok(measure_one(spec, "dram", &tiny(1)).unwrap());
+        with_control(&mut heap, Err("out of space".to_owned()));
+        let err = heap.unwrap_err();
+        assert!(
+            err.contains("its control") && err.contains("out of space"),
+            "{err}"
         );
     }
 

@@ -51,8 +51,20 @@
 //! | `engine_flushes_per_op`, `engine_fences_per_op`, `engine_bytes_flushed_per_op` | /op | the engines' own flush calls, fences and bytes flushed |
 //! | `flushes_per_op`, `fences_per_op`, `bytes_flushed_per_op` | /op | everything the heap's medium flushed (cache lines) and fenced, engines' flushes included (heaps that count: alloclab-pmem) |
 //! | `recovery_heap_ms`, `recovery_engine_ms` | ms | heap open, and all partitions' recovery (durable heaps) |
+//! | `control_ops_ratio` | x | alloclab-pmem only: its control's `ops_per_s` over its own, same run (see [`driver`]) |
+//! | `control_share_mm` | % | alloclab-pmem only: its control's `share_mm` |
 //!
 //! plus `clock_read` and `timer_overhead`.
+//!
+//! # The control
+//!
+//! Wherever alloclab-pmem ([`CONTROLLED_HEAP`]) is measured, a second instance of it — its
+//! own pool and engines, over the same operations — runs beside it in the same process,
+//! interleaved like every heap. The two differ in nothing but the moment each segment ran
+//! and where their memory lies, so how far the control's throughput over the first moves
+//! from run to run is how far this machine moves a ratio of two heaps at that point: the
+//! floor under the spread of alloclab-pmem ÷ PMDK. Its memory-management share is a second
+//! sample of alloclab-pmem's, and its spread the floor under that share's.
 
 pub mod driver;
 pub mod report;
@@ -198,6 +210,10 @@ pub fn pool_bytes(items: u64, ops: u64) -> usize {
     POOL_BASE_BYTES + (items + ops) as usize * POOL_BYTES_PER_ITEM
 }
 
+/// The heap measured beside a second instance of itself, its control (see [the module
+/// documentation](self#the-control)).
+pub const CONTROLLED_HEAP: &str = "alloclab-pmem";
+
 /// What one heap of a run measured: its samples, or why it has none.
 pub type HeapSamples = (String, Result<Vec<Sample>, String>);
 
@@ -263,6 +279,18 @@ pub struct Report {
     pub recovery: Option<Recovery>,
     /// Items that exist after the run, all partitions (checked after recovery).
     pub live_items: u64,
+    /// What the heap's control measured in the same run ([`CONTROLLED_HEAP`] only).
+    pub control: Option<Control>,
+}
+
+/// What a heap's control measured: a second instance of the heap, with its own pool and
+/// engines over the same operations, interleaved with the others in the same run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Control {
+    /// Its [`Report::ops_per_s`].
+    pub ops_per_s: f64,
+    /// Its memory-management share, `0.0..=1.0`.
+    pub share_mm: f64,
 }
 
 /// The recovery measurement.
@@ -362,6 +390,15 @@ impl Report {
                 r.engine.as_secs_f64() * 1e3,
                 true,
             ));
+        }
+        if let Some(c) = self.control {
+            out.push(sample(
+                "control_ops_ratio",
+                "x",
+                c.ops_per_s / self.ops_per_s.max(f64::MIN_POSITIVE),
+                false,
+            ));
+            out.push(sample("control_share_mm", "%", c.share_mm * 100.0, true));
         }
         out.extend(timer_samples(clock_read_ns, shortest_ns(&[&self.latency])));
         out

@@ -47,6 +47,11 @@ pub const SPEEDUP_MIXES: &[Mix] = &[Mix::C, Mix::D, Mix::F, Mix::G, Mix::H];
 pub const CRASH_TEST_COMMAND: &str =
     "cargo test --release -p alloclab-storage-engines --test crash --test cow";
 
+/// The metric of the control's throughput over alloclab-pmem's, same run.
+const CONTROL_RATIO: &str = "control_ops_ratio";
+/// The metric of the control's memory-management share.
+const CONTROL_MM: &str = "control_share_mm";
+
 /// A (mix, key choice) section of the report.
 type Section = (Mix, KeyChoice);
 
@@ -125,6 +130,13 @@ impl<'a> Storage<'a> {
             .ratio_to(theirs)
             .filter(|r| r.runs > 0 && r.min > 0.0)?;
         Some((ratio.spread(), ratio.runs))
+    }
+
+    /// How far the control's throughput over alloclab-pmem's moved from run to run at a
+    /// point (max over min), and the runs: the machine's own spread of a ratio of two
+    /// heaps there (see `storage`'s "The control").
+    fn control_spread(&self, engine: &str, section: Section, threads: usize) -> Option<(f64, u32)> {
+        self.spread(engine, section, OURS, threads, CONTROL_RATIO)
     }
 
     fn engines(&self) -> Vec<&'static str> {
@@ -219,18 +231,15 @@ pub fn targets(results: &ResultsFile) -> Vec<Check> {
 
     // Memory-management share with alloclab-pmem.
     let mut worst: Option<(f64, String, (&str, Section, usize))> = None;
-    let mut widest: Option<(f64, String)> = None;
+    let mut widest = Widest::default();
     let mut missing = Vec::new();
     for &engine in &engines {
         for &mix in MM_MIXES {
             for &t in &threads {
                 let section = (mix, KeyChoice::Zipfian);
-                if let Some((s, runs)) = view.spread(engine, section, OURS, t, "share_mm")
-                    && runs > 1
-                    && widest.as_ref().is_none_or(|(w, _)| s > *w)
-                {
-                    widest = Some((s, format!("{engine}-{} at {t}", mix.name())));
-                }
+                let at = || format!("{engine}-{} at {t}", mix.name());
+                widest.heap(view.spread(engine, section, OURS, t, "share_mm"), at);
+                widest.control(view.spread(engine, section, OURS, t, CONTROL_MM), at);
                 match view.median(engine, section, OURS, t, "share_mm") {
                     Some(v) => {
                         if worst.as_ref().is_none_or(|(w, _, _)| v > *w) {
@@ -255,12 +264,17 @@ pub fn targets(results: &ResultsFile) -> Vec<Check> {
     let (verdict, detail) = match &worst {
         None => (Verdict::NotHere, "not measured".to_owned()),
         Some((w, at, point)) => {
+            let control = view
+                .spread(point.0, point.1, OURS, point.2, CONTROL_MM)
+                .map(|(s, _)| s);
             let spread = view
                 .spread(point.0, point.1, OURS, point.2, "share_mm")
-                .map_or(String::new(), |(s, runs)| spread_note(&[("", s)], runs));
+                .map_or(String::new(), |(s, runs)| {
+                    spread_note(&[("", s)], runs, control)
+                });
             (
                 decide(*w <= MM_SHARE_LIMIT, complete),
-                format!("highest {w:.1}% ({at}{spread}){}", widest_note(&widest)),
+                format!("highest {w:.1}% ({at}{spread}){}", widest.note()),
             )
         }
     };
@@ -288,18 +302,15 @@ pub fn targets(results: &ResultsFile) -> Vec<Check> {
         });
     } else {
         let mut worst: Option<(f64, String, (&str, Section, usize))> = None;
-        let mut widest: Option<(f64, String)> = None;
+        let mut widest = Widest::default();
         let mut missing = Vec::new();
         for &engine in &engines {
             for &mix in SPEEDUP_MIXES {
                 for &t in &threads {
                     let section = (mix, KeyChoice::Zipfian);
-                    if let Some((s, runs)) = view.ratio_spread(engine, section, t)
-                        && runs > 1
-                        && widest.as_ref().is_none_or(|(w, _)| s > *w)
-                    {
-                        widest = Some((s, format!("{engine}-{} at {t}", mix.name())));
-                    }
+                    let at = || format!("{engine}-{} at {t}", mix.name());
+                    widest.heap(view.ratio_spread(engine, section, t), at);
+                    widest.control(view.control_spread(engine, section, t), at);
                     let ours = view.median(engine, section, OURS, t, "ops_per_s");
                     let theirs = view.median(engine, section, PMDK, t, "ops_per_s");
                     match ours.zip(theirs).filter(|(_, b)| *b > 0.0) {
@@ -337,12 +348,13 @@ pub fn targets(results: &ResultsFile) -> Vec<Check> {
                 let runs = view
                     .get(engine, *section, OURS, *t, "ops_per_s")
                     .map_or(0, |r| r.runs);
+                let control = view.control_spread(engine, *section, *t).map(|(s, _)| s);
                 (
                     decide(*w >= SPEEDUP_TARGET, complete),
                     format!(
                         "lowest {w:.2}x ({at}{}){}",
-                        spread_note(&spreads, runs),
-                        widest_note(&widest)
+                        spread_note(&spreads, runs, control),
+                        widest.note()
                     ),
                 )
             }
@@ -388,8 +400,8 @@ fn decide(measured_ok: bool, complete: bool) -> Verdict {
 }
 
 /// `; spread over N runs: alloclab-pmem 1.04, pmdk 1.06` (max over min of each heap's runs at
-/// the deciding point), or `; one run`.
-fn spread_note(spreads: &[(&str, f64)], runs: u32) -> String {
+/// the deciding point), then `, control 1.05` where the control ran, or `; one run`.
+fn spread_note(spreads: &[(&str, f64)], runs: u32, control: Option<f64>) -> String {
     if runs <= 1 {
         return "; one run".to_owned();
     }
@@ -403,14 +415,55 @@ fn spread_note(spreads: &[(&str, f64)], runs: u32) -> String {
             }
         })
         .collect();
-    format!("; spread over {runs} runs, max/min: {}", each.join(", "))
+    let control = control.map_or(String::new(), |c| format!(", control {c:.2}"));
+    format!(
+        "; spread over {runs} runs, max/min: {}{control}",
+        each.join(", ")
+    )
 }
 
-/// `; widest spread at any point: 1.12 (cow-h at 2)`, or nothing for single runs.
-fn widest_note(widest: &Option<(f64, String)>) -> String {
-    widest.as_ref().map_or(String::new(), |(s, at)| {
-        format!("; widest spread at any point: {s:.2} ({at})")
-    })
+/// The widest spread over a check's points, of alloclab-pmem's figure and of its control's.
+#[derive(Default)]
+struct Widest {
+    heap: Option<(f64, String)>,
+    control: Option<(f64, String)>,
+}
+
+impl Widest {
+    /// Takes a point's spread of alloclab-pmem's figure (`(max/min, runs)`), named by `at`.
+    fn heap(&mut self, spread: Option<(f64, u32)>, at: impl FnOnce() -> String) {
+        Self::take(&mut self.heap, spread, at);
+    }
+
+    /// Takes a point's spread of the control's figure.
+    fn control(&mut self, spread: Option<(f64, u32)>, at: impl FnOnce() -> String) {
+        Self::take(&mut self.control, spread, at);
+    }
+
+    fn take(
+        widest: &mut Option<(f64, String)>,
+        spread: Option<(f64, u32)>,
+        at: impl FnOnce() -> String,
+    ) {
+        if let Some((s, runs)) = spread
+            && runs > 1
+            && widest.as_ref().is_none_or(|(w, _)| s > *w)
+        {
+            *widest = Some((s, at()));
+        }
+    }
+
+    /// `; widest spread at any point: 1.12 (cow-h at 2), control's 1.20 (inp-f at 1)`, or
+    /// nothing for single runs.
+    fn note(&self) -> String {
+        let Some((s, at)) = &self.heap else {
+            return String::new();
+        };
+        let control = self.control.as_ref().map_or(String::new(), |(c, at)| {
+            format!(", control's {c:.2} ({at})")
+        });
+        format!("; widest spread at any point: {s:.2} ({at}){control}")
+    }
 }
 
 fn gaps(missing: &[String], missing_engines: &[&str]) -> String {
@@ -467,7 +520,9 @@ pub fn markdown(out: &mut String, results: &ResultsFile) {
          split is the engines' own timing of index / crash consistency / memory management / \
          modification, as % of their sum. Flushes and fences per operation: the engine's own \
          (`eng`), and for heaps that count them, every cache line the medium flushed \
-         (`lines`, the engine's and the allocator's).",
+         (`lines`, the engine's and the allocator's). Beside alloclab-pmem runs its control, \
+         a second instance of it over the same operations (its figures appear only in the \
+         spreads below).",
         view.engines().join(", "),
         heaps.join(", "),
         runs = view.runs(),
@@ -483,6 +538,7 @@ pub fn markdown(out: &mut String, results: &ResultsFile) {
              and ratios are left out.\n",
         );
     }
+    spreads_markdown(out, &view);
 
     for section in view.sections() {
         let _ = writeln!(out, "\n### storage: {}\n", section_title(section));
@@ -590,6 +646,62 @@ pub fn markdown(out: &mut String, results: &ResultsFile) {
     }
 }
 
+/// The run-to-run spreads behind the checks, beside the control's: one table per check.
+fn spreads_markdown(out: &mut String, view: &Storage<'_>) {
+    if view.runs() <= 1 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n### storage: run-to-run spread, and the control's\n\n\
+         Max/min over the {} runs at each point the checks read. A cell `a / b`: `a` is the \
+         spread of alloclab-pmem's figure, `b` the same for its control, a second \
+         alloclab-pmem with its own pool and engines over the same operations in the same \
+         runs, which differs from the first in nothing but the moment each segment ran and \
+         where its memory lies: `b` is what this machine moves such a figure by at that point.",
+        view.runs()
+    );
+    let tables: [(&str, &[Mix], SpreadOf); 2] = [
+        (
+            "Throughput: alloclab-pmem ÷ PMDK, run by run (`b`: control ÷ alloclab-pmem).",
+            SPEEDUP_MIXES,
+            |v, e, s, t| (v.ratio_spread(e, s, t), v.control_spread(e, s, t)),
+        ),
+        (
+            "Memory-management share with alloclab-pmem (`b`: the control's share).",
+            MM_MIXES,
+            |v, e, s, t| {
+                (
+                    v.spread(e, s, OURS, t, "share_mm"),
+                    v.spread(e, s, OURS, t, CONTROL_MM),
+                )
+            },
+        ),
+    ];
+    for (title, mixes, spread_of) in tables {
+        let _ = writeln!(out, "\n{title}\n");
+        let mut headers = vec!["engine".to_owned(), "threads".to_owned()];
+        headers.extend(mixes.iter().map(|m| m.name().to_owned()));
+        table_header(out, &headers, 2);
+        for &engine in &view.engines() {
+            for &t in &view.threads() {
+                let mut row = vec![engine.to_owned(), t.to_string()];
+                for &mix in mixes {
+                    let (a, b) = spread_of(view, engine, (mix, KeyChoice::Zipfian), t);
+                    let cell = |s: Option<(f64, u32)>| {
+                        s.map_or("—".to_owned(), |(s, _)| format!("{s:.2}"))
+                    };
+                    row.push(format!("{} / {}", cell(a), cell(b)));
+                }
+                table_row(out, &row);
+            }
+        }
+    }
+}
+
+/// A point's spread of alloclab-pmem's figure and of its control's.
+type SpreadOf = fn(&Storage<'_>, &str, Section, usize) -> (Option<(f64, u32)>, Option<(f64, u32)>);
+
 /// A compact terminal summary: throughput per mix (rows engine × threads, a column per
 /// heap and the ratio alloclab-pmem / PMDK), then the targets.
 pub fn terminal_text(results: &ResultsFile) -> String {
@@ -668,7 +780,8 @@ pub fn readme(out: &mut String, results: &ResultsFile) {
         "\nEach cell: alloclab-pmem's median throughput over PMDK's; in parentheses, where \
          there were several runs, how far that ratio moved from run to run (max/min of the \
          run-by-run ratio: the heaps of a run share its process, interleaved every {} \
-         operations).\n",
+         operations), then how far the control's ratio moved (a second alloclab-pmem over \
+         the first, in the same runs: the machine's own spread at that point).\n",
         super::SEGMENT_OPS
     );
     let sections = view.sections();
@@ -694,9 +807,13 @@ fn ratio_cell(view: &Storage<'_>, engine: &str, section: Section, threads: usize
         .zip(view.median(engine, section, PMDK, threads, "ops_per_s"))
         .filter(|(_, b)| *b > 0.0)
         .map(|(a, b)| a / b);
+    let control = view
+        .control_spread(engine, section, threads)
+        .filter(|(_, runs)| *runs > 1)
+        .map_or(String::new(), |(c, _)| format!("; {c:.2}"));
     match (ratio, view.ratio_spread(engine, section, threads)) {
         (None, _) => "—".to_owned(),
-        (Some(r), Some((s, runs))) if runs > 1 => format!("{r:.2} ({s:.2})"),
+        (Some(r), Some((s, runs))) if runs > 1 => format!("{r:.2} ({s:.2}{control})"),
         (Some(r), _) => format!("{r:.2}"),
     }
 }
@@ -962,6 +1079,11 @@ mod tests {
                         1.10,
                     ));
                     out.push(with_runs(record(SUITE, &w, OURS, t, "share_mm", mm), 1.02));
+                    out.push(with_runs(
+                        record(SUITE, &w, OURS, t, CONTROL_RATIO, 1.0),
+                        1.04,
+                    ));
+                    out.push(with_runs(record(SUITE, &w, OURS, t, CONTROL_MM, mm), 1.03));
                 }
             }
         }
@@ -978,19 +1100,87 @@ mod tests {
         assert_eq!(c[0].verdict, Verdict::Pass, "{}", c[0].line);
         assert!(c[0].line.contains("highest 9.0%"), "{}", c[0].line);
         assert!(
-            c[0].line.contains("spread over 5 runs, max/min: 1.02"),
+            c[0].line
+                .contains("spread over 5 runs, max/min: 1.02, control 1.03"),
             "{}",
             c[0].line
         );
         assert_eq!(c[1].verdict, Verdict::Pass, "{}", c[1].line);
         assert!(c[1].line.contains("lowest 2.00x"), "{}", c[1].line);
         assert!(
-            c[1].line
-                .contains("spread over 5 runs, max/min: alloclab-pmem 1.05, pmdk 1.10"),
+            c[1].line.contains(
+                "spread over 5 runs, max/min: alloclab-pmem 1.05, pmdk 1.10, control 1.04"
+            ),
             "{}",
             c[1].line
         );
         assert_eq!(c[2].verdict, Verdict::NotHere, "the crash tests decide");
+    }
+
+    #[test]
+    fn the_widest_spreads_name_their_points_for_the_heap_and_for_its_control() {
+        let mut records = points(ENGINES, 2e5, 9.0);
+        for r in &mut records {
+            let widen = |r: &mut Record, spread: f64| {
+                r.min = r.median / spread.sqrt();
+                r.max = r.median * spread.sqrt();
+            };
+            match (r.workload.as_str(), r.threads, r.metric.as_str()) {
+                ("lsm-h", 2, "share_mm") => widen(r, 1.40),
+                ("inp-d", 1, CONTROL_MM) => widen(r, 1.30),
+                ("cow-g", 1, CONTROL_RATIO) => widen(r, 1.25),
+                _ => {}
+            }
+        }
+        let c = checks(records);
+        assert!(
+            c[0].line.contains(
+                "widest spread at any point: 1.40 (lsm-h at 2), control's 1.30 (inp-d at 1)"
+            ),
+            "{}",
+            c[0].line
+        );
+        // Without per-run values the throughput ratio's spread is each heap's; the widest
+        // is of the run-by-run ratio, which needs them: none here, the control's alone.
+        assert!(!c[1].line.contains("widest spread"), "{}", c[1].line);
+        let mut out = String::new();
+        let results = ResultsFile::of_records(checks_records_with_values());
+        markdown(&mut out, &results);
+        assert!(
+            out.contains("run-to-run spread, and the control's"),
+            "{out}"
+        );
+        assert!(out.contains("| inp | 1 | 1.10 / 1.21 |"), "{out}");
+        let mut readme_out = String::new();
+        readme(&mut readme_out, &results);
+        assert!(readme_out.contains("2.00 (1.10; 1.21)"), "{readme_out}");
+    }
+
+    /// inp-c at one thread over two runs with per-run values: alloclab-pmem at 200 000 and
+    /// 220 000 ops/s, PMDK at 100 000 both times (ratio spread 1.10), and a control ratio of
+    /// 1.10 then 0.909... (spread 1.21).
+    fn checks_records_with_values() -> Vec<Record> {
+        let with = |mut r: Record, values: &[f64]| {
+            r.runs = values.len() as u32;
+            r.values = values.to_vec();
+            r.min = values.iter().copied().fold(f64::INFINITY, f64::min);
+            r.max = values.iter().copied().fold(0.0, f64::max);
+            r
+        };
+        vec![
+            with(
+                record(SUITE, "inp-c", OURS, 1, "ops_per_s", 2.0e5),
+                &[2.0e5, 2.2e5],
+            ),
+            with(
+                record(SUITE, "inp-c", PMDK, 1, "ops_per_s", 1.0e5),
+                &[1.0e5, 1.0e5],
+            ),
+            with(
+                record(SUITE, "inp-c", OURS, 1, CONTROL_RATIO, 1.0),
+                &[1.1, 1.0 / 1.1],
+            ),
+        ]
     }
 
     #[test]
