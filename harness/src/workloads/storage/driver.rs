@@ -17,7 +17,7 @@
 //!
 //! So every thread (partition) runs [`SEGMENT_OPS`] operations on one heap's engine, then
 //! all threads move on to the next heap together (a barrier, not timed). The order of the
-//! heaps within a round is drawn afresh for each round ([`round_order`]), so that over a run
+//! heaps within a round is drawn afresh for each round (`round_order`), so that over a run
 //! each heap follows each other about equally often: a heap starts its segment in the
 //! caches the one before left, and a fixed rotation made one heap follow the same other
 //! most of the time (with PMDK, alloclab-pmem and DRAM turning in order, alloclab-pmem
