@@ -72,7 +72,9 @@
 //! class by a table lookup and a block's index in its slab by a multiplication (no
 //! division). An empty stack refills (a
 //! batch of [`REFILL_BATCH`]) from the global per-class lists, or carves a fresh slab, under
-//! the global mutex; a stack over [`CACHE_LIMIT`] hands its older half back. When both are
+//! the global mutex; a stack over [`CACHE_LIMIT`] hands its older half back, as a chunk it
+//! fills before taking the mutex (the global lists are lists of chunks, `heap::free_list`,
+//! so that nothing under the mutex copies or regrows a whole list). When both are
 //! empty the stacks of threads that exited are taken into the global lists before reporting
 //! [`HeapError::OutOfSpace`]. Runs are taken first-fit from the global slab map. Small slabs
 //! go back to the slab pool only at recovery (when all their blocks are free), not at run
@@ -105,6 +107,7 @@ mod batch;
 mod bug;
 mod classes;
 mod error;
+mod free_list;
 mod live;
 mod recovery;
 mod reservation;
@@ -124,6 +127,7 @@ use crate::sync::Arc;
 use classes::*;
 pub use classes::{CACHE_LIMIT, MAX_SMALL, REFILL_BATCH, SIZE_CLASSES, SLAB_BYTES, usable_size};
 pub use error::HeapError;
+use free_list::FreeList;
 pub use reservation::Reservation;
 use thread_cache::{CacheSlot, with_slot};
 pub use traits::PathMedium;
@@ -166,7 +170,8 @@ pub struct HeapStats {
 
 /// Global free lists and the slab map.
 struct Global {
-    free: [Vec<u64>; NCLASSES],
+    /// Per class, the free blocks no thread caches.
+    free: [FreeList; NCLASSES],
     /// `true` for a slab in the slab pool.
     slab_free: Vec<bool>,
     /// Where the search for one free slab starts.

@@ -90,7 +90,7 @@ impl<M: Medium> PersistentHeap<M> {
         }
         let offset = batch.pop()? as usize;
         let mut global = lock(&self.global);
-        global.free[c].extend(batch);
+        global.free[c].append(batch);
         if count {
             self.fallback.count_allocations(1);
         }
@@ -105,7 +105,7 @@ impl<M: Medium> PersistentHeap<M> {
             if let Some(stacks) = unsafe { slot.take_abandoned() } {
                 let mut global = lock(&self.global);
                 for (list, blocks) in global.free.iter_mut().zip(stacks) {
-                    list.extend(blocks);
+                    list.append(blocks);
                 }
             }
         }
@@ -117,8 +117,9 @@ impl<M: Medium> PersistentHeap<M> {
         let mut global = lock(&self.global);
         let list = &mut global.free[c];
         if !list.is_empty() {
-            let from = list.len().saturating_sub(REFILL_BATCH);
-            stack.extend(list.drain(from..));
+            let emptied = list.take(REFILL_BATCH, stack);
+            drop(global);
+            drop(emptied);
             return true;
         }
         let Some(slab) = find_free_slab(&mut global) else {
@@ -230,10 +231,11 @@ impl<M: Medium> PersistentHeap<M> {
     /// Moves the older half (the bottom) of a thread's stack of class `c` to the global list.
     #[cold]
     pub(super) fn spill(&self, stack: &mut Vec<u64>, c: usize) {
-        // Straight from the stack into the global list: no temporary vector to allocate,
-        // fill and free on a path that storage engines time as memory management.
+        // The half becomes a chunk of the global list (see `free_list`): filled here, before
+        // the mutex, which is then held for a constant-time append.
         let half = stack.len() / 2;
-        lock(&self.global).free[c].extend(stack.drain(..half));
+        let older: Vec<u64> = stack.drain(..half).collect();
+        lock(&self.global).free[c].append(older);
     }
 
     /// Returns the slabs of a run whose live mark is already clear to the slab pool.
