@@ -55,7 +55,7 @@ use alloclab_storage_engines::{
 };
 use hdrhistogram::Histogram;
 
-use super::ycsb::{self, COLUMN_BYTES, Op, PartitionPlan, TUPLE_BYTES};
+use super::ycsb::{self, COLUMN_BYTES, Op, PartitionPlan, TUPLE_BYTES, mix64};
 use super::{CONTROLLED_HEAP, Control, Recovery, Report, Spec, pool_bytes};
 use crate::pmem::{PersistentHeapTask, with_persistent_heap};
 use crate::workloads::realtime::{latency_histogram, nanos_between};
@@ -81,10 +81,7 @@ pub const SPLIT_SAMPLE: u64 = 4;
 /// Whether run-phase operation `n` of a partition is one of the split's sample: a hash of
 /// `n` (the SplitMix64 finaliser), so that the sample does not follow the commit period.
 pub(super) fn split_sampled(n: usize) -> bool {
-    let mut z = (n as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)).is_multiple_of(SPLIT_SAMPLE)
+    mix64((n as u64).wrapping_add(0x9E37_79B9_7F4A_7C15)).is_multiple_of(SPLIT_SAMPLE)
 }
 
 /// Measures `spec` on each heap named in `heaps`, together, alloclab-pmem with its control
@@ -486,11 +483,7 @@ fn round_order(round: usize, heaps: usize) -> Vec<usize> {
     // Fisher–Yates, with SplitMix64 steps as the random numbers.
     for i in (1..heaps).rev() {
         state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        order.swap(i, (z % (i as u64 + 1)) as usize);
+        order.swap(i, (mix64(state) % (i as u64 + 1)) as usize);
     }
     order
 }

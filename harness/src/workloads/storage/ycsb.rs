@@ -276,7 +276,12 @@ impl ScrambledZipfian {
 
 /// The key of global item `item` (see the [module documentation](self)).
 pub fn key_of(item: u64) -> u64 {
-    let mut z = item.wrapping_add(1);
+    mix64(item.wrapping_add(1))
+}
+
+/// SplitMix64's finaliser: a bijection of `u64` whose every output bit depends on every
+/// input bit (the suite's hashes of item and operation numbers).
+pub(super) fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
