@@ -447,7 +447,7 @@ fn programs_checks_compare_with_the_peers_shared_libraries() {
     // Run by run 0.889, 0.875, 0.966: the median 0.89 (the ratio of the medians is 0.91).
     assert!(check.line.contains("GET 0.89"), "{}", check.line);
     assert!(
-        check.line.contains("slower in every run: GET"),
+        check.line.contains("on the wrong side in every run: GET"),
         "{}",
         check.line
     );
@@ -503,6 +503,115 @@ fn programs_checks_compare_with_the_peers_shared_libraries() {
         assert!(check.line.contains(LIBMIMALLOC), "{}", check.line);
     }
     assert_eq!(checks[REDIS_CHECK].verdict, Verdict::Pass);
+}
+
+/// redis records of one metric for `(allocator, run-by-run values)`.
+fn redis_runs(metric: &str, rows: &[(&str, &[f64])]) -> Vec<Record> {
+    rows.iter()
+        .map(|&(allocator, values)| {
+            let samples: Vec<crate::results::Sample> = values
+                .iter()
+                .map(|&v| crate::results::sample(metric, "", v, metric == "peak_rss"))
+                .collect();
+            Record::summarise(PROGRAMS, "redis", allocator, 1, &samples)
+        })
+        .collect()
+}
+
+#[test]
+fn the_redis_check_reads_jemalloc_against_itself_as_its_control() {
+    use alloclab_programs::redis::{COMMANDS, MAPS_LIBJEMALLOC};
+    // `system` maps libjemalloc.so (`maps`: 1) or runs on something else (0); every command
+    // but GET at 1000 requests/s for all three heaps, peak RSS 70 MiB.
+    let recs = |wfspan_get: &[f64],
+                system_get: &[f64],
+                wfspan_rss: &[f64],
+                system_rss: &[f64],
+                maps: f64| {
+        let mut recs = Vec::new();
+        for command in COMMANDS.iter().filter(|&&c| c != "get") {
+            let flat: &[f64] = &[1000.0; 5];
+            recs.extend(redis_runs(
+                &format!("{command}_rps"),
+                &[(WFSPAN, flat), (LIBJEMALLOC, flat), (SYSTEM, flat)],
+            ));
+        }
+        let jemalloc: &[f64] = &[1000.0; 5];
+        recs.extend(redis_runs(
+            "get_rps",
+            &[
+                (WFSPAN, wfspan_get),
+                (LIBJEMALLOC, jemalloc),
+                (SYSTEM, system_get),
+            ],
+        ));
+        let rss: &[f64] = &[70.0; 5];
+        recs.extend(redis_runs(
+            "peak_rss",
+            &[
+                (WFSPAN, wfspan_rss),
+                (LIBJEMALLOC, rss),
+                (SYSTEM, system_rss),
+            ],
+        ));
+        let m: &[f64] = &[maps; 5];
+        recs.extend(redis_runs(
+            MAPS_LIBJEMALLOC,
+            &[(WFSPAN, m), (LIBJEMALLOC, m), (SYSTEM, m)],
+        ));
+        goal(&host_heap_goals(&results(recs)), WFSPAN).checks[REDIS_CHECK].clone()
+    };
+    let rss: &[f64] = &[70.0; 5];
+    // GET slower in every run (0.90–0.98), but jemalloc against itself read 0.85–1.10:
+    // within the control, undecided.
+    let slower: &[f64] = &[900.0, 920.0, 950.0, 960.0, 980.0];
+    let control: &[f64] = &[850.0, 950.0, 1000.0, 1050.0, 1100.0];
+    let check = recs(slower, control, rss, rss, 1.0);
+    assert_eq!(check.verdict, Verdict::NotHere, "{}", check.line);
+    assert!(check.line.contains("GET 0.95"), "{}", check.line);
+    assert!(
+        check.line.contains("runs: SET 1.00–1.00, GET 0.85–1.10"),
+        "{}",
+        check.line
+    );
+    assert!(
+        check
+            .line
+            .contains("within the control's runs, on GET (runs 0.90–0.98)"),
+        "{}",
+        check.line
+    );
+    // The same figures where `system` is not libjemalloc: no control, and slower in every
+    // run decides.
+    let check = recs(slower, control, rss, rss, 0.0);
+    assert_eq!(check.verdict, Verdict::Fail, "{}", check.line);
+    assert!(!check.line.contains("against itself"), "{}", check.line);
+    // A median below the control's slowest run decides, even with one run faster.
+    let past: &[f64] = &[700.0, 750.0, 800.0, 820.0, 1010.0];
+    let check = recs(past, control, rss, rss, 1.0);
+    assert_eq!(check.verdict, Verdict::Fail, "{}", check.line);
+    assert!(
+        check.line.contains("beyond the control's widest run: GET"),
+        "{}",
+        check.line
+    );
+    // Peak RSS 1.02 in four runs of five: within a control that reached 1.05, undecided;
+    // past one that stayed at 1.00, a failure.
+    let fast: &[f64] = &[1000.0; 5];
+    let larger: &[f64] = &[71.4, 71.4, 71.4, 71.4, 69.0];
+    let check = recs(fast, fast, larger, &[70.0, 70.0, 73.5, 70.0, 70.0], 1.0);
+    assert_eq!(check.verdict, Verdict::NotHere, "{}", check.line);
+    assert!(check.line.contains("peak RSS 1.02"), "{}", check.line);
+    assert!(check.line.contains("peak RSS 1.00–1.05"), "{}", check.line);
+    let check = recs(fast, fast, larger, rss, 1.0);
+    assert_eq!(check.verdict, Verdict::Fail, "{}", check.line);
+    assert!(
+        check
+            .line
+            .contains("beyond the control's widest run: peak RSS"),
+        "{}",
+        check.line
+    );
 }
 
 /// `programs` wall records of `workload` for wfspan and libmimalloc, run by run.

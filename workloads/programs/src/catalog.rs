@@ -374,6 +374,15 @@ impl Program {
                     figure("wall", "ms", out.wall.as_secs_f64() * 1e3, true),
                     figure("cpu", "ms", out.server_cpu.as_secs_f64() * 1e3, true),
                     figure("peak_rss", "MiB", mib(out.server_peak_rss_bytes), true),
+                    // 1 where the server maps libjemalloc.so itself (see
+                    // `redis::Outcome::maps_libjemalloc`): its `system` figures are then a
+                    // control for the `libjemalloc` peer's.
+                    figure(
+                        redis::MAPS_LIBJEMALLOC,
+                        "bool",
+                        f64::from(u8::from(out.maps_libjemalloc)),
+                        false,
+                    ),
                 ];
                 for (command, rps) in &out.requests_per_s {
                     figures.push(Figure {

@@ -27,6 +27,10 @@ use crate::process::{self, RunError, Spec};
 /// The commands redis-benchmark runs, as its `-t` names them.
 pub const COMMANDS: &[&str] = &["set", "get", "lpush", "lpop", "sadd", "hset"];
 
+/// The figure that says whether the server mapped jemalloc's shared library (1) or not (0);
+/// see [`Outcome::maps_libjemalloc`].
+pub const MAPS_LIBJEMALLOC: &str = "maps_libjemalloc";
+
 /// How much one run does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Load {
@@ -73,6 +77,11 @@ pub struct Outcome {
     pub wall: Duration,
     /// Digest of the data read back (see the module documentation).
     pub digest: u64,
+    /// Whether the server's process mapped jemalloc's shared library (`libjemalloc.so.*`):
+    /// Debian's redis-server is linked with it, so that with nothing preloaded the server
+    /// runs on the very library that `LD_PRELOAD` puts in front of it as the `libjemalloc`
+    /// peer, and the two figures differ only by what the machine did between their runs.
+    pub maps_libjemalloc: bool,
 }
 
 /// Why a run could not be measured.
@@ -491,6 +500,9 @@ pub fn run(
         }
         std::thread::sleep(Duration::from_millis(5));
     };
+    // The server's own process: `pid` is the launcher's that runs it (see `process`).
+    let maps_libjemalloc =
+        server_pid(&mut client).is_some_and(|server| maps_library(server, "libjemalloc.so"));
     let tests = COMMANDS.join(",");
     let requests = load.requests.to_string();
     let keys = load.keys.to_string();
@@ -555,12 +567,64 @@ pub fn run(
         server_cpu: reaped.user + reaped.sys,
         wall: reaped.at - started,
         digest: process::digest(&read),
+        maps_libjemalloc,
+    })
+}
+
+/// The server's process id, as its `INFO server` reply gives it.
+fn server_pid(client: &mut Client) -> Option<libc::pid_t> {
+    match client
+        .pipeline(&[cmd(&[b"INFO", b"server"])])
+        .ok()?
+        .as_slice()
+    {
+        [Reply::Bulk(Some(info))] => process_id(&String::from_utf8_lossy(info)),
+        _ => None,
+    }
+}
+
+/// The `process_id` field of an `INFO` reply.
+fn process_id(info: &str) -> Option<libc::pid_t> {
+    info.lines()
+        .find_map(|line| line.trim_end().strip_prefix("process_id:"))
+        .and_then(|id| id.parse().ok())
+}
+
+/// Whether the process `pid` maps a file whose name starts with `prefix` (false when its
+/// mappings cannot be read).
+fn maps_library(pid: libc::pid_t, prefix: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|maps| {
+        maps.lines().any(|line| {
+            line.rsplit('/')
+                .next()
+                .is_some_and(|name| line.contains('/') && name.starts_with(prefix))
+        })
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_process_id_comes_from_the_info_reply() {
+        let info = "# Server\r\nredis_version:7.0.15\r\nprocess_id:4242\r\ntcp_port:6379\r\n";
+        assert_eq!(process_id(info), Some(4242));
+        assert_eq!(process_id("# Server\r\nredis_version:7.0.15\r\n"), None);
+        assert_eq!(process_id("process_id:forty\r\n"), None);
+    }
+
+    #[test]
+    fn a_mapped_library_is_found_by_its_file_name() {
+        let me = std::process::id() as libc::pid_t;
+        // Every Rust program on Linux maps the C library.
+        assert!(maps_library(me, "libc.so"));
+        // A prefix of no file mapped, and one that only a directory of a path matches.
+        assert!(!maps_library(me, "liballoclab-no-such-library.so"));
+        assert!(!maps_library(me, "usr"));
+        // A process that does not exist maps nothing.
+        assert!(!maps_library(-1, "libc.so"));
+    }
 
     #[test]
     fn csv_lines_give_a_rate_per_command() {
@@ -601,6 +665,14 @@ mod tests {
         assert_eq!(a.requests_per_s.len(), COMMANDS.len());
         assert!(a.requests_per_s.iter().all(|(_, r)| *r > 0.0));
         assert!(a.server_peak_rss_bytes > 1 << 20);
+        // The server maps libjemalloc.so exactly when its executable is linked with it, as
+        // the dynamic loader reports (Debian's is).
+        let ldd = std::process::Command::new("ldd")
+            .arg(&programs.server)
+            .output()
+            .expect("ldd runs");
+        let linked = String::from_utf8_lossy(&ldd.stdout).contains("libjemalloc.so");
+        assert_eq!(a.maps_libjemalloc, linked);
         let b = run(&programs, None, &load, Duration::from_secs(60)).unwrap();
         assert_eq!(
             a.digest, b.digest,

@@ -299,6 +299,52 @@ fn redis_table(out: &mut String, view: &View<'_>) {
     table_row(out, &cells);
 }
 
+/// The peer that is the server's own allocator where `system`'s server maps its library.
+const REDIS_CONTROL: &str = "libjemalloc";
+
+/// Under the redis table, where `system`'s server mapped `libjemalloc.so` in every run: the
+/// `libjemalloc` column is then the same library preloaded, jemalloc against itself, and its
+/// run-by-run ratios are what the machine alone moves a figure by.
+fn redis_control_note(out: &mut String, view: &View<'_>) {
+    let Some(t) = threads_of(view, "redis") else {
+        return;
+    };
+    let mapped = view
+        .get(
+            SUITE,
+            "redis",
+            BASELINE,
+            t,
+            alloclab_programs::redis::MAPS_LIBJEMALLOC,
+        )
+        .is_some_and(|r| r.min >= 1.0);
+    if !mapped {
+        return;
+    }
+    let metrics = alloclab_programs::redis::COMMANDS
+        .iter()
+        .map(|c| (format!("{c}_rps"), c.to_uppercase()))
+        .chain([("peak_rss".to_owned(), "peak RSS".to_owned())]);
+    let ranges: Vec<String> = metrics
+        .filter_map(|(metric, name)| {
+            let ours = view.get(SUITE, "redis", REDIS_CONTROL, t, &metric)?;
+            let base = view.get(SUITE, "redis", BASELINE, t, &metric)?;
+            let r = ours.ratio_to(base).filter(|r| r.runs > 0)?;
+            Some(format!("{name} {:.2}–{:.2}", r.min, r.max))
+        })
+        .collect();
+    if ranges.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n`{BASELINE}`'s server mapped `libjemalloc.so` in every run, so the `{REDIS_CONTROL}` \
+         column is the same library preloaded: jemalloc against itself, whose ratios are what the \
+         machine alone moves a figure by. Run by run they read {}.",
+        ranges.join(", ")
+    );
+}
+
 /// A cell of the redis table: `allocator`'s median of `metric`, and for any heap but
 /// [`BASELINE`] its run-by-run ratio to it in brackets.
 fn redis_cell(view: &View<'_>, t: usize, allocator: &str, metric: &str) -> String {
@@ -425,6 +471,7 @@ pub fn markdown(out: &mut String, results: &ResultsFile) {
             "\n### redis: requests per second (ratio to `{BASELINE}`, the server's own jemalloc)\n"
         );
         redis_table(out, &view);
+        redis_control_note(out, &view);
     }
     let _ = writeln!(out, "\n### Results");
     result_lines(out, results);
@@ -450,6 +497,7 @@ pub fn readme(out: &mut String, results: &ResultsFile) {
     if threads_of(&view, "redis").is_some() {
         let _ = writeln!(out, "\nredis, requests per second:\n");
         redis_table(out, &view);
+        redis_control_note(out, &view);
     }
     result_lines(out, results);
     let _ = writeln!(
@@ -682,5 +730,53 @@ mod tests {
         markdown(&mut out, &results);
         assert!(out.contains("| cc | 100.0 ms | **0.90** |"), "{out}");
         assert!(out.contains("| sqlite | 100.0 ms | 1.60 |"), "{out}");
+    }
+
+    /// A redis record of `metric` for `allocator`, with its run-by-run values.
+    fn redis_runs(allocator: &str, metric: &str, values: &[f64]) -> Record {
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        Record {
+            values: values.to_vec(),
+            runs: values.len() as u32,
+            ..record(
+                SUITE,
+                "redis",
+                allocator,
+                metric,
+                (
+                    sorted[sorted.len() / 2],
+                    sorted[0],
+                    sorted[sorted.len() - 1],
+                ),
+            )
+        }
+    }
+
+    #[test]
+    fn the_redis_table_names_jemalloc_against_itself_only_where_the_server_maps_it() {
+        let maps = alloclab_programs::redis::MAPS_LIBJEMALLOC;
+        let with = |mapped: f64| {
+            let mut recs = Vec::new();
+            for command in alloclab_programs::redis::COMMANDS {
+                let metric = format!("{command}_rps");
+                recs.push(redis_runs("system", &metric, &[1000.0, 1000.0, 1000.0]));
+                recs.push(redis_runs(REDIS_CONTROL, &metric, &[800.0, 1000.0, 1200.0]));
+            }
+            recs.push(redis_runs("system", "peak_rss", &[70.0, 70.0, 70.0]));
+            recs.push(redis_runs(REDIS_CONTROL, "peak_rss", &[70.0, 77.0, 70.0]));
+            recs.push(redis_runs("system", maps, &[mapped; 3]));
+            let mut out = String::new();
+            markdown(&mut out, &file(recs));
+            out
+        };
+        let out = with(1.0);
+        assert!(out.contains("jemalloc against itself"), "{out}");
+        assert!(out.contains("SET 0.80–1.20"), "{out}");
+        assert!(out.contains("peak RSS 1.00–1.10"), "{out}");
+        // A server on another allocator: the peer is no control.
+        let out = with(0.0);
+        assert!(out.contains("| SET |"), "{out}");
+        assert!(!out.contains("against itself"), "{out}");
     }
 }
