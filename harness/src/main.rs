@@ -103,7 +103,8 @@ struct Common {
     scale: Scale,
     /// Runs per measurement, each in a fresh process [default: 5; the storage suite 3, its
     /// heaps interleaved in one process per run; the training suite 1, it is deterministic; the
-    /// programs suite 3, whole programs vary less from run to run than microbenchmarks; the
+    /// programs suite 5, the default too: a whole program takes well under a second, and a
+    /// slow spell of a shared machine can cover a run of one heap and not of the other; the
     /// realtime suite 3, each run holds millions of timed calls, and its progress workload
     /// 1, a run holds the 200 freezes its check is stated for; the security, pmem, gpu and
     /// training-replay suites 3, their figures move little from run to run].
