@@ -969,11 +969,36 @@ mod tests {
         let (heap, root, _) = one_thread_heap(64);
         let page = os::page_size();
         let pages = resident_pages(root, ROOT_SPACE.next_multiple_of(page));
-        // The shared page, the arena's slot, and the table's page of the two chunks.
+        // SAFETY: `root` is the control block of `heap`, alive until the end of the test.
+        let r = unsafe { &*(root as *const Root) };
+        let page_of = |addr: usize| (addr - root) / page;
+        // The pages of the table that hold an entry: the first chunk's and the thread's
+        // chunk's, one page unless the two lie on either side of a 2 GiB boundary (which
+        // the addresses the OS picks decide).
+        let table_pages: Vec<usize> = r
+            .table
+            .iter()
+            .filter(|e| e.load(Ordering::Relaxed) != 0)
+            .map(|e| page_of(e as *const AtomicUsize as usize))
+            .collect();
+        let slot_pages: Vec<usize> = r
+            .slots
+            .iter()
+            .map(|s| page_of(s as *const Slot as usize))
+            .collect();
+        // The shared page, one arena's slot, and the table's pages of the two chunks.
         // (Before: the slot straddled two pages, the shared fields had one after the slots,
         // each chunk's table entry a page of its own, and arena 0 was set up at creation,
         // its slot and first block touched whether used or not: 7 or more.)
-        assert!(pages.len() <= 3, "resident control-block pages {pages:?}");
+        let slots_touched = pages.iter().filter(|p| slot_pages.contains(p)).count();
+        assert_eq!(slots_touched, 1, "resident control-block pages {pages:?}");
+        assert!(
+            pages
+                .iter()
+                .all(|p| *p == 0 || slot_pages.contains(p) || table_pages.contains(p)),
+            "resident control-block pages {pages:?}, table entries on {table_pages:?}"
+        );
+        assert!(!table_pages.is_empty() && table_pages.len() <= 2);
         assert!(heap.check().is_ok());
     }
 
