@@ -191,19 +191,19 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
         "every batch then goes block by block (`take_many_slow`), whose `take_small` pops the same stacks of the same thread's cache (refilling them as `take_many_cached` does), counts the same allocations and marks the same blocks live: the same blocks in the same order, with one visit to the cache per block instead of one for the batch",
     ),
     (
-        "allocators/randomized/src/root.rs:5: replace thread_pointer -> usize with 0",
+        "allocators/randomized/src/root/mod.rs:5: replace thread_pointer -> usize with 0",
         "the portable `thread_pointer` (`pthread_self`), built only where the x86-64 Linux one (the `%fs:0` load) is not: on x86-64 Linux, where the campaigns run, the mutant changes no code that is built",
     ),
     (
-        "allocators/randomized/src/root.rs:5: replace thread_pointer -> usize with 1",
+        "allocators/randomized/src/root/mod.rs:5: replace thread_pointer -> usize with 1",
         "as for `0`: the portable `thread_pointer` is not built on x86-64 Linux",
     ),
     (
-        "allocators/randomized/src/root.rs:39: replace | with ^ in Root::create",
+        "allocators/randomized/src/root/mod.rs:39: replace | with ^ in Root::create",
         "`base | KIND_BLOCKS`: the first chunk's base is aligned to the chunk size, so the low bits where the kind goes are zero and `^` gives the same entry",
     ),
     (
-        "allocators/randomized/src/root.rs:41: replace | with ^ in <impl ChunkSource for Root>::new_chunk",
+        "allocators/randomized/src/root/mod.rs:41: replace | with ^ in <impl ChunkSource for Root>::new_chunk",
         "as in `Root::create`: every chunk is mapped aligned to the chunk size, so `base | KIND_BLOCKS` and `base ^ KIND_BLOCKS` are the same entry",
     ),
     (
@@ -395,59 +395,59 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
         "the group loop only skips ahead over whole groups; the class loop after it reaches the same class one class at a time, because `target` is below the blocks of `lo..=hi` (the caller's contract) and so below the tally of `hi`'s whole group; a larger bound lets it reach `hi`'s group, where it stops, since `target` is below that group's tally",
     ),
     (
-        "allocators/randomized/src/root.rs:20: replace > with >= in Root::table_remove",
+        "allocators/randomized/src/root/table.rs:20: replace > with >= in Root::table_remove",
         "`if cleared > 0` guards the store of `used - cleared` (under the table lock): with nothing cleared the store writes back the value just read",
     ),
     (
-        "allocators/randomized/src/root.rs:31: replace > with >= in Root::allocate_huge",
+        "allocators/randomized/src/root/huge.rs:31: replace > with >= in Root::allocate_huge",
         "`if guard > 0` picks where the payload goes in its mapping: without guard pages (`guard` 0) the mutant places it at the end of the mapping rounded down to its alignment instead of at `least`; both leave the descriptor and the header before it inside the mapping, and everything after reads the offset back from the descriptor (free, usable size, realloc): another place in the same mapping, not another outcome",
     ),
     (
-        "allocators/randomized/src/root.rs:18: replace > with >= in Root::allocate_huge",
+        "allocators/randomized/src/root/huge.rs:18: replace > with >= in Root::allocate_huge",
         "with `guard` 0 the mutant calls `protect_none(base + len, 0)`: an `mprotect` of no bytes, which succeeds and changes nothing",
     ),
     (
-        "allocators/randomized/src/root.rs:55: replace | with ^ in Root::allocate_huge",
+        "allocators/randomized/src/root/huge.rs:55: replace | with ^ in Root::allocate_huge",
         "`len | BUSY | HUGE`: `len` is a multiple of the page size, so its flag bits are zero, and BUSY and HUGE are distinct bits: `^` gives the same word",
     ),
     (
-        "allocators/randomized/src/root.rs:62: replace | with ^ in Root::allocate_huge",
+        "allocators/randomized/src/root/huge.rs:62: replace | with ^ in Root::allocate_huge",
         "as at column 55: `len`, BUSY and HUGE have no bit in common",
     ),
     (
-        "allocators/randomized/src/root.rs:41: replace | with ^ in Root::allocate_huge",
+        "allocators/randomized/src/root/huge.rs:41: replace | with ^ in Root::allocate_huge",
         "`base | KIND_HUGE`: the mapping is aligned to the chunk size, so the low bits where the kind goes are zero",
     ),
     (
-        "allocators/randomized/src/root.rs:58: replace + with - in Root::locate",
+        "allocators/randomized/src/root/blocks.rs:58: replace + with - in Root::locate",
         "the bound below which a pointer into a chunk of blocks is refused before its header is read falls by 32 bytes: a pointer in those 32 bytes (past the first 16, which a test frees) has its header inside the control block or the chunk's header, whose words fail the keyed tag, and is refused with the same `BadHeader`",
     ),
     (
-        "allocators/randomized/src/root.rs:17: replace == with != in Root::locate",
+        "allocators/randomized/src/root/blocks.rs:17: replace == with != in Root::locate",
         "the early refusal of a huge mapping's first 32 bytes: `validate_huge` refuses every payload but the one its descriptor names (at least 32 bytes in) with the same `BadHeader`, reading only the descriptor; applied to chunks of blocks instead, the check is weaker than theirs, which comes first",
     ),
     (
-        "allocators/randomized/src/root.rs:41: replace - with + in Root::locate",
+        "allocators/randomized/src/root/blocks.rs:41: replace - with + in Root::locate",
         "as `==` with `!=` at column 17: `validate_huge`'s descriptor check refuses the same pointers with the same error",
     ),
     (
-        "allocators/randomized/src/root.rs:48: replace < with == in Root::locate",
+        "allocators/randomized/src/root/blocks.rs:48: replace < with == in Root::locate",
         "as at column 17: `validate_huge`'s descriptor check refuses the same pointers with the same error",
     ),
     (
-        "allocators/randomized/src/root.rs:52: replace * with + in Root::locate",
+        "allocators/randomized/src/root/blocks.rs:52: replace * with + in Root::locate",
         "as at column 17: `validate_huge`'s descriptor check refuses the same pointers with the same error",
     ),
     (
-        "allocators/randomized/src/root.rs:52: replace * with / in Root::locate",
+        "allocators/randomized/src/root/blocks.rs:52: replace * with / in Root::locate",
         "as at column 17: `validate_huge`'s descriptor check refuses the same pointers with the same error",
     ),
     (
-        "allocators/randomized/src/root.rs:44: replace - with + in Root::arena_of",
+        "allocators/randomized/src/root/blocks.rs:44: replace - with + in Root::arena_of",
         "the clamp of a chunk's arena index: the first word of a chunk of blocks is its arena's index (below 16), written before the chunk is registered and never changed, so `min(ARENAS - 1)` never acts, nor `min(ARENAS + 1)`",
     ),
     (
-        "allocators/randomized/src/root.rs:44: replace - with / in Root::arena_of",
+        "allocators/randomized/src/root/blocks.rs:44: replace - with / in Root::arena_of",
         "as `+`: `min(ARENAS / 1)` never acts on an index below 16 either",
     ),
 ];
@@ -503,11 +503,11 @@ pub const OUT_OF_REACH: &[(&str, &str)] = &[
         "as `word::get`: the fallback word of other targets, not compiled here",
     ),
     (
-        "allocators/randomized/src/root.rs:82: replace + with - in Root::allocate_huge",
+        "allocators/randomized/src/root/huge.rs:82: replace + with - in Root::allocate_huge",
         "the length unmapped when a fresh huge mapping cannot be finished: `mprotect` of its guard page failing, or the chunk table full (12 288 mappings); neither happens in a test without injecting the failure",
     ),
     (
-        "allocators/randomized/src/root.rs:82: replace + with * in Root::allocate_huge",
+        "allocators/randomized/src/root/huge.rs:82: replace + with * in Root::allocate_huge",
         "as `-`: the unmap of a failed huge allocation, on failure paths no test reaches",
     ),
 ];
