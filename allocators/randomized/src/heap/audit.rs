@@ -332,3 +332,15 @@ pub struct HeapShape {
     /// Live zero-size blocks (pointers into the inaccessible region, no bytes).
     pub zero_size_blocks: u64,
 }
+
+impl HeapShape {
+    /// Adds an arena's chunks, blocks and bytes (`other`) to this heap's.
+    pub(crate) fn add_arena(&mut self, other: &HeapShape) {
+        self.chunks += other.chunks;
+        self.live_blocks += other.live_blocks;
+        self.free_blocks += other.free_blocks;
+        self.live_bytes += other.live_bytes;
+        self.free_bytes += other.free_bytes;
+        self.wilderness_bytes += other.wilderness_bytes;
+    }
+}

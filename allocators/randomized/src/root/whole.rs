@@ -176,12 +176,7 @@ impl Root {
                     wild,
                 ));
             }
-            total.chunks += shape.chunks;
-            total.live_blocks += shape.live_blocks;
-            total.free_blocks += shape.free_blocks;
-            total.live_bytes += shape.live_bytes;
-            total.free_bytes += shape.free_bytes;
-            total.wilderness_bytes += shape.wilderness_bytes;
+            total.add_arena(shape);
         }
         if huge_bytes != self.huge_live_bytes.load(Ordering::Relaxed) {
             return Err(Corruption::with(
