@@ -447,7 +447,7 @@ fn programs_checks_compare_with_the_peers_shared_libraries() {
     // Run by run 0.889, 0.875, 0.966: the median 0.89 (the ratio of the medians is 0.91).
     assert!(check.line.contains("GET 0.89"), "{}", check.line);
     assert!(
-        check.line.contains("on the wrong side in every run: GET"),
+        check.line.contains("on the wrong side: GET (in every run)"),
         "{}",
         check.line
     );
@@ -459,7 +459,7 @@ fn programs_checks_compare_with_the_peers_shared_libraries() {
     assert!(
         check
             .line
-            .contains("not in every run, on GET (runs 0.89–1.14)"),
+            .contains("on the wrong side on GET (runs 0.89–1.14, not in every run)"),
         "{}",
         check.line
     );
@@ -527,7 +527,7 @@ fn the_redis_check_reads_jemalloc_against_itself_as_its_control() {
                 system_get: &[f64],
                 wfspan_rss: &[f64],
                 system_rss: &[f64],
-                maps: f64| {
+                maps: &[f64]| {
         let mut recs = Vec::new();
         for command in COMMANDS.iter().filter(|&&c| c != "get") {
             let flat: &[f64] = &[1000.0; 5];
@@ -554,19 +554,19 @@ fn the_redis_check_reads_jemalloc_against_itself_as_its_control() {
                 (SYSTEM, system_rss),
             ],
         ));
-        let m: &[f64] = &[maps; 5];
         recs.extend(redis_runs(
             MAPS_LIBJEMALLOC,
-            &[(WFSPAN, m), (LIBJEMALLOC, m), (SYSTEM, m)],
+            &[(WFSPAN, maps), (LIBJEMALLOC, maps), (SYSTEM, maps)],
         ));
         goal(&host_heap_goals(&results(recs)), WFSPAN).checks[REDIS_CHECK].clone()
     };
     let rss: &[f64] = &[70.0; 5];
+    let (mapped, not_mapped): (&[f64], &[f64]) = (&[1.0; 5], &[0.0; 5]);
     // GET slower in every run (0.90–0.98), but jemalloc against itself read 0.85–1.10:
     // within the control, undecided.
     let slower: &[f64] = &[900.0, 920.0, 950.0, 960.0, 980.0];
     let control: &[f64] = &[850.0, 950.0, 1000.0, 1050.0, 1100.0];
-    let check = recs(slower, control, rss, rss, 1.0);
+    let check = recs(slower, control, rss, rss, mapped);
     assert_eq!(check.verdict, Verdict::NotHere, "{}", check.line);
     assert!(check.line.contains("GET 0.95"), "{}", check.line);
     assert!(
@@ -575,40 +575,72 @@ fn the_redis_check_reads_jemalloc_against_itself_as_its_control() {
         check.line
     );
     assert!(
-        check
-            .line
-            .contains("within the control's runs, on GET (runs 0.90–0.98)"),
+        check.line.contains(
+            "on the wrong side on GET (runs 0.90–0.98, within jemalloc's swing against itself)"
+        ),
         "{}",
         check.line
     );
     // The same figures where `system` is not libjemalloc: no control, and slower in every
     // run decides.
-    let check = recs(slower, control, rss, rss, 0.0);
+    let check = recs(slower, control, rss, rss, not_mapped);
+    assert_eq!(check.verdict, Verdict::Fail, "{}", check.line);
+    assert!(!check.line.contains("against itself"), "{}", check.line);
+    assert!(check.line.contains("GET (in every run)"), "{}", check.line);
+    // A server that ran on something else in one run of five: no control either.
+    let check = recs(slower, control, rss, rss, &[1.0, 1.0, 0.0, 1.0, 1.0]);
     assert_eq!(check.verdict, Verdict::Fail, "{}", check.line);
     assert!(!check.line.contains("against itself"), "{}", check.line);
     // A median below the control's slowest run decides, even with one run faster.
     let past: &[f64] = &[700.0, 750.0, 800.0, 820.0, 1010.0];
-    let check = recs(past, control, rss, rss, 1.0);
-    assert_eq!(check.verdict, Verdict::Fail, "{}", check.line);
-    assert!(
-        check.line.contains("beyond the control's widest run: GET"),
-        "{}",
-        check.line
-    );
-    // Peak RSS 1.02 in four runs of five: within a control that reached 1.05, undecided;
-    // past one that stayed at 1.00, a failure.
-    let fast: &[f64] = &[1000.0; 5];
-    let larger: &[f64] = &[71.4, 71.4, 71.4, 71.4, 69.0];
-    let check = recs(fast, fast, larger, &[70.0, 70.0, 73.5, 70.0, 70.0], 1.0);
-    assert_eq!(check.verdict, Verdict::NotHere, "{}", check.line);
-    assert!(check.line.contains("peak RSS 1.02"), "{}", check.line);
-    assert!(check.line.contains("peak RSS 1.00–1.05"), "{}", check.line);
-    let check = recs(fast, fast, larger, rss, 1.0);
+    let check = recs(past, control, rss, rss, mapped);
     assert_eq!(check.verdict, Verdict::Fail, "{}", check.line);
     assert!(
         check
             .line
-            .contains("beyond the control's widest run: peak RSS"),
+            .contains("on the wrong side: GET (past jemalloc's swing against itself)"),
+        "{}",
+        check.line
+    );
+    // A control on one side of 1 (jemalloc faster against itself in every run, 1.02–1.10)
+    // swung as far as 1 / 1.10 the other way: a median of 0.99 is within it.
+    let one_sided: &[f64] = &[1020.0, 1040.0, 1050.0, 1080.0, 1100.0];
+    let almost: &[f64] = &[950.0, 980.0, 990.0, 1005.0, 1010.0];
+    let check = recs(almost, one_sided, rss, rss, mapped);
+    assert_eq!(check.verdict, Verdict::NotHere, "{}", check.line);
+    assert!(check.line.contains("GET 0.99"), "{}", check.line);
+    // Peak RSS 1.02 in four runs of five: within a control that reached 1.05, undecided;
+    // past one that stayed at 1.00, a failure.
+    let fast: &[f64] = &[1000.0; 5];
+    let larger: &[f64] = &[71.4, 71.4, 71.4, 71.4, 69.0];
+    let check = recs(fast, fast, larger, &[70.0, 70.0, 73.5, 70.0, 70.0], mapped);
+    assert_eq!(check.verdict, Verdict::NotHere, "{}", check.line);
+    assert!(check.line.contains("peak RSS 1.02"), "{}", check.line);
+    assert!(check.line.contains("peak RSS 1.00–1.05"), "{}", check.line);
+    let check = recs(fast, fast, larger, rss, mapped);
+    assert_eq!(check.verdict, Verdict::Fail, "{}", check.line);
+    assert!(
+        check
+            .line
+            .contains("on the wrong side: peak RSS (past jemalloc's swing against itself)"),
+        "{}",
+        check.line
+    );
+    // Without the control, peak RSS above in every run decides; above on the median only,
+    // not.
+    let check = recs(fast, fast, &[71.4; 5], rss, not_mapped);
+    assert_eq!(check.verdict, Verdict::Fail, "{}", check.line);
+    assert!(
+        check.line.contains("peak RSS (in every run)"),
+        "{}",
+        check.line
+    );
+    let check = recs(fast, fast, larger, rss, not_mapped);
+    assert_eq!(check.verdict, Verdict::NotHere, "{}", check.line);
+    assert!(
+        check
+            .line
+            .contains("peak RSS (runs 0.99–1.02, not in every run)"),
         "{}",
         check.line
     );

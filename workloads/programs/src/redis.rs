@@ -77,10 +77,11 @@ pub struct Outcome {
     pub wall: Duration,
     /// Digest of the data read back (see the module documentation).
     pub digest: u64,
-    /// Whether the server's process mapped jemalloc's shared library (`libjemalloc.so.*`):
-    /// Debian's redis-server is linked with it, so that with nothing preloaded the server
-    /// runs on the very library that `LD_PRELOAD` puts in front of it as the `libjemalloc`
-    /// peer, and the two figures differ only by what the machine did between their runs.
+    /// Whether the server's process mapped a jemalloc shared library (a file named
+    /// `libjemalloc.so*`): Debian's redis-server is linked with the `libjemalloc.so.2` that
+    /// `LD_PRELOAD` puts in front of it as the `libjemalloc` peer, so that with nothing
+    /// preloaded it runs on jemalloc too, and the two figures differ by what the machine did
+    /// between their runs. (Which file was mapped is not compared with the peer's.)
     pub maps_libjemalloc: bool,
 }
 

@@ -59,12 +59,13 @@ fn a_thread_touches_one_page_of_the_control_block_for_its_arena() {
     // The pages of the table that hold an entry: the first chunk's and the thread's
     // chunk's, one page unless the two lie on either side of a 2 GiB boundary (which
     // the addresses the OS picks decide).
-    let table_pages: Vec<usize> = r
+    let mut table_pages: Vec<usize> = r
         .table
         .iter()
         .filter(|e| e.load(Ordering::Relaxed) != 0)
         .map(|e| page_of(e as *const AtomicUsize as usize))
         .collect();
+    table_pages.dedup();
     let slot_pages: Vec<usize> = r
         .slots
         .iter()
