@@ -8,6 +8,7 @@ use super::thresholds::*;
 use super::{Check, Claimant, Goal, Verdict};
 use crate::report::fmt_duration_ns;
 use crate::results::{Record, RunRatio};
+use crate::workloads::programs::report as programs_report;
 use crate::workloads::realtime;
 
 /// The `latency-fifo` workload (under `SCHED_FIFO`).
@@ -325,42 +326,22 @@ pub(super) fn redis_check(view: &Lookup<'_>) -> Check {
     let Some(&t) = view.threads(PROGRAMS, WFSPAN).first() else {
         return not_here(&what, "no redis figures");
     };
-    let ratio = |heap: &str, metric: &str| {
-        let ours = view.view.get(PROGRAMS, REDIS, heap, t, metric)?;
+    // wfspan's figure over jemalloc's, with both records.
+    let ratio = |metric: &str| {
+        let ours = view.view.get(PROGRAMS, REDIS, WFSPAN, t, metric)?;
         let theirs = view.view.get(PROGRAMS, REDIS, LIBJEMALLOC, t, metric)?;
         ours.ratio_to(theirs)
             .filter(|r| r.median > 0.0)
             .map(|r| (r, ours, theirs))
     };
-    // The control: `system` is the libjemalloc peer itself when the server mapped it with
-    // nothing preloaded.
-    let control_valid = view
-        .view
-        .get(
-            PROGRAMS,
-            REDIS,
-            SYSTEM,
-            t,
-            alloclab_programs::redis::MAPS_LIBJEMALLOC,
-        )
-        .is_some_and(|r| r.min >= 1.0);
-    let control = |metric: &str| {
-        control_valid
-            .then(|| ratio(SYSTEM, metric))
-            .flatten()
-            .filter(|(r, _, _)| r.runs > 0)
-            .map(|(r, _, _)| r)
-    };
+    // The control: `system` over the peer, where `system` is jemalloc too.
+    let control = |metric: &str| programs_report::redis_control(&view.view, t, metric);
     let mut parts = Vec::new();
     let mut controls = Vec::new();
     let mut beyond = Vec::new();
     let mut within = Vec::new();
-    let metrics = alloclab_programs::redis::COMMANDS
-        .iter()
-        .map(|c| (format!("{c}_rps"), c.to_uppercase(), true))
-        .chain([("peak_rss".to_owned(), "peak RSS".to_owned(), false)]);
-    for (metric, name, higher_is_better) in metrics {
-        let Some((r, ours, theirs)) = ratio(WFSPAN, &metric) else {
+    for (metric, name, higher_is_better) in programs_report::redis_figures() {
+        let Some((r, ours, theirs)) = ratio(&metric) else {
             return not_here(&what, &format!("no {name} figure of both"));
         };
         let c = control(&metric);

@@ -10,7 +10,7 @@ use alloclab_programs::catalog;
 use super::SUITE;
 use crate::metrics::RESULT_DIGEST_METRIC;
 use crate::report::{View, escape_cell, fmt_value, geometric_mean, table_header, table_row};
-use crate::results::ResultsFile;
+use crate::results::{ResultsFile, RunRatio};
 
 /// The heap every ratio of the suite divides by: nothing preloaded.
 pub const BASELINE: &str = "system";
@@ -300,15 +300,23 @@ fn redis_table(out: &mut String, view: &View<'_>) {
 }
 
 /// The peer that is the server's own allocator where `system`'s server maps its library.
-const REDIS_CONTROL: &str = "libjemalloc";
+pub(crate) const REDIS_CONTROL: &str = "libjemalloc";
 
-/// Under the redis table, where `system`'s server mapped `libjemalloc.so` in every run: the
-/// `libjemalloc` column is then the same library preloaded, jemalloc against itself, and its
-/// run-by-run ratios are what the machine alone moves a figure by.
-fn redis_control_note(out: &mut String, view: &View<'_>) {
-    let Some(t) = threads_of(view, "redis") else {
-        return;
-    };
+/// The redis figures that the table, its control note and the redis check read, in order:
+/// `(metric, name, higher is better)`, each command's requests/s, then the server's peak
+/// RSS.
+pub(crate) fn redis_figures() -> impl Iterator<Item = (String, String, bool)> {
+    alloclab_programs::redis::COMMANDS
+        .iter()
+        .map(|c| (format!("{c}_rps"), c.to_uppercase(), true))
+        .chain([("peak_rss".to_owned(), "peak RSS".to_owned(), false)])
+}
+
+/// jemalloc against itself on redis's `metric` at `t` threads: [`BASELINE`]'s figure over
+/// [`REDIS_CONTROL`]'s, run by run, where `system`'s server mapped a `libjemalloc.so` in
+/// every run (Debian's is linked with the one the peer preloads); `None` otherwise, or
+/// without per-run values.
+pub(crate) fn redis_control(view: &View<'_>, t: usize, metric: &str) -> Option<RunRatio> {
     let mapped = view
         .get(
             SUITE,
@@ -319,18 +327,23 @@ fn redis_control_note(out: &mut String, view: &View<'_>) {
         )
         .is_some_and(|r| r.min >= 1.0);
     if !mapped {
-        return;
+        return None;
     }
-    let metrics = alloclab_programs::redis::COMMANDS
-        .iter()
-        .map(|c| (format!("{c}_rps"), c.to_uppercase()))
-        .chain([("peak_rss".to_owned(), "peak RSS".to_owned())]);
-    let ranges: Vec<String> = metrics
-        .filter_map(|(metric, name)| {
-            // As the check reads it: `system` over the peer.
-            let ours = view.get(SUITE, "redis", BASELINE, t, &metric)?;
-            let base = view.get(SUITE, "redis", REDIS_CONTROL, t, &metric)?;
-            let r = ours.ratio_to(base).filter(|r| r.runs > 0)?;
+    let ours = view.get(SUITE, "redis", BASELINE, t, metric)?;
+    let base = view.get(SUITE, "redis", REDIS_CONTROL, t, metric)?;
+    ours.ratio_to(base).filter(|r| r.runs > 0)
+}
+
+/// Under the redis table, where `system`'s server mapped `libjemalloc.so` in every run: the
+/// `libjemalloc` column is then the same library preloaded, jemalloc against itself, and its
+/// run-by-run ratios are what the machine alone moves a figure by.
+fn redis_control_note(out: &mut String, view: &View<'_>) {
+    let Some(t) = threads_of(view, "redis") else {
+        return;
+    };
+    let ranges: Vec<String> = redis_figures()
+        .filter_map(|(metric, name, _)| {
+            let r = redis_control(view, t, &metric)?;
             Some(format!("{name} {:.2}–{:.2}", r.min, r.max))
         })
         .collect();
@@ -736,23 +749,11 @@ mod tests {
 
     /// A redis record of `metric` for `allocator`, with its run-by-run values.
     fn redis_runs(allocator: &str, metric: &str, values: &[f64]) -> Record {
-        let mut sorted = values.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        Record {
-            values: values.to_vec(),
-            runs: values.len() as u32,
-            ..record(
-                SUITE,
-                "redis",
-                allocator,
-                metric,
-                (
-                    sorted[sorted.len() / 2],
-                    sorted[0],
-                    sorted[sorted.len() - 1],
-                ),
-            )
-        }
+        let samples: Vec<crate::results::Sample> = values
+            .iter()
+            .map(|&v| crate::results::sample(metric, "", v, true))
+            .collect();
+        Record::summarise(SUITE, "redis", allocator, 2, &samples)
     }
 
     #[test]
