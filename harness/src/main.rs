@@ -498,6 +498,14 @@ fn measure_plan(plan: &Plan) -> Result<runner::Outcome, String> {
     });
     bar.finish_and_clear();
     let outcome = records.map_err(|e| e.to_string())?;
+    if outcome.time_by_suite.len() > 1 {
+        let spent: Vec<String> = outcome
+            .time_by_suite
+            .iter()
+            .map(|(suite, d)| format!("{suite} {:.0} s", d.as_secs_f64()))
+            .collect();
+        eprintln!("time by suite: {}", spent.join(", "));
+    }
     for f in &outcome.failures {
         eprintln!(
             "warning: {}/{} on {} with {} threads failed in run {}: {}",

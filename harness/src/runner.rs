@@ -253,6 +253,7 @@ pub fn execute(
         .max()
         .unwrap_or(plan.runs);
     let units = units(&jobs);
+    let mut time_by_suite: Vec<(&'static str, Duration)> = Vec::new();
     for run in 1..=most_runs {
         for unit in round_order(&units, &jobs, run) {
             if run > plan.runs_for(jobs[unit[0]].workload) {
@@ -303,6 +304,11 @@ pub fn execute(
                 // `workloads::realtime`).
                 std::thread::sleep(Sched::rt_pause(started.elapsed()));
             }
+            let suite = jobs[unit[0]].workload.suite;
+            match time_by_suite.iter_mut().find(|(s, _)| *s == suite) {
+                Some((_, spent)) => *spent += started.elapsed(),
+                None => time_by_suite.push((suite, started.elapsed())),
+            }
             for &i in &unit {
                 on_run(&jobs[i], run);
             }
@@ -331,7 +337,11 @@ pub fn execute(
             ));
         }
     }
-    Ok(Outcome { records, failures })
+    Ok(Outcome {
+        records,
+        failures,
+        time_by_suite,
+    })
 }
 
 /// What a plan measured, and what it could not.
@@ -341,6 +351,9 @@ pub struct Outcome {
     pub records: Vec<Record>,
     /// Jobs whose worker failed (crash, hang, unreadable output).
     pub failures: Vec<Failure>,
+    /// Wall time each suite took, its pauses between runs included, in the order the
+    /// suites first ran.
+    pub time_by_suite: Vec<(&'static str, Duration)>,
 }
 
 /// The peak footprint (MiB) from which a run is followed by `settle`.

@@ -179,6 +179,48 @@ fn suite_writes_report_results_and_a_chart_per_workload() {
 }
 
 #[test]
+fn a_suite_of_several_suites_says_how_long_each_took() {
+    let dir = scratch("suite-times");
+    let out = alloclab(&[
+        "suite",
+        "--only",
+        "cpu",
+        "--only",
+        "hls",
+        "--alloc",
+        "system,hls-bitmap",
+        "--scale",
+        "tiny",
+        "--runs",
+        "1",
+        "--threads",
+        "1",
+        "--out",
+        dir.join("report").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "suite failed: {}", stderr(&out));
+    let err = stderr(&out);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("time by suite: "))
+        .unwrap_or_else(|| panic!("no time by suite in {err}"));
+    let spent: Vec<(&str, f64)> = line["time by suite: ".len()..]
+        .split(", ")
+        .map(|part| {
+            let (suite, secs) = part.split_once(' ').expect("suite and time");
+            let secs = secs.strip_suffix(" s").expect("seconds");
+            (suite, secs.parse().expect("a number of seconds"))
+        })
+        .collect();
+    assert_eq!(
+        spent.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+        ["cpu", "hls"]
+    );
+    assert!(spent.iter().all(|&(_, secs)| secs >= 0.0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn hls_suite_compares_the_models_at_one_thread_with_a_sweep_chart() {
     let dir = scratch("hls-suite");
     let report = dir.join("report");

@@ -62,7 +62,7 @@
 //!   allocations and 25 to 141 frees a run took longer than 50 µs (wfspan, jemalloc and
 //!   mimalloc alike, two runs each), nearly all of them
 //!   switched out for a peer or held up by an interrupt or the hypervisor (its
-//!   `ATTRIBUTE_SLOW_NS` mode), against 42 samples above p99.999 (8 × 2^19 calls): p99.999
+//!   `ATTRIBUTE_SLOW_NS` mode), against 42 samples above p99.999 (8 × 2^19 calls, as runs then timed): p99.999
 //!   and `max` there are mostly the length of those interruptions, and move from run to
 //!   run more than between the faster allocators. The lower percentiles show the
 //!   allocator's own work.
@@ -90,18 +90,20 @@
 //!
 //! # How many operations
 //!
-//! `scale.scaled(`[`ROUNDS`]`)` timed rounds of [`STEPS_PER_ROUND`] steps per thread (after
-//! the warm-up's eighth as many): at Small,
-//! 2^19 = 524 288 allocations and as many frees per thread, 2^20 (just over a million)
-//! operations in all (1/64 of that at Tiny). The merged histogram of `n` threads holds
-//! `n × 2^19` samples of each kind, and p99.999 is the value that all but `n × 5.2` of them
-//! are at or below: the 11th largest allocation at 2 threads, the 42nd largest at 8 (the 6th
-//! largest on a one-core machine at 1×). So p99.999 is a tail percentile and not the maximum
-//! under another name, though a handful of events decide it; p99.99 rests on ten times as
-//! many. `max` is the single worst call of the run and varies from run to run (see its
-//! min–max over the runs); use a larger `--scale` for steadier tails. The count is what fits
-//! the time budget: at Small the whole suite (5 allocators × 3 thread counts × 5 runs) takes
-//! about two minutes on a 2-core machine, most of it at 4× oversubscription.
+//! `scale.scaled(`[`ROUNDS`]`)` timed rounds of [`STEPS_PER_ROUND`] steps per thread at up
+//! to one thread per core (after a warm-up of an eighth as many): at Small, 2^19 = 524 288
+//! allocations and as many frees per thread (1/64 of that at Tiny). With more threads than
+//! cores each thread times its share of the cores' rounds ([`timed_rounds`]: 2^17 each at 4×),
+//! so that every thread count times `cores × 2^19` calls of each kind in all; the warm-up
+//! stays a thread's own, as the growth it absorbs is per thread. p99.999 is then the value
+//! that all but `cores × 5.2` of them are at or below: the 11th largest allocation on a
+//! 2-core machine at every thread count (the 6th largest on one core). So p99.999 is a tail
+//! percentile and not the maximum under another name, though a handful of events decide it;
+//! p99.99 rests on ten times as many. `max` is the single worst call of the run and varies
+//! from run to run (see its min–max over the runs); use a larger `--scale` for steadier
+//! tails. The count is what fits the time budget: at Small a run at 4× takes about as long
+//! as one at 1× (before the share, four times as long: 85 of the suite's 177 s on a 2-core
+//! machine).
 //!
 //! # Metrics
 //!
@@ -127,8 +129,8 @@ use super::sched::Sched;
 use super::{PERCENTILES, latency_histogram, nanos_between, shortest_ns};
 use crate::metrics::SCHED_FIFO_METRIC;
 use crate::results::Sample;
-use crate::workloads::Params;
 use crate::workloads::cpu::common::{self, Block, Ring, RingEnd, Table};
+use crate::workloads::{Params, Scale};
 
 /// The metric family of the floor (`floor_p50` .. `floor_max`).
 pub const FLOOR: &str = "floor";
@@ -146,6 +148,19 @@ pub const STEPS_PER_ROUND: u64 = 64;
 pub const DEPTH: usize = 4;
 /// Rounds per thread at [`Scale::Small`](crate::workloads::Scale::Small): 2^19 steps.
 pub const ROUNDS: u64 = 1 << 13;
+/// Timed rounds per thread: `scale.scaled(`[`ROUNDS`]`)` at up to one thread per core;
+/// with more threads than `cores`, their share of the cores' rounds, so that every thread
+/// count times the same number of calls in all (and a percentile rests on as many of them),
+/// and a run at 4x the cores takes about as long as one at 1x, not four times as long.
+pub fn timed_rounds(scale: Scale, threads: usize, cores: usize) -> u64 {
+    let rounds = scale.scaled(ROUNDS);
+    if threads <= cores.max(1) {
+        rounds
+    } else {
+        (rounds * cores.max(1) as u64 / threads as u64).max(1)
+    }
+}
+
 /// Untimed rounds per thread before the timed ones at
 /// [`Scale::Small`](crate::workloads::Scale::Small) (scaled like [`ROUNDS`]): 2^16 steps,
 /// past the heaps' start-up growth (see the module documentation).
@@ -283,7 +298,11 @@ struct Thread {
 ///
 /// If the allocator fails an allocation.
 pub fn measure<A: HostAllocator>(alloc: &A, params: &Params) -> Latencies {
-    let rounds = params.scale.scaled(ROUNDS);
+    let rounds = timed_rounds(
+        params.scale,
+        params.threads,
+        crate::machine::logical_cores(),
+    );
     let warm_up_rounds = params.scale.scaled(WARM_UP_ROUNDS);
     let round_len = STEPS_PER_ROUND as usize;
     let ring = Ring::<Vec<Block>>::new(params.threads, DEPTH);
@@ -460,7 +479,6 @@ mod tests {
     use alloclab_core::{AllocError, Allocator, Checked, Policy, SystemHeap};
 
     use super::*;
-    use crate::workloads::Scale;
 
     fn tiny(threads: usize) -> Params {
         Params {
@@ -475,6 +493,26 @@ mod tests {
     }
 
     #[test]
+    fn oversubscribed_threads_share_the_cores_rounds() {
+        let full = Scale::Small.scaled(ROUNDS);
+        assert_eq!(timed_rounds(Scale::Small, 1, 2), full);
+        assert_eq!(timed_rounds(Scale::Small, 2, 2), full);
+        assert_eq!(timed_rounds(Scale::Small, 4, 2), full / 2);
+        assert_eq!(timed_rounds(Scale::Small, 8, 2), full / 4);
+        // Every thread count beyond the cores times the cores' calls in all.
+        for threads in [3, 4, 8, 16] {
+            let total = timed_rounds(Scale::Small, threads, 2) * threads as u64;
+            assert!(
+                total <= 2 * full && total > 2 * full - threads as u64,
+                "{threads}"
+            );
+        }
+        // Never no round at all, and a machine reporting no core counts as one.
+        assert_eq!(timed_rounds(Scale::Tiny, 1 << 20, 1), 1);
+        assert_eq!(timed_rounds(Scale::Small, 2, 0), full / 2);
+    }
+
+    #[test]
     fn every_operation_is_timed_once_and_a_fifth_of_the_frees_are_remote() {
         let heap = Checked::with_policy(SystemHeap::new(), Policy::Record);
         let latencies = measure(&heap, &tiny(2));
@@ -482,7 +520,8 @@ mod tests {
         assert!(violations.is_empty(), "{violations:?}");
         assert_eq!(heap.live_blocks(), 0, "blocks leaked");
 
-        let steps_per_thread = Scale::Tiny.scaled(ROUNDS) * STEPS_PER_ROUND;
+        let steps_per_thread =
+            timed_rounds(Scale::Tiny, 2, crate::machine::logical_cores()) * STEPS_PER_ROUND;
         assert_eq!(latencies.alloc.len(), 2 * steps_per_thread);
         // One free per step: local ones timed by the stepping thread, remote ones by the
         // thread they were handed to.
