@@ -198,6 +198,20 @@ pub fn span_base(header: *const SpanHeader, span_bytes: usize) -> usize {
     header as usize & !(span_bytes - 1)
 }
 
+/// Where a span of `span_bytes` holding blocks of `class`, its header `colour` bytes in,
+/// puts its first block, and how many blocks it holds: `(offset of the first block, count)`.
+///
+/// The first block goes at the first multiple of the class's alignment after the header:
+/// every block is then aligned as the class promises (its size is a multiple of that
+/// alignment too), and the first blocks share the header's page, so a span with a few blocks
+/// out has one page resident, not two. A class whose blocks would fill the span exactly
+/// (with 64 KiB spans the powers of two from 4 KiB up) loses one block to the header: the
+/// 16 KiB class holds three blocks a span, not four, and the 8 KiB class seven.
+pub const fn small_layout(class: usize, span_bytes: usize, colour: usize) -> (usize, usize) {
+    let first = (colour + HEADER_BYTES).next_multiple_of(class_align(class));
+    (first, (span_bytes - first) / class_bytes(class))
+}
+
 impl SpanHeader {
     /// Writes a fresh header for span `index` at `at`.
     ///
@@ -261,14 +275,13 @@ impl SpanHeader {
             (*span).run_class = 0;
             (*span).class = class as u16;
             (*span).block_bytes = block_bytes as u32;
-            // The first block at the first multiple of the class's alignment after the
-            // header: every block is then aligned as the class promises (its size is a
-            // multiple of that alignment too), and the first blocks share the header's page,
-            // so a span with a few blocks out has one page resident, not two.
-            let header_end = span as usize + HEADER_BYTES - span_base(span, span_bytes);
-            let first = header_end.next_multiple_of(class_align(class));
+            let (first, count) = small_layout(
+                class,
+                span_bytes,
+                span as usize - span_base(span, span_bytes),
+            );
             (*span).object_offset = first;
-            (*span).block_count = ((span_bytes - first) / block_bytes) as u32;
+            (*span).block_count = count as u32;
             (*span).zero_from = DIRTY;
             (*span).owner.store(owner, Ordering::Relaxed);
             let local = &mut *(*span).local.get();
@@ -493,6 +506,37 @@ mod tests {
                     colour_shift(span_bytes),
                 );
                 assert_eq!(fast, header, "block {block:#x}");
+            }
+        }
+    }
+
+    /// Blocks a 64 KiB span holds for the classes of 4-16 KiB, at its worst colour and its
+    /// best: the header takes a block's place in the classes that would fill the span.
+    #[test]
+    fn the_header_takes_a_blocks_place_in_spans_of_large_aligned_classes() {
+        let span_bytes = 64 << 10;
+        let blocks = |kib: usize| {
+            let class = crate::size_class::class_of(kib << 10);
+            assert_eq!(class_bytes(class), kib << 10);
+            let counts: Vec<usize> = (0..COLOURS)
+                .map(|c| small_layout(class, span_bytes, c * COLOUR_STEP_BYTES).1)
+                .collect();
+            (*counts.iter().min().unwrap(), *counts.iter().max().unwrap())
+        };
+        assert_eq!(blocks(4), (15, 15));
+        assert_eq!(blocks(8), (7, 7));
+        assert_eq!(blocks(10), (6, 6));
+        assert_eq!(blocks(12), (5, 5));
+        assert_eq!(blocks(14), (4, 4));
+        assert_eq!(blocks(16), (3, 3));
+        // Every layout keeps its blocks aligned as the class promises, inside the span.
+        for class in 0..crate::size_class::class_count(span_bytes) {
+            for c in 0..COLOURS {
+                let colour = c * COLOUR_STEP_BYTES;
+                let (first, count) = small_layout(class, span_bytes, colour);
+                assert!(first >= colour + HEADER_BYTES);
+                assert_eq!(first % class_align(class), 0);
+                assert!(count >= 1 && first + count * class_bytes(class) <= span_bytes);
             }
         }
     }
