@@ -526,8 +526,14 @@ fn failures_error(results: &ResultsFile) -> Result<(), String> {
     }
 }
 
-fn results_file(plan: &Plan, suites: Vec<String>, outcome: runner::Outcome) -> ResultsFile {
-    let (commit, commit_dirty) = machine::commit();
+/// The results of `plan`; `(commit, commit_dirty)` as [`machine::commit`] read them before
+/// the measurement began.
+fn results_file(
+    plan: &Plan,
+    suites: Vec<String>,
+    outcome: runner::Outcome,
+    (commit, commit_dirty): (String, bool),
+) -> ResultsFile {
     let mut notes = Vec::new();
     if suites.iter().any(|s| s == "gpu") {
         notes.push(SuiteNote {
@@ -620,8 +626,10 @@ fn run(args: RunArgs) -> Result<(), String> {
         seed: args.common.seed,
         sched: args.common.sched,
     };
+    // The tree as it is when the measurement starts: edits during a long run are not in it.
+    let commit = machine::commit();
     let records = measure_plan(&plan)?;
-    let results = results_file(&plan, vec![workload.suite.to_owned()], records);
+    let results = results_file(&plan, vec![workload.suite.to_owned()], records, commit);
     print!("{}", terminal_table(&results));
     if let Some(path) = &args.json {
         report::write_results_json(path, &results).map_err(|e| e.to_string())?;
@@ -721,11 +729,14 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
         seed: args.common.seed,
         sched: args.common.sched,
     };
+    // The tree as it is when the measurement starts: edits during a long run are not in it.
+    let commit = machine::commit();
     let records = measure_plan(&plan)?;
     let results = results_file(
         &plan,
         suites.iter().map(|s| (*s).to_owned()).collect(),
         records,
+        commit,
     );
     print!("{}", terminal_table(&results));
     write_outputs(&results, &args.out, args.readme.as_deref())?;
