@@ -862,19 +862,22 @@ fn terminal_table(results: &ResultsFile) -> String {
                 .position(|o| o == m)
                 .unwrap_or(report::METRIC_ORDER.len())
         });
+        // The runs this workload had: a suite's own default (`--runs` not given) may differ
+        // from the plan's.
+        let runs = rows.iter().map(|r| r.runs).max().unwrap_or(params.runs);
         if let report::Shape::Transposed { .. } = own.shape {
             let _ = writeln!(
                 out,
-                "\n{suite}/{workload}: scale {}, {} run(s); median (min-max where runs differ)",
-                params.scale, params.runs
+                "\n{suite}/{workload}: scale {}, {runs} run(s); median (min-max where runs differ)",
+                params.scale
             );
             out.push_str(&report::transposed_text(results, &LAYOUT, suite, workload));
             continue;
         }
         let _ = writeln!(
             out,
-            "\n{suite}/{workload}: scale {}, {} run(s); median (min-max), ratio to {baseline}",
-            params.scale, params.runs
+            "\n{suite}/{workload}: scale {}, {runs} run(s); median (min-max), ratio to {baseline}",
+            params.scale
         );
         let mut keys: Vec<(&str, usize)> = Vec::new();
         for r in &rows {

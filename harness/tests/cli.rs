@@ -220,6 +220,37 @@ fn a_suite_of_several_suites_says_how_long_each_took() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Without `--runs`, each workload of a suite runs as many times as its own default, and
+/// the table says so (`progress`: one run, `latency`: three, not the plan's five).
+#[test]
+fn the_terminal_table_states_the_runs_each_workload_had() {
+    let dir = scratch("suite-runs");
+    let out = alloclab(&[
+        "suite",
+        "--only",
+        "realtime",
+        "--alloc",
+        "system",
+        "--threads",
+        "2",
+        "--scale",
+        "tiny",
+        "--out",
+        dir.join("report").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "suite failed: {}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("realtime/progress: scale tiny, 1 run(s)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("realtime/latency: scale tiny, 3 run(s)"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn hls_suite_compares_the_models_at_one_thread_with_a_sweep_chart() {
     let dir = scratch("hls-suite");
