@@ -146,7 +146,7 @@ pub const REMOTE_FREE_PERCENT: u32 = 20;
 pub const STEPS_PER_ROUND: u64 = 64;
 /// Rounds a thread may be ahead of its predecessor.
 pub const DEPTH: usize = 4;
-/// Rounds per thread at [`Scale::Small`](crate::workloads::Scale::Small): 2^19 steps.
+/// Rounds per thread at [`Scale::Small`]: 2^19 steps.
 pub const ROUNDS: u64 = 1 << 13;
 /// Timed rounds per thread: `scale.scaled(`[`ROUNDS`]`)` at up to one thread per core;
 /// with more threads than `cores`, their share of the cores' rounds, so that every thread
@@ -162,7 +162,7 @@ pub fn timed_rounds(scale: Scale, threads: usize, cores: usize) -> u64 {
 }
 
 /// Untimed rounds per thread before the timed ones at
-/// [`Scale::Small`](crate::workloads::Scale::Small) (scaled like [`ROUNDS`]): 2^16 steps,
+/// [`Scale::Small`] (scaled like [`ROUNDS`]): 2^16 steps,
 /// past the heaps' start-up growth (see the module documentation).
 pub const WARM_UP_ROUNDS: u64 = ROUNDS / 8;
 
