@@ -323,6 +323,20 @@ pub unsafe trait MallocHeap: HostAllocator {
         false
     }
 
+    /// Grows the live block at `ptr` to at least `size` bytes without moving it, where the
+    /// heap set aside room past what [`usable_size`](Self::usable_size) reports; returns
+    /// whether it did (and `usable_size` then reports at least `size`). C's `realloc` tries
+    /// it before it moves a block that outgrew its usable size. The default never grows.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of this heap, which the caller may resize.
+    #[inline]
+    unsafe fn grow_in_place(&self, ptr: NonNull<u8>, size: usize) -> bool {
+        let _ = (ptr, size);
+        false
+    }
+
     /// Gives memory the heap keeps for later back to the OS, as glibc's `malloc_trim` does
     /// (C's `malloc_trim` of a preload library calls it); returns whether any went back.
     /// The default keeps everything.

@@ -171,6 +171,10 @@ pub unsafe fn realloc<H: MallocHeap>(heap: &H, ptr: *mut c_void, size: usize) ->
     if fits && usable - size <= (usable / 2).max(SHRINK_IN_PLACE_SLACK_BYTES) {
         return ptr;
     }
+    // SAFETY: as above; the block is the caller's to resize.
+    if !fits && unsafe { heap.grow_in_place(old, size) } {
+        return ptr;
+    }
     match allocate(heap, size, MALLOC_ALIGNMENT) {
         Ok(new) => {
             // SAFETY: `old` is live with `usable` readable bytes, `new` is a distinct live

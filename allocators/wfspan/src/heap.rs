@@ -84,6 +84,22 @@ pub const RUN_CLASSES: usize = 16;
 pub const RUN_SPANS: [usize; RUN_CLASSES] =
     [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32];
 
+/// What `malloc_usable_size` reports of a span run's object: its size rounded up to this
+/// (a page), at most the run's room past the object's start. Programs that grow into the
+/// room a block reports (redis's query and reply buffers) would otherwise write, and keep
+/// resident, up to a whole span past a request of 16 KiB and a little; a page is no more
+/// than jemalloc's and mimalloc's classes leave in that range (steps of 4 KiB from 16 to
+/// 32 KiB). A resize within the run's room stays in place and moves the figure.
+pub const RUN_USABLE_STEP: usize = 4096;
+
+/// The usable bytes of a span run's object of `size` bytes with `capacity` bytes of room
+/// past its start (see [`RUN_USABLE_STEP`]).
+#[inline]
+pub fn run_usable_bytes(size: usize, capacity: usize) -> u32 {
+    // A run is at most 32 spans of at most 2 MiB: the room fits 32 bits.
+    size.next_multiple_of(RUN_USABLE_STEP).min(capacity) as u32
+}
+
 /// The smallest run class of at least `spans` spans (1 to 32), by a table.
 #[inline]
 pub fn run_class_of_spans(spans: usize) -> Option<usize> {
@@ -1141,8 +1157,8 @@ impl Heap {
         }
     }
 
-    /// Allocates an object aligned to `align` in a span run of class `run`, its first
-    /// `size` bytes zeroed if `zeroed` is `Some(size)`. Null if out of memory.
+    /// Allocates an object of `size` bytes aligned to `align` in a span run of class `run`,
+    /// zeroed if `zeroed`. Null if out of memory.
     ///
     /// # Safety
     /// Owner only; `run_object_offset_bound(align) + size` fits the run and
@@ -1152,7 +1168,8 @@ impl Heap {
         wf: &WfSpan,
         run: usize,
         align: usize,
-        zeroed: Option<usize>,
+        size: usize,
+        zeroed: bool,
     ) -> *mut u8 {
         let mut steps = 1;
         // SAFETY: per the contract; the run is held exclusively until handed out.
@@ -1167,7 +1184,7 @@ impl Heap {
             // What reads zero already (a fresh run, or one given back to the OS) is not
             // written: the object is zeroed up to there only.
             let zero_from = core::mem::replace(&mut (*span).zero_from, DIRTY);
-            if let Some(size) = zeroed {
+            if zeroed {
                 let dirty_end = zero_from.min(offset + size);
                 if dirty_end > offset {
                     ((base + offset) as *mut u8).write_bytes(0, dirty_end - offset);
@@ -1176,6 +1193,8 @@ impl Heap {
             (*span).kind = Kind::Run;
             (*span).run_class = run as u8;
             (*span).object_offset = offset;
+            let capacity = wf.config.span_bytes * RUN_SPANS[run] - offset;
+            (*span).block_bytes = run_usable_bytes(size, capacity);
             bump_single_writer(&self.counters.allocations, 1);
             bump_single_writer(
                 &self.counters.net_bytes,

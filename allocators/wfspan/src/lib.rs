@@ -92,7 +92,7 @@ pub use allocator::{
     stranded_bound_bytes,
 };
 #[cfg(not(loom))]
-pub use heap::PURGE_AFTER_SPANS;
+pub use heap::{PURGE_AFTER_SPANS, RUN_USABLE_STEP};
 
 #[cfg(all(test, loom))]
 mod loom_tests;

@@ -104,7 +104,8 @@ pub struct SpanHeader {
     pub run_class: u8,
     /// Size class of a small span.
     pub class: u16,
-    /// Block size of a small span.
+    /// Block size of a small span; of a span run, its object's usable bytes
+    /// (`heap::run_usable_bytes`).
     pub block_bytes: u32,
     /// Blocks that fit in a small span.
     pub block_count: u32,

@@ -7,7 +7,8 @@ use std::sync::mpsc;
 
 use alloclab_core::{Allocator, Checked, HostAllocator, MallocHeap, Policy};
 use alloclab_wfspan::{
-    Config, MAX_SPANS_PER_CLASS, PURGE_AFTER_SPANS, WfSpan, step_bound, stranded_bound_bytes,
+    Config, MAX_SPANS_PER_CLASS, PURGE_AFTER_SPANS, RUN_USABLE_STEP, WfSpan, step_bound,
+    stranded_bound_bytes,
 };
 
 fn layout(size: usize, align: usize) -> Layout {
@@ -74,26 +75,30 @@ fn every_size_and_alignment_is_served_aligned_and_disjoint() {
 #[test]
 fn a_run_takes_at_most_a_quarter_more_spans_than_its_object_and_header_need() {
     // Requests of exactly 2^r spans' bytes (a dictionary's table) do not fit beside the
-    // run's header in 2^r spans; they take the next run class, not twice the room.
+    // run's header in 2^r spans; they take the next run class, not twice the room. The
+    // statistics count a run's whole room past its object's start as live.
     let heap = WfSpan::new();
     let span = 64 << 10;
     for spans in 1..=24usize {
         for size in [spans * span, spans * span - 3000, spans * span + 1] {
             let l = layout(size, 16);
             let p = heap.allocate(l).unwrap();
-            // SAFETY: live block of ours.
-            let usable = unsafe { heap.usable_size(p) };
+            let room = heap.stats().live_bytes.unwrap() as usize;
             let needed = (size + 4096).div_ceil(span);
-            assert!(usable >= size, "{size} B: usable {usable}");
+            assert!(room >= size, "{size} B: room {room}");
             // Every count of spans to 8 is a class; past that, four per doubling.
             let most = if needed <= 8 {
                 needed * span
             } else {
                 needed * span * 5 / 4
             };
-            assert!(
-                usable <= most,
-                "{size} B: usable {usable}, {needed} spans needed"
+            assert!(room <= most, "{size} B: room {room}, {needed} spans needed");
+            // SAFETY: live block of ours.
+            let usable = unsafe { heap.usable_size(p) };
+            assert_eq!(
+                usable,
+                size.next_multiple_of(RUN_USABLE_STEP).min(room),
+                "{size} B"
             );
             // SAFETY: as above.
             unsafe { heap.deallocate(p, l) };
@@ -1247,8 +1252,43 @@ fn the_malloc_fast_path_serves_every_tabled_size_as_allocate_would() {
     }
 }
 
+/// A span run's object reports its size rounded up to a page, not its whole run, and grows
+/// into the rest of its run in place, through `reallocate` and through the hook C's
+/// `realloc` takes (`grow_in_place`), its usable size following; a block of a size class
+/// does not grow.
+#[test]
+fn a_run_object_grows_into_its_run_in_place_and_reports_what_it_holds() {
+    let heap = WfSpan::new();
+    let p = heap.allocate(layout(20_000, 16)).unwrap();
+    // SAFETY: (whole test) every pointer is a live block of ours, resized and freed once.
+    unsafe {
+        assert_eq!(heap.usable_size(p), 20_480);
+        fill(p, 20_000, 7);
+        assert!(heap.grow_in_place(p, 40_000));
+        assert_eq!(heap.usable_size(p), 40_960);
+        check(p, 20_000, 7);
+        let q = heap.reallocate(p, layout(40_000, 16), 60_000).unwrap();
+        assert_eq!(q, p, "a run of one span holds 60,000 bytes");
+        assert_eq!(heap.usable_size(p), 61_440);
+        check(p, 20_000, 7);
+        let q = heap.reallocate(p, layout(60_000, 16), 17_000).unwrap();
+        assert_eq!(q, p);
+        assert_eq!(heap.usable_size(p), 20_480);
+        // Past its run: the caller moves it.
+        assert!(!heap.grow_in_place(p, 200_000));
+        assert_eq!(heap.usable_size(p), 20_480);
+        heap.deallocate(p, layout(17_000, 16));
+        let small = heap.allocate(layout(100, 16)).unwrap();
+        let usable = heap.usable_size(small);
+        assert!(!heap.grow_in_place(small, usable + 1));
+        heap.deallocate(small, layout(100, 16));
+    }
+    assert_eq!(heap.stats().live_bytes, Some(0));
+}
+
 /// A request up to a quarter of a span is a block of a size class, no larger than that
-/// quarter; a larger one is a span run, the rest of its span usable.
+/// quarter; a larger one is a span run, the rest of its span its room, the request rounded
+/// up to a page its usable size.
 #[test]
 fn requests_above_a_quarter_span_are_span_runs() {
     for config in span_configs() {
@@ -1269,7 +1309,14 @@ fn requests_above_a_quarter_span_are_span_runs() {
             if size <= quarter {
                 assert!(usable <= quarter, "{what}: {usable} B usable");
             } else {
-                assert!(usable > 2 * quarter, "{what}: {usable} B usable");
+                // The run is the object's alone: the rest of the span counts as live.
+                let room = heap.stats().live_bytes.unwrap() as usize;
+                assert!(room > 2 * quarter, "{what}: {room} B of room");
+                assert_eq!(
+                    usable,
+                    size.next_multiple_of(RUN_USABLE_STEP).min(room),
+                    "{what}"
+                );
             }
             // SAFETY: live block of ours, freed once.
             unsafe { heap.deallocate(p, l) };

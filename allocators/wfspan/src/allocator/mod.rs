@@ -8,7 +8,9 @@ use alloclab_core::{
     AllocError, AllocErrorKind, Allocator, HostAllocator, MallocHeap, Stats, resized_layout,
 };
 
-use crate::heap::{Heap, RUN_CLASSES, RUN_SPANS, run_class_of_spans, run_object_offset_bound};
+use crate::heap::{
+    Heap, RUN_CLASSES, RUN_SPANS, run_class_of_spans, run_object_offset_bound, run_usable_bytes,
+};
 use crate::os;
 use crate::remote_free::{Counted, Node};
 use crate::size_class::{class_count, class_for, small_class, table_class, table_limit};
@@ -514,7 +516,7 @@ impl WfSpan {
             let heap = self.heap()?;
             // SAFETY: our own heap; the object fits the run and starts in its first span,
             // whatever the run's colour.
-            let block = unsafe { heap.alloc_run(self, run, align, zeroed.then_some(size)) };
+            let block = unsafe { heap.alloc_run(self, run, align, size, zeroed) };
             return NonNull::new(block).ok_or(AllocErrorKind::OutOfMemory);
         }
         self.allocate_huge(size, align, zeroed)
@@ -728,6 +730,39 @@ impl WfSpan {
         }
     }
 
+    /// Records that the live block at `ptr`, which [`fits_in_place`](Self::fits_in_place)
+    /// accepted for `size` bytes, now holds them: a span run's usable bytes follow its
+    /// object's size (see [`RUN_USABLE_STEP`](crate::heap::RUN_USABLE_STEP)); a block of a
+    /// size class or a huge mapping keeps its figure.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of `self`, which the caller may resize.
+    unsafe fn resized_in_place(&self, ptr: NonNull<u8>, size: usize) {
+        let span = SpanHeader::of(ptr.as_ptr(), self.config.span_bytes);
+        // SAFETY: the block is live, so its header is initialised; a run's object is the
+        // only block of its run, and the caller's to resize.
+        unsafe {
+            if (*span).kind == Kind::Run {
+                (*span).block_bytes = run_usable_bytes(size, self.run_room(span));
+            }
+        }
+    }
+
+    /// The room of span run `span` past its object's start: how far its object may grow in
+    /// place.
+    ///
+    /// # Safety
+    ///
+    /// `span` is the header of a live span run of `self`.
+    unsafe fn run_room(&self, span: *const SpanHeader) -> usize {
+        // SAFETY: forwarded from the caller: the header is initialised.
+        unsafe {
+            self.config.span_bytes * RUN_SPANS[usize::from((*span).run_class)]
+                - (*span).object_offset
+        }
+    }
+
     /// The usable bytes of a live block.
     ///
     /// # Safety
@@ -740,10 +775,7 @@ impl WfSpan {
         unsafe {
             match (*span).kind {
                 Kind::Small => (*span).block_bytes as usize,
-                Kind::Run => {
-                    self.config.span_bytes * RUN_SPANS[usize::from((*span).run_class)]
-                        - (*span).object_offset
-                }
+                Kind::Run => (*span).block_bytes as usize,
                 Kind::Huge => (*span).mapping.1 - (*span).object_offset,
             }
         }
@@ -766,8 +798,7 @@ impl WfSpan {
                         == Some((*span).class as usize)
                 }
                 Kind::Run => {
-                    let usable = self.block_usable_size(block);
-                    size <= usable
+                    size <= self.run_room(span)
                         && class_for(size, new_layout.align(), self.max_class).is_none()
                         && self.run_class_for(size, new_layout.align())
                             == Some(usize::from((*span).run_class))
@@ -927,6 +958,8 @@ impl HostAllocator for WfSpan {
                 .heap()
                 .map_err(|kind| AllocError::new(new_layout, kind))?;
             heap.count_realloc_in_place();
+            // SAFETY: as above; the block is the caller's to resize.
+            unsafe { self.resized_in_place(ptr, new_size) };
             return Ok(ptr);
         }
         // SAFETY: forwarded from the caller.
@@ -934,10 +967,11 @@ impl HostAllocator for WfSpan {
     }
 }
 
-// SAFETY: `usable_size` reports the block's class size, run or mapping remainder, all of
-// which were set aside for the block; `deallocate_unsized` is `deallocate`, which never
-// reads the layout; and the only system calls a free makes (`os::unmap`, `os::discard`)
-// restore `errno`.
+// SAFETY: `usable_size` reports the block's class size, its run's object size rounded up to a
+// page within the run's room, or its mapping's remainder, all set aside for the block;
+// `grow_in_place` grows a run's object only within its run's room; `deallocate_unsized` is
+// `deallocate`, which never reads the layout; and the only system calls a free makes
+// (`os::unmap`, `os::discard`) restore `errno`.
 unsafe impl MallocHeap for WfSpan {
     const FREE_KEEPS_ERRNO: bool = true;
 
@@ -983,6 +1017,25 @@ unsafe impl MallocHeap for WfSpan {
     unsafe fn usable_size(&self, ptr: NonNull<u8>) -> usize {
         // SAFETY: per the trait contract `ptr` is live.
         unsafe { self.block_usable_size(ptr) }
+    }
+
+    /// A span run's object grows into the rest of its run (what `usable_size` reports
+    /// follows its size, see [`RUN_USABLE_STEP`](crate::heap::RUN_USABLE_STEP)); a block of
+    /// a size class or a huge mapping does not grow.
+    unsafe fn grow_in_place(&self, ptr: NonNull<u8>, size: usize) -> bool {
+        let span = SpanHeader::of(ptr.as_ptr(), self.config.span_bytes);
+        // SAFETY: per the trait contract `ptr` is live (its header initialised) and the
+        // caller's to resize.
+        unsafe {
+            if (*span).kind != Kind::Run
+                || !Layout::from_size_align(size, 16)
+                    .is_ok_and(|layout| self.fits_in_place(ptr, layout))
+            {
+                return false;
+            }
+            self.resized_in_place(ptr, size);
+        }
+        true
     }
 
     /// The size picks the size class whose active span is compared with the block's span
