@@ -450,8 +450,9 @@ pub fn run(
     );
     spec.preload = preload.map(Path::to_owned);
     spec.timeout = timeout;
+    let prepared = spec.prepare();
     let started = Instant::now();
-    let mut server = process::spawn(&spec, Stdio::null(), Stdio::piped())?;
+    let mut server = process::spawn(prepared, Stdio::null(), Stdio::piped())?;
     let pid = server.id() as libc::pid_t;
     // Whatever happens below, the server does not outlive the run.
     struct Reap {
