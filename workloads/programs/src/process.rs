@@ -140,46 +140,91 @@ const LAUNCH_PRELOAD: &str = "ALLOCLAB_LAUNCH_PRELOAD";
 /// The launcher's C source (see the module documentation).
 const LAUNCHER_SOURCE: &str = include_str!("../c/launch.c");
 
-/// The launcher that programs start through, built on first use with `cc` in a directory of
-/// this process's own (removed when the process exits); `None` where no C compiler is found
-/// or the build fails: programs then start directly, and a program's peak resident set
-/// includes the harness's (see the module documentation).
+/// The launcher that programs start through: built with `cc` by the first process that
+/// needs it, in a directory of this user's own named after the launcher's source
+/// (`alloclab-launch-UID-DIGEST` in the temporary directory, mode 0700), and found there by
+/// every later process (the `programs` suite starts a fresh worker per run, and each
+/// compiled it again: 60-70 ms of a 2-core VM, 30 s of a default suite). Where that
+/// directory exists but is not this user's alone, the launcher is built in a directory of
+/// this process's own, removed when it exits. `None` where no C compiler is found or the
+/// build fails: programs then start directly, and a program's peak resident set includes
+/// the harness's (see the module documentation).
 pub fn launcher() -> Option<&'static Path> {
     static LAUNCHER: OnceLock<Option<PathBuf>> = OnceLock::new();
     LAUNCHER.get_or_init(build_launcher).as_deref()
 }
 
-/// The launcher's directory, for [`remove_launcher`] at exit.
+/// The launcher's directory where it is this process's own, for [`remove_launcher`] at
+/// exit.
 static LAUNCHER_DIR: OnceLock<PathBuf> = OnceLock::new();
 
+/// The executable's name in the launcher's directory.
+const LAUNCHER_EXE: &str = "alloclab-launch";
+
 fn build_launcher() -> Option<PathBuf> {
-    let cc = find_program("cc")?;
-    let dir = scratch_path("launch");
-    {
-        use std::os::unix::fs::DirBuilderExt as _;
-        // A new directory that only this user can write: nobody can swap the binary.
-        std::fs::DirBuilder::new().mode(0o700).create(&dir).ok()?;
+    // SAFETY: getuid cannot fail and has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let shared = std::env::temp_dir().join(format!(
+        "alloclab-launch-{uid}-{:013x}",
+        digest(LAUNCHER_SOURCE.as_bytes())
+    ));
+    let exe = shared.join(LAUNCHER_EXE);
+    let mine = make_private_dir(&shared);
+    if mine && exe.is_file() {
+        return Some(exe);
     }
-    if LAUNCHER_DIR.set(dir.clone()).is_ok() {
+    let cc = find_program("cc")?;
+    if mine {
+        return compile_launcher(&cc, &shared);
+    }
+    let own = scratch_path("launch");
+    if !make_private_dir(&own) {
+        return None;
+    }
+    if LAUNCHER_DIR.set(own.clone()).is_ok() {
         // SAFETY: `remove_launcher` is an `extern "C" fn()` that does not unwind.
         unsafe { libc::atexit(remove_launcher) };
     }
-    let source = dir.join("launch.c");
-    let exe = dir.join("alloclab-launch");
+    compile_launcher(&cc, &own)
+}
+
+/// Whether `dir` is a directory that only this user can write (created so if it does not
+/// exist): nobody else can swap a binary in it.
+fn make_private_dir(dir: &Path) -> bool {
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
+    // SAFETY: getuid cannot fail and has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    std::fs::symlink_metadata(dir)
+        .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0)
+}
+
+/// Compiles the launcher into `dir` (to a temporary name, renamed into place, so that two
+/// processes building it at once each leave a whole executable).
+fn compile_launcher(cc: &Path, dir: &Path) -> Option<PathBuf> {
+    let pid = std::process::id();
+    let source = dir.join(format!("launch-{pid}.c"));
+    let tmp = dir.join(format!(".{LAUNCHER_EXE}-{pid}"));
+    let exe = dir.join(LAUNCHER_EXE);
     std::fs::write(&source, LAUNCHER_SOURCE).ok()?;
     let built = Command::new(cc)
         .args(["-O2", "-o"])
-        .arg(&exe)
+        .arg(&tmp)
         .arg(&source)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    built.then_some(exe)
+    let _ = std::fs::remove_file(&source);
+    if built && std::fs::rename(&tmp, &exe).is_ok() {
+        return Some(exe);
+    }
+    let _ = std::fs::remove_file(&tmp);
+    None
 }
 
-/// Removes the launcher's directory (at exit).
+/// Removes the launcher's directory, where it is this process's own (at exit).
 extern "C" fn remove_launcher() {
     if let Some(dir) = LAUNCHER_DIR.get() {
         let _ = std::fs::remove_dir_all(dir);
@@ -749,6 +794,45 @@ mod tests {
         assert!(prepared.report.is_some());
         let exit = run(&Spec::new("true", Vec::<&str>::new())).unwrap();
         assert!(exit.status.success());
+    }
+
+    /// A process finds the launcher an earlier one built, in a directory only this user
+    /// can write, and does not compile it again.
+    #[test]
+    fn the_launcher_is_built_once_and_found_by_later_processes() {
+        use std::os::unix::fs::MetadataExt as _;
+        if !launcher_or_skip() {
+            return;
+        }
+        // What a later process's first call does (`launcher` keeps this process's answer).
+        let first = build_launcher().expect("built");
+        let built = std::fs::metadata(&first).unwrap().modified().unwrap();
+        let again = build_launcher().expect("found");
+        assert_eq!(first, again);
+        assert_eq!(
+            std::fs::metadata(&again).unwrap().modified().unwrap(),
+            built
+        );
+        let dir = std::fs::metadata(first.parent().unwrap()).unwrap();
+        assert_eq!(
+            dir.mode() & 0o077,
+            0,
+            "the launcher's directory is this user's alone"
+        );
+    }
+
+    /// A directory of the launcher's name that others may write is not used: a private
+    /// one is made instead.
+    #[test]
+    fn a_directory_others_may_write_is_not_trusted() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = scratch_path("open-dir");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(!make_private_dir(&dir));
+        std::fs::remove_dir(&dir).unwrap();
+        assert!(make_private_dir(&dir));
+        std::fs::remove_dir(&dir).unwrap();
     }
 
     #[test]
