@@ -1094,3 +1094,54 @@ fn without_guard_pages_a_huge_block_keeps_its_alignment_and_its_descriptor() {
         }
     }
 }
+
+/// Minor page faults of the calling thread so far.
+fn thread_minor_faults() -> i64 {
+    // SAFETY: an all-zero rusage is a valid value of the plain C struct; getrusage writes it.
+    unsafe {
+        let mut usage: libc::rusage = core::mem::zeroed();
+        assert_eq!(libc::getrusage(libc::RUSAGE_THREAD, &mut usage), 0);
+        usage.ru_minflt
+    }
+}
+
+/// Handing out blocks in memory the OS never mapped faults each page in once, for writing:
+/// the write-after-free check does not read a page first (which maps the shared zero page,
+/// and the header written next then replaces it, a second fault that flushes the page's
+/// translation on every CPU running the process).
+#[test]
+fn blocks_in_fresh_memory_fault_each_page_in_once() {
+    let heap = Randomized::with_seed_and_checks(7, Checks::ALL).unwrap();
+    let page = 4096;
+    // Warm the heap's own pages (its control block, the chunk table, the arena).
+    let warm = heap.allocate(layout(64, 16)).unwrap();
+    let mut blocks = Vec::with_capacity(512);
+    let mut pages = std::collections::BTreeSet::new();
+    let before = thread_minor_faults();
+    for i in 0..512 {
+        // Larger blocks are checked at both ends, smaller ones in full.
+        let size = if i % 2 == 0 { 3000 } else { 200 };
+        let p = heap.allocate(layout(size, 16)).unwrap();
+        let at = p.as_ptr() as usize;
+        // SAFETY: a live block of `size` bytes.
+        unsafe { p.as_ptr().write(1) };
+        // Every page the allocation may have touched: its header and first bytes, its last
+        // bytes and the header of the slack after it.
+        for addr in [at - 16, at + 128, at + size - 128, at + size + 48] {
+            pages.insert(addr / page);
+        }
+        blocks.push((p, size));
+    }
+    let faults = thread_minor_faults() - before;
+    assert!(
+        faults <= pages.len() as i64 + 32,
+        "{faults} page faults for {} pages the allocations touched",
+        pages.len()
+    );
+    for (p, size) in blocks {
+        // SAFETY: live blocks of these sizes, freed once.
+        unsafe { heap.deallocate(p, layout(size, 16)) };
+    }
+    // SAFETY: as above.
+    unsafe { heap.deallocate(warm, layout(64, 16)) };
+}

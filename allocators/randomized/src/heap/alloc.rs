@@ -278,9 +278,9 @@ impl Arena {
             unsafe {
                 if offset == 0 {
                     self.scrub(obj + HEADER, h + MIN_BLOCK);
-                    self.take_block(h + MIN_BLOCK, checked_end);
+                    self.take_block(h + MIN_BLOCK, checked_end, wild);
                 } else {
-                    self.take_block(obj, checked_end);
+                    self.take_block(obj, checked_end, wild);
                 }
             }
         }

@@ -86,7 +86,8 @@ impl Arena {
                     h + total
                 };
                 if checked_end > right + MIN_BLOCK {
-                    self.take_block(right + MIN_BLOCK, checked_end);
+                    // The neighbour may be the wilderness, never touched.
+                    self.take_block(right + MIN_BLOCK, checked_end, true);
                 }
             }
             let grown = if total - need >= MIN_BLOCK {
