@@ -207,7 +207,8 @@ pub fn span_base(header: *const SpanHeader, span_bytes: usize) -> usize {
 /// alignment too), and the first blocks share the header's page, so a span with a few blocks
 /// out has one page resident, not two. A class whose blocks would fill the span exactly
 /// (with 64 KiB spans the powers of two from 4 KiB up) loses one block to the header: the
-/// 16 KiB class holds three blocks a span, not four, and the 8 KiB class seven.
+/// 16 KiB class holds three blocks a span, not four, and the 8 KiB class seven; the 15 KiB
+/// class (`size_class::SPLIT_CLASS_BYTES`) holds four.
 pub const fn small_layout(class: usize, span_bytes: usize, colour: usize) -> (usize, usize) {
     let first = (colour + HEADER_BYTES).next_multiple_of(class_align(class));
     (first, (span_bytes - first) / class_bytes(class))
@@ -512,7 +513,8 @@ mod tests {
     }
 
     /// Blocks a 64 KiB span holds for the classes of 4-16 KiB, at its worst colour and its
-    /// best: the header takes a block's place in the classes that would fill the span.
+    /// best: the header takes a block's place in the classes that would fill the span, and
+    /// four 15 KiB blocks fit beside it where three of 16 KiB do.
     #[test]
     fn the_header_takes_a_blocks_place_in_spans_of_large_aligned_classes() {
         let span_bytes = 64 << 10;
@@ -529,6 +531,7 @@ mod tests {
         assert_eq!(blocks(10), (6, 6));
         assert_eq!(blocks(12), (5, 5));
         assert_eq!(blocks(14), (4, 4));
+        assert_eq!(blocks(15), (4, 4));
         assert_eq!(blocks(16), (3, 3));
         // Every layout keeps its blocks aligned as the class promises, inside the span.
         for class in 0..crate::size_class::class_count(span_bytes) {

@@ -286,12 +286,13 @@ fn counters_agree_with_checked_through_live_small_blocks_and_in_place_reallocati
 }
 
 /// The block sizes of the default span size's classes: 16-byte steps to 128, then four a
-/// power of two, to a quarter of the span.
+/// power of two and the 15 KiB class, to a quarter of the span.
 fn class_sizes() -> Vec<usize> {
     let mut sizes: Vec<usize> = (1..=8).map(|i| 16 * i).collect();
     for k in 7..14 {
         sizes.extend((1..=4).map(|j| (1 << k) + j * (1 << (k - 2))));
     }
+    sizes.insert(sizes.len() - 1, 15 << 10);
     assert_eq!(sizes.last(), Some(&(Config::DEFAULT.span_bytes / 4)));
     sizes
 }
