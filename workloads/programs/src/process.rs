@@ -202,9 +202,11 @@ fn make_private_dir(dir: &Path) -> bool {
 /// Compiles the launcher into `dir` (to a temporary name, renamed into place, so that two
 /// processes building it at once each leave a whole executable).
 fn compile_launcher(cc: &Path, dir: &Path) -> Option<PathBuf> {
-    let pid = std::process::id();
-    let source = dir.join(format!("launch-{pid}.c"));
-    let tmp = dir.join(format!(".{LAUNCHER_EXE}-{pid}"));
+    // Names no other build, in this process or another, uses at the same time.
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let unique = format!("{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let source = dir.join(format!("launch-{unique}.c"));
+    let tmp = dir.join(format!(".{LAUNCHER_EXE}-{unique}"));
     let exe = dir.join(LAUNCHER_EXE);
     std::fs::write(&source, LAUNCHER_SOURCE).ok()?;
     let built = Command::new(cc)
