@@ -204,7 +204,11 @@ fn make_private_dir(dir: &Path) -> bool {
 fn compile_launcher(cc: &Path, dir: &Path) -> Option<PathBuf> {
     // Names no other build, in this process or another, uses at the same time.
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let unique = format!("{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let unique = format!(
+        "{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
     let source = dir.join(format!("launch-{unique}.c"));
     let tmp = dir.join(format!(".{LAUNCHER_EXE}-{unique}"));
     let exe = dir.join(LAUNCHER_EXE);
