@@ -352,6 +352,103 @@ pub fn malloc_trim<H: MallocHeap>(heap: &H, pad: usize) -> c_int {
     c_int::from(heap.trim())
 }
 
+/// `malloc_stats()` (glibc): writes the heap's figures to standard error, one per line, in
+/// glibc's `name = value` form:
+///
+/// ```text
+/// alloclab wfspan:
+/// system bytes     =    4390912
+/// in use bytes     =      74128
+/// max system bytes =    4390912
+/// allocations      =       1234
+/// frees            =       1200
+/// ```
+///
+/// `system bytes` is what the heap took from the OS ([`Stats::footprint_bytes`]), `in use
+/// bytes` what its live blocks hold as it counts them ([`Stats::live_bytes`]; wfspan counts
+/// a span run's whole room), `max system bytes` the most it took; a figure the heap does not
+/// keep reads `n/a`. Nothing is allocated; `errno` is kept.
+///
+/// [`Stats::footprint_bytes`]: alloclab_core::Stats::footprint_bytes
+/// [`Stats::live_bytes`]: alloclab_core::Stats::live_bytes
+pub fn malloc_stats<H: MallocHeap>(heap: &H, name: &str) {
+    let _errno = errno::Preserved::new();
+    stats_text(&heap.stats(), name).write_to(2);
+}
+
+/// The text [`malloc_stats`] writes for `stats` of the heap called `name`.
+pub(crate) fn stats_text(stats: &alloclab_core::Stats, name: &str) -> crate::line::Line {
+    use core::fmt::Write as _;
+    let mut line = crate::line::Line::default();
+    let _ = write!(line, "alloclab {name}:");
+    let _ = line.write_str("\n");
+    for (label, value) in [
+        ("system bytes    ", stats.footprint_bytes),
+        ("in use bytes    ", stats.live_bytes),
+        ("max system bytes", stats.peak_footprint_bytes),
+        ("allocations     ", stats.allocations),
+        ("frees           ", stats.deallocations),
+    ] {
+        // Right-aligned in ten columns, as glibc's `%10u`.
+        let _ = match value {
+            Some(v) => write!(line, "{label} = {v:>10}"),
+            None => write!(line, "{label} = {:>10}", "n/a"),
+        };
+        let _ = line.write_str("\n");
+    }
+    line
+}
+
+/// `mallinfo2()` (glibc 2.33 and later): the heap's figures in glibc's structure. `arena`
+/// is what the heap took from the OS ([`Stats::footprint_bytes`]), `uordblks` what its live
+/// blocks hold ([`Stats::live_bytes`]), `fordblks` the difference (what it holds free or
+/// keeps for its own use); the other fields describe glibc's arenas, free lists and mmapped
+/// chunks, which these heaps do not have, and are 0 (`usmblks` is 0 in glibc too). A
+/// figure the heap does not keep is 0. `errno` is kept.
+///
+/// [`Stats::footprint_bytes`]: alloclab_core::Stats::footprint_bytes
+/// [`Stats::live_bytes`]: alloclab_core::Stats::live_bytes
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn mallinfo2<H: MallocHeap>(heap: &H) -> libc::mallinfo2 {
+    let _errno = errno::Preserved::new();
+    let stats = heap.stats();
+    let footprint = stats.footprint_bytes.unwrap_or(0);
+    let live = stats.live_bytes.unwrap_or(0);
+    let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    libc::mallinfo2 {
+        arena: size(footprint),
+        ordblks: 0,
+        smblks: 0,
+        hblks: 0,
+        hblkhd: 0,
+        usmblks: 0,
+        fsmblks: 0,
+        uordblks: size(live),
+        fordblks: size(footprint.saturating_sub(live)),
+        keepcost: 0,
+    }
+}
+
+/// `mallinfo()` (glibc, deprecated there for `mallinfo2`): [`mallinfo2`]'s figures in
+/// `int` fields, each at most `INT_MAX` (glibc's own wraps a figure past 2 GiB around).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn mallinfo<H: MallocHeap>(heap: &H) -> libc::mallinfo {
+    let wide = mallinfo2(heap);
+    let int = |v: usize| c_int::try_from(v).unwrap_or(c_int::MAX);
+    libc::mallinfo {
+        arena: int(wide.arena),
+        ordblks: int(wide.ordblks),
+        smblks: int(wide.smblks),
+        hblks: int(wide.hblks),
+        hblkhd: int(wide.hblkhd),
+        usmblks: int(wide.usmblks),
+        fsmblks: int(wide.fsmblks),
+        uordblks: int(wide.uordblks),
+        fordblks: int(wide.fordblks),
+        keepcost: int(wide.keepcost),
+    }
+}
+
 /// The system page size (`sysconf(_SC_PAGESIZE)`, read once; 4096 if it cannot be read).
 pub fn page_size() -> usize {
     static PAGE_SIZE: AtomicUsize = AtomicUsize::new(0);
@@ -454,6 +551,45 @@ mod tests {
 
     fn addr(p: *mut c_void) -> usize {
         p as usize
+    }
+
+    #[test]
+    fn malloc_stats_writes_each_figure_on_its_line_and_says_which_it_lacks() {
+        let stats = alloclab_core::Stats {
+            live_bytes: Some(74_128),
+            footprint_bytes: Some(4_390_912),
+            peak_footprint_bytes: None,
+            allocations: Some(1_234),
+            deallocations: Some(1_200),
+            max_alloc_steps: None,
+            max_free_steps: None,
+        };
+        let text = stats_text(&stats, "testheap");
+        assert_eq!(
+            text.as_str(),
+            "alloclab testheap:\n\
+             system bytes     =    4390912\n\
+             in use bytes     =      74128\n\
+             max system bytes =        n/a\n\
+             allocations      =       1234\n\
+             frees            =       1200\n"
+        );
+    }
+
+    #[test]
+    fn mallinfo2_reports_what_the_heap_holds_and_what_is_live() {
+        let heap = TestHeap::new();
+        let before = mallinfo2(&heap);
+        let p = malloc(&heap, 100_000);
+        let during = mallinfo2(&heap);
+        assert!(during.uordblks >= before.uordblks + 100_000);
+        assert!(during.arena >= during.uordblks);
+        assert_eq!(during.fordblks, during.arena - during.uordblks);
+        // SAFETY: a live block of `heap`, freed once.
+        unsafe { free(&heap, p) };
+        assert!(mallinfo2(&heap).uordblks + 100_000 <= during.uordblks);
+        let narrow = mallinfo(&heap);
+        assert_eq!(narrow.uordblks as usize, mallinfo2(&heap).uordblks);
     }
 
     #[test]

@@ -181,10 +181,11 @@ pub fn cdylib_of_profile(lib_name: &str, package: &str, profile: &str) -> Result
 
 /// Compiles [`STRESS_C_SOURCE`] with `cc` and runs it under `LD_PRELOAD=so`: the rules of
 /// every exported function (return values, `errno`, alignment, zero sizes, overflow,
-/// failed `realloc` leaving the block), eight threads of mixed allocation with content
-/// checks and cross-thread frees, and forks from a multi-threaded process. Checks that the
-/// program printed `heap: <heap_name>` (the preload is in effect) and that `malloc`
-/// resolved into the preloaded object.
+/// failed `realloc` leaving the block), the heap's statistics (`mallinfo2` counting a live
+/// block and its free, `malloc_stats` writing the heap's figures), eight threads of mixed
+/// allocation with content checks and cross-thread frees, and forks from a multi-threaded
+/// process. Checks that the program printed `heap: <heap_name>` (the preload is in effect)
+/// and that `malloc` resolved into the preloaded object.
 ///
 /// # Panics
 ///
@@ -218,11 +219,20 @@ pub fn c_program_under_preload(so: &Path, heap_name: &str) -> Outcome {
         format!("heap: {heap_name}"),
         "malloc from preload: yes".to_owned(),
         "rules: ok".to_owned(),
+        "statistics: ok".to_owned(),
         "stress: ok threads=8 ops=200000".to_owned(),
         "fork: ok forks=16".to_owned(),
         "all ok".to_owned(),
     ];
     assert_lines("stress under LD_PRELOAD", &ran, &expected);
+    // `malloc_stats` is the heap's, not glibc's (which would say `Arena 0:`).
+    assert!(
+        ran.stderr
+            .contains(&format!("alloclab {heap_name}:\nsystem bytes     = "))
+            && ran.stderr.contains("\nin use bytes     = "),
+        "malloc_stats under LD_PRELOAD wrote something else:\n{}",
+        ran.stderr
+    );
     Outcome::Passed
 }
 

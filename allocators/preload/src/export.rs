@@ -17,8 +17,8 @@
 ///
 /// Exported (unmangled, `extern "C"`): `malloc`, `free`, `calloc`, `realloc`,
 /// `reallocarray`, `posix_memalign`, `aligned_alloc`, `memalign`, `valloc`, `pvalloc`,
-/// `malloc_usable_size`, `malloc_trim`, each with the semantics of the function of the same
-/// name in
+/// `malloc_usable_size`, `malloc_trim`, `malloc_stats`, `mallinfo`, `mallinfo2`, each with the
+/// semantics of the function of the same name in
 /// [`api`](crate::api); C++'s `operator new` and `operator delete` in every form (plain,
 /// array, sized, aligned, `nothrow`; see [`cxx`](crate::cxx)); and
 /// `const char *alloclab_preload_heap_name(void)`, which a
@@ -222,6 +222,26 @@ macro_rules! export_malloc_api {
         #[unsafe(no_mangle)]
         pub extern "C" fn malloc_trim(pad: usize) -> ::core::ffi::c_int {
             $crate::api::malloc_trim(&$heap, pad)
+        }
+
+        /// C `malloc_stats` (glibc); see `alloclab_preload::api::malloc_stats`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn malloc_stats() {
+            $crate::api::malloc_stats(&$heap, $name)
+        }
+
+        /// C `mallinfo2` (glibc); see `alloclab_preload::api::mallinfo2`.
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn mallinfo2() -> $crate::__libc::mallinfo2 {
+            $crate::api::mallinfo2(&$heap)
+        }
+
+        /// C `mallinfo` (glibc); see `alloclab_preload::api::mallinfo`.
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn mallinfo() -> $crate::__libc::mallinfo {
+            $crate::api::mallinfo(&$heap)
         }
 
         $crate::export_malloc_api!(@cxx $heap);

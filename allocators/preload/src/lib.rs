@@ -5,7 +5,8 @@
 //!
 //! * [`api`] — the C allocation functions (`malloc`, `free`, `calloc`, `realloc`,
 //!   `reallocarray`, `posix_memalign`, `aligned_alloc`, `memalign`, `valloc`, `pvalloc`,
-//!   `malloc_usable_size`) written once, generic over a [`MallocHeap`]: argument checks,
+//!   `malloc_usable_size`, and glibc's `malloc_trim`, `malloc_stats`, `mallinfo`,
+//!   `mallinfo2`) written once, generic over a [`MallocHeap`]: argument checks,
 //!   overflow checks, `errno`, the alignment every `malloc` result has, and what zero sizes
 //!   mean.
 //! * [`cxx`] — C++'s `operator new` and `operator delete` in every form (plain, array,
@@ -73,7 +74,13 @@ pub mod cxx;
 pub mod errno;
 mod export;
 pub mod fork;
+mod line;
 pub mod panic;
+
+/// The C library's types, for what [`export_malloc_api!`] expands to in a library that does
+/// not name `libc` itself.
+#[doc(hidden)]
+pub use libc as __libc;
 
 /// For [`export_malloc_api!`]: `alloclab_core::without_std!`, reached from the library that
 /// invokes it.

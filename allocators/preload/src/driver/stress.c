@@ -552,9 +552,33 @@ static void fork_while_threads_allocate(void) {
     fflush(stdout);
 }
 
+/* The heap's statistics: mallinfo2 counts a live 4 MiB block and its free, and
+ * malloc_stats writes the heap's figures (checked by the driver, on stderr). */
+static void check_statistics(void) {
+    size_t big = (size_t)4 << 20;
+    struct mallinfo2 before = mallinfo2();
+    unsigned char *p = malloc(big);
+    CHECK(p != NULL, "malloc of 4 MiB");
+    memset(p, 1, big);
+    struct mallinfo2 during = mallinfo2();
+    CHECK(during.uordblks >= before.uordblks + big, "mallinfo2 counts a live 4 MiB block (%zu, then %zu)",
+          before.uordblks, during.uordblks);
+    CHECK(during.arena >= during.uordblks, "mallinfo2: the heap holds what is live (%zu of %zu)",
+          during.uordblks, during.arena);
+    CHECK(during.fordblks == during.arena - during.uordblks, "mallinfo2: free is the rest");
+    free(p);
+    struct mallinfo2 after = mallinfo2();
+    CHECK(after.uordblks + big <= during.uordblks, "mallinfo2 counts the free (%zu, then %zu)",
+          during.uordblks, after.uordblks);
+    fflush(stderr);
+    malloc_stats();
+    printf("statistics: ok\n");
+}
+
 int main(void) {
     report_heap();
     check_rules();
+    check_statistics();
     stress();
     fork_while_threads_allocate();
     printf("all ok\n");
