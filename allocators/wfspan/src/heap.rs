@@ -92,12 +92,24 @@ pub const RUN_SPANS: [usize; RUN_CLASSES] =
 /// 32 KiB). A resize within the run's room stays in place and moves the figure.
 pub const RUN_USABLE_STEP: usize = 4096;
 
-/// The usable bytes of a span run's object of `size` bytes with `capacity` bytes of room
-/// past its start (see [`RUN_USABLE_STEP`]).
+/// The usable bytes of a span run's object of `size` bytes with `room` bytes past its start
+/// (see [`RUN_USABLE_STEP`]).
 #[inline]
-pub fn run_usable_bytes(size: usize, capacity: usize) -> u32 {
+pub fn run_usable_bytes(size: usize, room: usize) -> u32 {
     // A run is at most 32 spans of at most 2 MiB: the room fits 32 bits.
-    size.next_multiple_of(RUN_USABLE_STEP).min(capacity) as u32
+    size.next_multiple_of(RUN_USABLE_STEP).min(room) as u32
+}
+
+/// The room of span run `span` past its object's start, with spans of `span_bytes`: what
+/// the statistics count as live, and how far the object may grow in place.
+///
+/// # Safety
+///
+/// `span` is the header of a span run whose class and object offset are set.
+#[inline]
+pub unsafe fn run_room(span: *const SpanHeader, span_bytes: usize) -> usize {
+    // SAFETY: forwarded from the caller: the header is initialised.
+    unsafe { span_bytes * RUN_SPANS[usize::from((*span).run_class)] - (*span).object_offset }
 }
 
 /// The smallest run class of at least `spans` spans (1 to 32), by a table.
@@ -1193,13 +1205,10 @@ impl Heap {
             (*span).kind = Kind::Run;
             (*span).run_class = run as u8;
             (*span).object_offset = offset;
-            let capacity = wf.config.span_bytes * RUN_SPANS[run] - offset;
-            (*span).block_bytes = run_usable_bytes(size, capacity);
+            let room = run_room(span, wf.config.span_bytes);
+            (*span).block_bytes = run_usable_bytes(size, room);
             bump_single_writer(&self.counters.allocations, 1);
-            bump_single_writer(
-                &self.counters.net_bytes,
-                (wf.config.span_bytes * RUN_SPANS[run]) as u64 - offset as u64,
-            );
+            bump_single_writer(&self.counters.net_bytes, room as u64);
             raise(&self.counters.max_alloc_steps, steps);
             (base + offset) as *mut u8
         }
@@ -1214,8 +1223,7 @@ impl Heap {
         // the whole run now.
         unsafe {
             let run = (*span).run_class as usize;
-            let bytes =
-                (wf.config.span_bytes * RUN_SPANS[run]) as u64 - (*span).object_offset as u64;
+            let bytes = run_room(span, wf.config.span_bytes) as u64;
             (*span).kind = Kind::Small;
             (*span).zero_from = DIRTY;
             (*span).local().list = ListId::None;

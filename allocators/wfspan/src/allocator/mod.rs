@@ -9,7 +9,8 @@ use alloclab_core::{
 };
 
 use crate::heap::{
-    Heap, RUN_CLASSES, RUN_SPANS, run_class_of_spans, run_object_offset_bound, run_usable_bytes,
+    Heap, RUN_CLASSES, RUN_SPANS, run_class_of_spans, run_object_offset_bound, run_room,
+    run_usable_bytes,
 };
 use crate::os;
 use crate::remote_free::{Counted, Node};
@@ -645,7 +646,7 @@ impl WfSpan {
                 Kind::Run => {
                     if me.is_null() {
                         let run = (*span).run_class as usize;
-                        let bytes = self.config.span_bytes * RUN_SPANS[run] - (*span).object_offset;
+                        let bytes = run_room(span, self.config.span_bytes);
                         (*span).kind = Kind::Small;
                         (*span).zero_from = crate::span::DIRTY;
                         self.orphans[run].push((*span).index, &(*span).link);
@@ -744,22 +745,9 @@ impl WfSpan {
         // only block of its run, and the caller's to resize.
         unsafe {
             if (*span).kind == Kind::Run {
-                (*span).block_bytes = run_usable_bytes(size, self.run_room(span));
+                (*span).block_bytes =
+                    run_usable_bytes(size, run_room(span, self.config.span_bytes));
             }
-        }
-    }
-
-    /// The room of span run `span` past its object's start: how far its object may grow in
-    /// place.
-    ///
-    /// # Safety
-    ///
-    /// `span` is the header of a live span run of `self`.
-    unsafe fn run_room(&self, span: *const SpanHeader) -> usize {
-        // SAFETY: forwarded from the caller: the header is initialised.
-        unsafe {
-            self.config.span_bytes * RUN_SPANS[usize::from((*span).run_class)]
-                - (*span).object_offset
         }
     }
 
@@ -798,7 +786,7 @@ impl WfSpan {
                         == Some((*span).class as usize)
                 }
                 Kind::Run => {
-                    size <= self.run_room(span)
+                    size <= run_room(span, self.config.span_bytes)
                         && class_for(size, new_layout.align(), self.max_class).is_none()
                         && self.run_class_for(size, new_layout.align())
                             == Some(usize::from((*span).run_class))
