@@ -51,9 +51,7 @@ use crate::WfSpan;
 use crate::help::{Collected, HelpRecord};
 use crate::remote_free::{Node, take_linked};
 use crate::size_class::{MAX_CLASSES, class_bytes};
-use crate::span::{
-    DIRTY, HEADER_BYTES, Kind, ListId, MAX_COLOUR_BYTES, SpanHeader, prefetch, span_base,
-};
+use crate::span::{DIRTY, Kind, ListId, NO_OWNER, SpanHeader, prefetch};
 use crate::span_list::SpanList;
 
 /// The most remote frees one slow-path allocation takes from the active span's taken chain
@@ -279,8 +277,8 @@ pub struct ClassSlot {
 struct ActiveSpan {
     /// The active span, or null.
     span: *mut SpanHeader,
-    /// The address its blocks mask to (`span_base`), or 0: a free compares this with the
-    /// block's address, without computing the header's colour.
+    /// The span's start, which its blocks mask to, or 0: a free compares this with the
+    /// block's address, without finding the header.
     base: usize,
     /// Its local free list (`SpanLocal::free` while active); null when `span` is.
     free: *mut u8,
@@ -514,13 +512,13 @@ impl Heap {
     /// # Safety
     /// Owner only; `class` has no active span; `span` is owned by this heap and on no list.
     #[inline]
-    unsafe fn install(&self, wf: &WfSpan, class: usize, span: *mut SpanHeader) {
+    unsafe fn install(&self, class: usize, span: *mut SpanHeader) {
         // SAFETY: per the contract.
         unsafe {
             let local = (*span).local();
             *self.slot(class).active.get() = ActiveSpan {
                 span,
-                base: span_base(span, wf.config.span_bytes),
+                base: (*span).base,
                 free: local.free,
                 backlog: local.remote.lend_backlog(),
                 allocated: local.allocated,
@@ -601,10 +599,10 @@ impl Heap {
                 // 1. A remote free of the active span, or a block still to carve.
                 let mut block = (*active).take_remote(&mut steps);
                 if block.is_null() {
-                    block = (*active).carve(wf.config.span_bytes);
+                    block = (*active).carve();
                 }
                 if !block.is_null() {
-                    self.install(wf, class, active);
+                    self.install(class, active);
                     return self.finish_alloc(class, block, steps);
                 }
                 (*cs).push(active, ListId::Full);
@@ -686,19 +684,19 @@ impl Heap {
     ) -> *mut u8 {
         // SAFETY: per the contract.
         unsafe {
-            let mut block = (*span).take_local(wf.config.span_bytes);
+            let mut block = (*span).take_local();
             if block.is_null() {
                 block = (*span).take_remote(&mut steps);
             }
             if block.is_null() {
-                block = (*span).carve(wf.config.span_bytes);
+                block = (*span).carve();
             }
             if block.is_null() {
                 // Nothing after all: fall back to a fresh acquisition next time round.
                 (*cs).push(span, ListId::Full);
                 return self.alloc_small_fresh(wf, cs, class, steps);
             }
-            self.install(wf, class, span);
+            self.install(class, span);
             self.finish_alloc(class, block, steps)
         }
     }
@@ -803,8 +801,9 @@ impl Heap {
         unsafe {
             let slot = self.slot(class);
             let active = slot.active.get();
-            // A block's span starts at `(block - 1)` masked (see `SpanHeader::of`).
-            if (*active).base != (block as usize - 1) & !(span_bytes - 1) {
+            // A small block's span starts at the block's address masked to the span size; a
+            // span run's object or a huge block masks to no active span's start.
+            if (*active).base != block as usize & !(span_bytes - 1) {
                 return false;
             }
             block.cast::<*mut u8>().write((*active).free);
@@ -873,7 +872,7 @@ impl Heap {
         // SAFETY: per the contract; after the `discard` below we touch the span again only
         // if the counter says every block is already back.
         unsafe {
-            (*span).owner.store(ptr::null_mut(), Ordering::Relaxed);
+            (*span).owner.store(NO_OWNER, Ordering::Relaxed);
             let local = (*span).local();
             let total = local.remote_consumed + u64::from(local.allocated);
             if (*span).reclaim().discard(total) {
@@ -1107,7 +1106,7 @@ impl Heap {
         // SAFETY: per the contract. `discard` with the remote frees consumed as the target
         // succeeds only if each has counted itself, so no late count reaches the reset span.
         unsafe {
-            (*span).owner.store(ptr::null_mut(), Ordering::Relaxed);
+            (*span).owner.store(NO_OWNER, Ordering::Relaxed);
             let consumed = (*span).local().remote_consumed;
             if (*span).reclaim().discard(consumed) {
                 SpanHeader::reset(span);
@@ -1173,8 +1172,7 @@ impl Heap {
     /// zeroed if `zeroed`. Null if out of memory.
     ///
     /// # Safety
-    /// Owner only; `run_object_offset_bound(align) + size` fits the run and
-    /// `run_object_offset_bound(align) < span_bytes`.
+    /// Owner only; `size` fits the run and `align < span_bytes`.
     pub unsafe fn alloc_run(
         &self,
         wf: &WfSpan,
@@ -1191,26 +1189,25 @@ impl Heap {
                 raise(&self.counters.max_alloc_steps, steps);
                 return ptr::null_mut();
             }
-            let base = span_base(span, wf.config.span_bytes);
-            let offset = (span as usize - base + HEADER_BYTES).next_multiple_of(align);
+            // The object starts the run: the run is aligned to the span size, above any
+            // alignment a run serves.
+            let object = (*span).base as *mut u8;
+            debug_assert!(align < wf.config.span_bytes);
             // What reads zero already (a fresh run, or one given back to the OS) is not
             // written: the object is zeroed up to there only.
             let zero_from = core::mem::replace(&mut (*span).zero_from, DIRTY);
             if zeroed {
-                let dirty_end = zero_from.min(offset + size);
-                if dirty_end > offset {
-                    ((base + offset) as *mut u8).write_bytes(0, dirty_end - offset);
-                }
+                object.write_bytes(0, zero_from.min(size));
             }
             (*span).kind = Kind::Run;
             (*span).run_class = run as u8;
-            (*span).object_offset = offset;
+            (*span).object_offset = 0;
             let room = run_room(span, wf.config.span_bytes);
             (*span).block_bytes = run_usable_bytes(size, room);
             bump_single_writer(&self.counters.allocations, 1);
             bump_single_writer(&self.counters.net_bytes, room as u64);
             raise(&self.counters.max_alloc_steps, steps);
-            (base + offset) as *mut u8
+            object
         }
     }
 
@@ -1276,12 +1273,6 @@ impl Heap {
     }
 }
 
-/// The farthest from its run's start an object aligned to `align` can be: after a header of
-/// the largest colour, aligned.
-pub fn run_object_offset_bound(align: usize) -> usize {
-    (MAX_COLOUR_BYTES + HEADER_BYTES).next_multiple_of(align)
-}
-
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -1298,29 +1289,6 @@ mod tests {
             assert!(
                 RUN_SPANS[class] * 4 <= spans * 5,
                 "{spans} spans: class {class}"
-            );
-        }
-    }
-
-    #[test]
-    fn the_run_object_offset_bound_holds_for_every_colour_and_alignment() {
-        // Where an object aligned to `align` lands in a run whose header has colour `c`:
-        // after the header, aligned.
-        for shift in 4..=20 {
-            let align = 1usize << shift;
-            let bound = run_object_offset_bound(align);
-            assert!(bound.is_multiple_of(align));
-            for colour in (0..=MAX_COLOUR_BYTES).step_by(64) {
-                let offset = (colour + HEADER_BYTES).next_multiple_of(align);
-                assert!(
-                    offset <= bound,
-                    "colour {colour}, align {align}: offset {offset} past the bound {bound}"
-                );
-            }
-            // And it is the tightest such bound: the largest colour reaches it.
-            assert_eq!(
-                bound,
-                (MAX_COLOUR_BYTES + HEADER_BYTES).next_multiple_of(align)
             );
         }
     }

@@ -18,7 +18,8 @@
 //! ## Structure
 //!
 //! * **Spans** (`span`): `span_bytes` (64 KiB) aligned to their size, one size class each,
-//!   found from any block by masking the address.
+//!   all blocks; their headers are a table at the region's start, found from any block by
+//!   its offset in the region (a subtract, a compare and two shifts).
 //! * **Size classes** (`size_class`): 16 B to a quarter span; bigger objects take a run of
 //!   1 to 32 spans (every count to 8, then four per doubling); bigger still, or aligned to a span or more, get their own OS
 //!   mapping — the one path that is **not** wait-free (it is a system call).

@@ -1,29 +1,22 @@
-//! Size classes: 16 B steps up to 128 B, then four classes per power of two, and one more
-//! of 15 KiB between 14 and 16 KiB, up to a quarter of the span (16 KiB with 64 KiB spans):
-//! at most 25% internal fragmentation above 128 B.
+//! Size classes: 16 B steps up to 128 B, then four classes per power of two, up to a
+//! quarter of the span (16 KiB with 64 KiB spans): at most 25% internal fragmentation above
+//! 128 B.
 //!
 //! ```text
 //!   class  0..=7 : 16, 32, 48, ..., 128
 //!   class  8..   : for each power of two 2^k (k >= 7): 2^k + {1,2,3,4} * 2^(k-2)
 //!                  160, 192, 224, 256, 320, 384, 448, 512, 640, ...
-//!                  ..., 10240, 12288, 14336, 15360, 16384, 20480, ...
+//!                  ..., 10240, 12288, 14336, 16384, 20480, ...
 //! ```
 //!
-//! Spans are aligned to their size and a span's first block starts at a multiple of the
-//! largest power of two dividing its class size, so every block's address is such a
-//! multiple. A request with an alignment above 16 takes the smallest class at least as large
-//! whose size that power of two covers.
-//!
-//! The 15 KiB class ([`SPLIT_CLASS_BYTES`]): a 64 KiB span's header takes the place of one
-//! 16 KiB block (blocks start at a multiple of 16 KiB), so a span holds three, and a block
-//! of that class costs 21,845 bytes of span; four 15 KiB blocks fit beside the header,
-//! 16,384 bytes each. Requests of 14,337 to 15,360 bytes take it. (redis's `programs` check
-//! stores values of 1 to 16,384 bytes: by the class tables the class takes 1.4 MB off the
-//! 41 MB of spans their blocks come to; the server's peak RSS fell by 0.4 MiB, the header's
-//! slot having held only the header's page resident.) 15,360 is a multiple of 1,024 and no
-//! multiple of 2,048 lies between 14,336 and it, so the smallest class holding a multiple
-//! of any alignment is still a multiple of that alignment, which the aligned fast path
-//! relies on.
+//! Spans are aligned to their size and a span's blocks start at its start, so every block's
+//! address is a multiple of the largest power of two dividing its class size. A request
+//! with an alignment above 16 takes the smallest class at least as large whose size that
+//! power of two covers. (A span is all blocks — its header is in the region's table — so
+//! the classes that divide the span fill it: four 16 KiB blocks, eight of 8 KiB. While the
+//! header sat at the span's start, a 16 KiB span held three, and a class of 15 KiB, four of
+//! which fit beside the header, took requests of 14,337 to 15,360 bytes; without the
+//! header it saved nothing, and went.)
 
 /// The smallest block.
 pub const MIN_BLOCK_BYTES: usize = 16;
@@ -31,12 +24,7 @@ pub const MIN_BLOCK_BYTES: usize = 16;
 const FINE_CLASSES: usize = 8;
 const FINE_MAX: usize = FINE_CLASSES * MIN_BLOCK_BYTES;
 /// The most classes any span size can have (spans up to 4 MiB: blocks up to 1 MiB).
-pub const MAX_CLASSES: usize = FINE_CLASSES + 4 * 13 + 1;
-
-/// The block size of the class between 14 KiB and 16 KiB (see the module documentation).
-pub const SPLIT_CLASS_BYTES: usize = 15 << 10;
-/// Its index: the classes above it come one later than four per power of two puts them.
-const SPLIT_CLASS: usize = four_per_octave_class(SPLIT_CLASS_BYTES);
+pub const MAX_CLASSES: usize = FINE_CLASSES + 4 * 13;
 
 /// The class of `size >= 1` among 16-byte steps and four classes per power of two.
 const fn four_per_octave_class(size: usize) -> usize {
@@ -49,8 +37,9 @@ const fn four_per_octave_class(size: usize) -> usize {
     }
 }
 
-/// The block size of class `class` among 16-byte steps and four classes per power of two.
-const fn four_per_octave_bytes(class: usize) -> usize {
+/// The block size of class `class`.
+#[inline]
+pub const fn class_bytes(class: usize) -> usize {
     if class < FINE_CLASSES {
         (class + 1) * MIN_BLOCK_BYTES
     } else {
@@ -60,28 +49,11 @@ const fn four_per_octave_bytes(class: usize) -> usize {
     }
 }
 
-/// The class of a `size`-byte request (`size >= 1`), whatever the span size.
+/// The class of a `size`-byte request (`size >= 1`; 0 is classed as 1), whatever the span
+/// size.
 #[inline]
 pub const fn class_of(size: usize) -> usize {
-    let size = if size == 0 { 1 } else { size };
-    let class = four_per_octave_class(size);
-    if class < SPLIT_CLASS || size <= SPLIT_CLASS_BYTES {
-        class
-    } else {
-        class + 1
-    }
-}
-
-/// The block size of class `class`.
-#[inline]
-pub const fn class_bytes(class: usize) -> usize {
-    if class < SPLIT_CLASS {
-        four_per_octave_bytes(class)
-    } else if class == SPLIT_CLASS {
-        SPLIT_CLASS_BYTES
-    } else {
-        four_per_octave_bytes(class - 1)
-    }
+    four_per_octave_class(if size == 0 { 1 } else { size })
 }
 
 /// The alignment every block of `class` has (a span's first block starts at a multiple of
@@ -244,17 +216,15 @@ mod tests {
     }
 
     #[test]
-    fn sixty_four_kib_spans_have_37_classes_up_to_16_kib() {
-        assert_eq!(class_count(64 << 10), 37);
-        assert_eq!(class_bytes(36), 16 << 10);
-        assert_eq!(class_bytes(35), SPLIT_CLASS_BYTES);
+    fn sixty_four_kib_spans_have_36_classes_up_to_16_kib() {
+        assert_eq!(class_count(64 << 10), 36);
+        assert_eq!(class_bytes(35), 16 << 10);
         assert_eq!(class_bytes(34), 14 << 10);
         assert_eq!(class_of(14 << 10), 34);
         assert_eq!(class_of((14 << 10) + 1), 35);
-        assert_eq!(class_of(15 << 10), 35);
-        assert_eq!(class_of((15 << 10) + 1), 36);
-        assert_eq!(class_of((16 << 10) + 1), 37);
-        assert_eq!(class_bytes(37), 20 << 10);
+        assert_eq!(class_of(16 << 10), 35);
+        assert_eq!(class_of((16 << 10) + 1), 36);
+        assert_eq!(class_bytes(36), 20 << 10);
     }
 
     /// The per-class arrays of a heap hold exactly the classes of the largest span size

@@ -1,26 +1,32 @@
 //! Spans: the unit wfspan manages.
 //!
-//! A span is `span_bytes` of the region (64 KiB by default), aligned to its size, with a
-//! [`SpanHeader`] near its start. Any block's header is found by masking, then adding the
-//! span's colour: `base = (block - 1) & !(span_bytes - 1)` (minus one, so that a block
-//! aligned to the span size — only huge ones — finds a header placed one span before it),
-//! `header = base + colour(base)`.
+//! A span is `span_bytes` of the region (64 KiB by default), aligned to its size. Its
+//! [`SpanHeader`] is not in the span: the region begins with a table of headers, one
+//! [`HEADER_STRIDE`] apart, span `i`'s at `table + i * HEADER_STRIDE`, so a block's header
+//! is `table + ((block - spans_start) >> log2(span_bytes)) * HEADER_STRIDE` — a subtract, a
+//! compare against the spans' length (a block outside them is huge), two shifts and an
+//! add (`WfSpan::header_of`). Huge mappings, outside the region, keep their header in the
+//! mapping, before the object ([`huge_header_of`]).
 //!
-//! **Colouring.** Were every header at its span's start, all headers would sit at addresses
-//! equal modulo 64 KiB: the same set of every cache level indexed by the low address bits
-//! (L1 and, on most x86 cores, L2), which holds 8 to 16 lines. A thread touching a few dozen
-//! spans then missed on the header in nearly every call. The colour, `(base / span_bytes) %
-//! COLOURS` steps of 128 bytes, spreads consecutive spans' headers over 2 KiB (32 sets of a
-//! 4 KiB-period L1, 16 times as many headers held) while keeping every header in the span's
-//! first page. It costs a small span at most 1920 bytes of block room.
+//! **Why not in the span.** With the header at the span's start, blocks began after it at a
+//! multiple of their class's alignment: a class whose blocks fill a span exactly (the powers
+//! of two from 4 KiB, 12 KiB) lost a block to it, and the header's page stayed resident
+//! beside the blocks: 4 KiB of every 64 KiB span of blocks of 4 KiB and more, 6-8% of
+//! them. Under redis with values of 1 B-16 KiB (the `programs` suite's check data), spans of
+//! such blocks held 35 MiB, and each carried its header's page. In the table, headers take
+//! `HEADER_STRIDE` bytes a span, 0.8% of a 64 KiB span, and a span is all blocks: 8 KiB
+//! blocks are eight a span, 16 KiB four. The table also needs no colouring: headers at
+//! every span's start sat at addresses equal modulo 64 KiB, in one set of every cache level
+//! the low address bits index, and were spread over 2 KiB by a per-span offset; in the
+//! table consecutive spans' headers are on different lines by construction.
 //!
 //! Three kinds share the header:
 //!
 //! ```text
-//!  small span  [header | blk | blk | blk | ... uncarved ... ]   blocks of one class, carved
-//!                                                               forwards after the header
-//!  span run    [header | object ........................ ]      1-32 spans, one object
-//!  huge        [header | object ............................ ]  its own mapping
+//!  small span  [blk | blk | blk | ... uncarved ... ]   blocks of one class, carved forwards
+//!                                                      from the span's start
+//!  span run    [object ......................... ]      1-32 spans, one object, at the start
+//!  huge        [header | object ................... ]  its own mapping, the header in it
 //! ```
 //!
 //! A small span's state is split by who may touch it:
@@ -45,7 +51,7 @@ use crossbeam_utils::CachePadded;
 use crate::heap::Heap;
 pub(crate) use crate::hint::prefetch;
 use crate::remote_free::{Consumer, ReclaimCounter, RemoteFreeList};
-use crate::size_class::{class_align, class_bytes};
+use crate::size_class::class_bytes;
 use crate::span_list::Link;
 
 /// What a span holds.
@@ -92,6 +98,11 @@ pub struct SpanLocal {
     pub entry: u8,
 }
 
+/// [`SpanHeader::owner`] of a span no heap owns: not null, so that the free fast path may
+/// compare the owner with the caller's heap without first checking that the caller has one;
+/// an address no heap has (heaps are pages of their own, never at the first page).
+pub const NO_OWNER: *mut Heap = ptr::dangling_mut();
+
 /// [`SpanHeader::zero_from`] of a run whose memory may hold anything.
 pub const DIRTY: usize = usize::MAX;
 
@@ -109,10 +120,14 @@ pub struct SpanHeader {
     pub block_bytes: u32,
     /// Blocks that fit in a small span.
     pub block_count: u32,
-    /// Index of the span in the region (runs: of their first span).
+    /// Index of the span in the region (runs: of their first span); `u32::MAX` for a huge
+    /// mapping.
     pub index: u32,
-    /// Runs and huge blocks: offset of the object from the start of the run or mapping;
-    /// small spans: offset of the first block from the start of the span.
+    /// Where the span's (or run's, or huge mapping's) memory starts: its first block, or its
+    /// object when `object_offset` is 0.
+    pub base: usize,
+    /// Huge blocks: offset of the object from the start of the mapping (past the header);
+    /// 0 for span runs and small spans, whose memory is all blocks.
     pub object_offset: usize,
     /// Huge blocks: the mapping's start and length.
     pub mapping: (usize, usize),
@@ -120,10 +135,10 @@ pub struct SpanHeader {
     /// read zero (fresh from the region, or given back to the OS); [`DIRTY`] when nothing is
     /// known. A zeroed allocation of a run zeroes only what lies before it.
     pub zero_from: usize,
-    /// The heap that owns a small span; null when none does (published, discarded, cached
-    /// by nobody), and always null for span runs and huge mappings, so that a free may
-    /// compare it with its heap before reading `kind`. Compared, never dereferenced, by
-    /// non-owners.
+    /// The heap that owns a small span; [`NO_OWNER`] when none does (published, discarded,
+    /// cached by nobody), and always for span runs and huge mappings, so that a free may
+    /// compare it with its heap before reading `kind` — and with a null heap (a thread
+    /// without one) too, which no owner equals. Compared, never dereferenced, by non-owners.
     pub owner: AtomicPtr<Heap>,
     /// Link for the public span lists.
     pub link: Link,
@@ -147,80 +162,49 @@ pub struct RemoteSide {
 /// How many bytes of blocks one [`SpanHeader::carve`] makes ready: the rest of a page.
 pub const CARVE_BYTES: usize = 4096;
 
-/// Bytes reserved for the header at the start of a span.
+/// Bytes a huge mapping reserves for its header before the object.
 pub const HEADER_BYTES: usize = core::mem::size_of::<SpanHeader>().next_multiple_of(64);
 
-/// How many header positions spans take in turn (see the module documentation).
-pub const COLOURS: usize = 16;
-/// Distance between two header positions: the header's alignment (`CachePadded`).
-const COLOUR_STEP_BYTES: usize = 128;
-/// The largest offset of a header from its span's start.
-pub const MAX_COLOUR_BYTES: usize = (COLOURS - 1) * COLOUR_STEP_BYTES;
+/// Distance between two headers of the region's table: the header's size rounded up to a
+/// power of two, so that a span's index becomes its header's offset by one shift.
+pub const HEADER_STRIDE: usize = core::mem::size_of::<SpanHeader>().next_power_of_two();
+/// `log2(HEADER_STRIDE)`.
+pub const HEADER_STRIDE_SHIFT: u32 = HEADER_STRIDE.trailing_zeros();
+// A header is aligned for `CachePadded` wherever the table puts it.
+const _: () = assert!(HEADER_STRIDE.is_multiple_of(core::mem::align_of::<SpanHeader>()));
 
-/// The bits of an address that [`colour_bytes`] keeps, once shifted by [`colour_shift`].
-pub const COLOUR_MASK: usize = MAX_COLOUR_BYTES;
-const _: () = assert!(COLOURS.is_power_of_two() && COLOUR_STEP_BYTES.is_power_of_two());
-
-/// How far [`colour_bytes`] shifts a span's address: the span size's bits less the colour
-/// step's (spans are at least 16 KiB, so this never underflows).
+/// The bytes of header table a region of `region_bytes` reserves at its start for spans of
+/// `span_bytes`: a header for every span the whole region could hold, rounded up to a span
+/// so that the spans after it stay aligned.
 #[inline]
-pub const fn colour_shift(span_bytes: usize) -> u32 {
-    span_bytes.trailing_zeros() - COLOUR_STEP_BYTES.trailing_zeros()
+pub const fn table_bytes(region_bytes: usize, span_bytes: usize) -> usize {
+    (region_bytes / span_bytes * HEADER_STRIDE).next_multiple_of(span_bytes)
 }
 
-/// The header of the span holding `block`, from the span mask (`!(span_bytes - 1)`) and
-/// [`colour_shift`] computed once: what [`SpanHeader::of`] computes, for the fast paths.
-#[inline(always)]
-pub fn header_of_block(block: *mut u8, span_mask: usize, colour_shift: u32) -> *mut SpanHeader {
-    let base = (block as usize - 1) & span_mask;
-    (base + ((base >> colour_shift) & COLOUR_MASK)) as *mut SpanHeader
-}
-// A header of any colour stays in its span's first 4 KiB page (one fault, one TLB entry).
-const _: () = assert!(MAX_COLOUR_BYTES + HEADER_BYTES <= 4096);
-
-/// Offset of the header from the start of the span at `base` (aligned to `span_bytes`).
+/// The header of the huge mapping holding `block`: at the mapping's start, or, for an
+/// object aligned to a span or more, one span before the object (`block - 1`, masked, so
+/// that an object aligned to the span size finds it).
 #[inline]
-pub fn colour_bytes(base: usize, span_bytes: usize) -> usize {
-    // `((base / span_bytes) % COLOURS) * COLOUR_STEP_BYTES`: the span's index bits shifted
-    // straight into place, one shift and one mask.
-    (base >> colour_shift(span_bytes)) & COLOUR_MASK
+pub fn huge_header_of(block: *mut u8, span_bytes: usize) -> *mut SpanHeader {
+    ((block as usize - 1) & !(span_bytes - 1)) as *mut SpanHeader
 }
 
-/// The header of the span (or run, or huge mapping) that starts at `base`, aligned to
-/// `span_bytes`.
+/// How many blocks of `class` a span of `span_bytes` holds: the span is all blocks, the
+/// first at its start (aligned to the span size, so to every class's alignment), and the
+/// rest one after the other.
 #[inline]
-pub fn header_at(base: usize, span_bytes: usize) -> *mut SpanHeader {
-    (base + colour_bytes(base, span_bytes)) as *mut SpanHeader
-}
-
-/// The start of the span whose header is `header`.
-#[inline]
-pub fn span_base(header: *const SpanHeader, span_bytes: usize) -> usize {
-    header as usize & !(span_bytes - 1)
-}
-
-/// Where a span of `span_bytes` holding blocks of `class`, its header `colour` bytes in,
-/// puts its first block, and how many blocks it holds: `(offset of the first block, count)`.
-///
-/// The first block goes at the first multiple of the class's alignment after the header:
-/// every block is then aligned as the class promises (its size is a multiple of that
-/// alignment too), and the first blocks share the header's page, so a span with a few blocks
-/// out has one page resident, not two. A class whose blocks would fill the span exactly
-/// (with 64 KiB spans the powers of two from 4 KiB up) loses one block to the header: the
-/// 16 KiB class holds three blocks a span, not four, and the 8 KiB class seven; the 15 KiB
-/// class (`size_class::SPLIT_CLASS_BYTES`) holds four.
-pub const fn small_layout(class: usize, span_bytes: usize, colour: usize) -> (usize, usize) {
-    let first = (colour + HEADER_BYTES).next_multiple_of(class_align(class));
-    (first, (span_bytes - first) / class_bytes(class))
+pub const fn blocks_per_span(class: usize, span_bytes: usize) -> usize {
+    span_bytes / class_bytes(class)
 }
 
 impl SpanHeader {
-    /// Writes a fresh header for span `index` at `at`.
+    /// Writes a fresh header at `at` for span `index` (`u32::MAX` for a huge mapping) whose
+    /// memory starts at `base`.
     ///
     /// # Safety
     ///
-    /// `at` is the writable, exclusively owned start of a span, run or huge mapping.
-    pub unsafe fn init(at: *mut SpanHeader, index: u32) {
+    /// `at` is the writable, exclusively owned header of a span, run or huge mapping.
+    pub unsafe fn init(at: *mut SpanHeader, index: u32, base: usize) {
         // SAFETY: the caller gives us the memory.
         unsafe {
             at.write(SpanHeader {
@@ -230,10 +214,11 @@ impl SpanHeader {
                 block_bytes: 0,
                 block_count: 0,
                 index,
+                base,
                 object_offset: 0,
                 mapping: (0, 0),
                 zero_from: DIRTY,
-                owner: AtomicPtr::new(ptr::null_mut()),
+                owner: AtomicPtr::new(NO_OWNER),
                 link: Link::new(),
                 local: CachePadded::new(UnsafeCell::new(SpanLocal {
                     free: ptr::null_mut(),
@@ -251,12 +236,6 @@ impl SpanHeader {
                 }),
             })
         }
-    }
-
-    /// The header of the span holding `block`.
-    #[inline]
-    pub fn of(block: *mut u8, span_bytes: usize) -> *mut SpanHeader {
-        header_at((block as usize - 1) & !(span_bytes - 1), span_bytes)
     }
 
     /// Formats an unowned, empty span for blocks of `class`, owned by `owner`.
@@ -277,13 +256,8 @@ impl SpanHeader {
             (*span).run_class = 0;
             (*span).class = class as u16;
             (*span).block_bytes = block_bytes as u32;
-            let (first, count) = small_layout(
-                class,
-                span_bytes,
-                span as usize - span_base(span, span_bytes),
-            );
-            (*span).object_offset = first;
-            (*span).block_count = count as u32;
+            (*span).object_offset = 0;
+            (*span).block_count = blocks_per_span(class, span_bytes) as u32;
             (*span).zero_from = DIRTY;
             (*span).owner.store(owner, Ordering::Relaxed);
             let local = &mut *(*span).local.get();
@@ -307,7 +281,7 @@ impl SpanHeader {
     pub unsafe fn reset(span: *mut SpanHeader) {
         // SAFETY: exclusive ownership per the contract.
         unsafe {
-            (*span).owner.store(ptr::null_mut(), Ordering::Relaxed);
+            (*span).owner.store(NO_OWNER, Ordering::Relaxed);
             (*span).zero_from = DIRTY;
             (*span).remote_list().reset();
             (*span).reclaim().reset();
@@ -352,9 +326,9 @@ impl SpanHeader {
     ///
     /// # Safety
     ///
-    /// Owner only; `span_bytes` is the span size it was formatted with.
+    /// Owner only.
     #[inline]
-    pub unsafe fn take_local(&self, span_bytes: usize) -> *mut u8 {
+    pub unsafe fn take_local(&self) -> *mut u8 {
         // SAFETY: owner-only access per the contract.
         let local = unsafe { self.local() };
         let block = local.free;
@@ -372,7 +346,7 @@ impl SpanHeader {
             return ptr::null_mut();
         }
         // SAFETY: owner-only access per the contract.
-        unsafe { self.carve(span_bytes) }
+        unsafe { self.carve() }
     }
 
     /// Carves never-used blocks (forwards, after the blocks carved before): returns the
@@ -389,9 +363,9 @@ impl SpanHeader {
     ///
     /// # Safety
     ///
-    /// Owner only; `span_bytes` is the span size it was formatted with.
+    /// Owner only.
     #[inline]
-    pub unsafe fn carve(&self, span_bytes: usize) -> *mut u8 {
+    pub unsafe fn carve(&self) -> *mut u8 {
         // SAFETY: owner-only access per the contract.
         let local = unsafe { self.local() };
         let left = self.block_count - local.carved;
@@ -402,8 +376,7 @@ impl SpanHeader {
         // The uncarved blocks begin where the carved ones end. The batch ends with the page
         // `first` lies in (at least one block), so that carving, which writes a link into
         // every block of the batch, faults in no page before the program needs it.
-        let first =
-            span_base(self, span_bytes) + self.object_offset + local.carved as usize * bytes;
+        let first = self.base + local.carved as usize * bytes;
         let page_end = (first & !(CARVE_BYTES - 1)) + CARVE_BYTES;
         let batch = ((page_end - first) / bytes).clamp(1, left as usize);
         let mut next = local.free;
@@ -478,80 +451,67 @@ impl SpanHeader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::size_class::class_align;
 
     #[test]
-    fn every_block_of_a_span_finds_its_header_whatever_the_colour() {
-        let span_bytes = 64 << 10;
-        for i in 1..=(2 * COLOURS) {
-            let base = i * span_bytes;
-            let header = header_at(base, span_bytes);
-            assert_eq!(span_base(header, span_bytes), base);
-            assert_eq!(
-                header as usize % 128,
-                0,
-                "header not aligned for CachePadded"
-            );
-            let first_block = header as usize + HEADER_BYTES;
-            // A huge or span-aligned object starts one span later and finds the same header.
-            let aligned = base + span_bytes;
-            for block in [
-                first_block,
-                base + span_bytes / 2,
-                base + span_bytes - 16,
-                aligned,
-            ] {
-                assert_eq!(SpanHeader::of(block as *mut u8, span_bytes), header);
-                // The fast paths' form, from the mask and shift computed once.
-                let fast = header_of_block(
-                    block as *mut u8,
-                    !(span_bytes - 1),
-                    colour_shift(span_bytes),
-                );
-                assert_eq!(fast, header, "block {block:#x}");
-            }
+    fn the_header_table_is_a_small_share_of_the_region() {
+        // 384 bytes of header, 512 in the table: under 1% of a 64 KiB span.
+        const { assert!(core::mem::size_of::<SpanHeader>() <= HEADER_STRIDE) };
+        const { assert!(HEADER_STRIDE * 100 < (64 << 10)) };
+        assert_eq!(1 << HEADER_STRIDE_SHIFT, HEADER_STRIDE);
+        for span_bytes in [16 << 10, 64 << 10, 4 << 20] {
+            let region = 1 << 30;
+            let table = table_bytes(region, span_bytes);
+            assert_eq!(table % span_bytes, 0, "spans after the table stay aligned");
+            assert!(table >= region / span_bytes * HEADER_STRIDE);
+            assert!(table <= region / 32, "{span_bytes}: {table} of {region}");
         }
     }
 
-    /// Blocks a 64 KiB span holds for the classes of 4-16 KiB, at its worst colour and its
-    /// best: the header takes a block's place in the classes that would fill the span, and
-    /// four 15 KiB blocks fit beside it where three of 16 KiB do.
+    /// A span is all blocks: the classes that fill it exactly lose none to a header.
     #[test]
-    fn the_header_takes_a_blocks_place_in_spans_of_large_aligned_classes() {
+    fn a_span_holds_as_many_blocks_as_fit_in_it() {
         let span_bytes = 64 << 10;
-        let blocks = |kib: usize| {
-            let class = crate::size_class::class_of(kib << 10);
-            assert_eq!(class_bytes(class), kib << 10);
-            let counts: Vec<usize> = (0..COLOURS)
-                .map(|c| small_layout(class, span_bytes, c * COLOUR_STEP_BYTES).1)
-                .collect();
-            (*counts.iter().min().unwrap(), *counts.iter().max().unwrap())
+        let blocks = |bytes: usize| {
+            let class = crate::size_class::class_of(bytes);
+            assert_eq!(class_bytes(class), bytes);
+            blocks_per_span(class, span_bytes)
         };
-        assert_eq!(blocks(4), (15, 15));
-        assert_eq!(blocks(8), (7, 7));
-        assert_eq!(blocks(10), (6, 6));
-        assert_eq!(blocks(12), (5, 5));
-        assert_eq!(blocks(14), (4, 4));
-        assert_eq!(blocks(15), (4, 4));
-        assert_eq!(blocks(16), (3, 3));
-        // Every layout keeps its blocks aligned as the class promises, inside the span.
+        assert_eq!(blocks(16), 4096);
+        assert_eq!(blocks(4 << 10), 16);
+        assert_eq!(blocks(8 << 10), 8);
+        assert_eq!(blocks(10 << 10), 6);
+        assert_eq!(blocks(12 << 10), 5);
+        assert_eq!(blocks(16 << 10), 4);
         for class in 0..crate::size_class::class_count(span_bytes) {
-            for c in 0..COLOURS {
-                let colour = c * COLOUR_STEP_BYTES;
-                let (first, count) = small_layout(class, span_bytes, colour);
-                assert!(first >= colour + HEADER_BYTES);
-                assert_eq!(first % class_align(class), 0);
-                assert!(count >= 1 && first + count * class_bytes(class) <= span_bytes);
-            }
+            let count = blocks_per_span(class, span_bytes);
+            assert!(count >= 1 && count * class_bytes(class) <= span_bytes);
+            assert!((count + 1) * class_bytes(class) > span_bytes);
+            // The span's start is aligned to the span size: every block is aligned as its
+            // class promises.
+            assert_eq!(class_bytes(class) % class_align(class), 0);
         }
     }
 
     #[test]
-    fn consecutive_spans_put_their_headers_in_different_cache_sets() {
+    fn a_huge_object_finds_the_header_before_it() {
         let span_bytes = 64 << 10;
-        let l1_set = |addr: usize| (addr / 64) % 64;
-        let sets: std::collections::HashSet<usize> = (0..COLOURS)
-            .map(|i| l1_set(header_at(i * span_bytes, span_bytes) as usize))
-            .collect();
-        assert_eq!(sets.len(), COLOURS);
+        let base = 7 * span_bytes;
+        // Aligned below a span: the header at the mapping's start, the object after it.
+        for align in [16, 64, 4096] {
+            let object = base + HEADER_BYTES.next_multiple_of(align);
+            assert_eq!(
+                huge_header_of(object as *mut u8, span_bytes) as usize,
+                base,
+                "align {align}"
+            );
+        }
+        // Aligned to a span or more: one span before the object, inside the mapping.
+        for align in [span_bytes, 4 * span_bytes] {
+            let object = base + align;
+            let header = huge_header_of(object as *mut u8, span_bytes) as usize;
+            assert_eq!(header, object - span_bytes);
+            assert!(header >= base && header + HEADER_BYTES <= object);
+        }
     }
 }

@@ -154,8 +154,9 @@ fn the_aligned_fast_path_serves_the_general_paths_class() {
     assert_eq!(heap.stats().live_bytes, Some(0));
 }
 
-/// A span's first blocks share the page of its header, so a size class a program uses for a
-/// few small blocks keeps one page of its span resident, not the header's and the block's.
+/// A span is carved from its start a page at a time, and its header is in the region's
+/// table, so a size class a program uses for a few small blocks keeps one page of its span
+/// resident.
 #[test]
 fn a_span_with_one_small_block_out_has_one_page_resident() {
     let heap = WfSpan::new();
@@ -167,7 +168,7 @@ fn a_span_with_one_small_block_out_has_one_page_resident() {
         blocks.push((block, size));
     }
     for &(block, size) in &blocks {
-        let base = (block.as_ptr() as usize - 1) & !(span_bytes - 1);
+        let base = block.as_ptr() as usize & !(span_bytes - 1);
         let pages = resident_pages(base, span_bytes)
             .iter()
             .filter(|&&r| r)
@@ -286,13 +287,12 @@ fn counters_agree_with_checked_through_live_small_blocks_and_in_place_reallocati
 }
 
 /// The block sizes of the default span size's classes: 16-byte steps to 128, then four a
-/// power of two and the 15 KiB class, to a quarter of the span.
+/// power of two, to a quarter of the span.
 fn class_sizes() -> Vec<usize> {
     let mut sizes: Vec<usize> = (1..=8).map(|i| 16 * i).collect();
     for k in 7..14 {
         sizes.extend((1..=4).map(|j| (1 << k) + j * (1 << (k - 2))));
     }
-    sizes.insert(sizes.len() - 1, 15 << 10);
     assert_eq!(sizes.last(), Some(&(Config::DEFAULT.span_bytes / 4)));
     sizes
 }
@@ -910,9 +910,9 @@ fn a_zeroed_block_of_a_fresh_run_leaves_its_pages_untouched() {
     let l = layout(1 << 20, 16);
     let p = heap.allocate_zeroed(l).unwrap();
     let start = p.as_ptr() as usize;
-    // Whole pages of the block, past the page it shares with the run's header.
-    let first = start.next_multiple_of(4096);
-    let pages = resident_pages(first, (start + l.size() - first) & !4095);
+    // The object starts its run (the header is in the region's table): every page of it.
+    assert_eq!(start % heap.config().span_bytes, 0);
+    let pages = resident_pages(start, l.size());
     let touched = pages.iter().filter(|&&r| r).count();
     assert_eq!(touched, 0, "{touched} of {} pages written", pages.len());
     // SAFETY: a live block of `l` bytes.
@@ -923,8 +923,8 @@ fn a_zeroed_block_of_a_fresh_run_leaves_its_pages_untouched() {
 }
 
 /// The span region is handed out to its last span and no further: a 1 GiB region of 4 MiB
-/// spans serves 256 one-span runs, or 128 two-span runs, then reports the allocator out of
-/// memory (not a block past the region).
+/// spans, the first of them the header table's, serves 255 one-span runs, or 127 two-span
+/// runs, then reports the allocator out of memory (not a block past the region).
 #[test]
 fn the_span_region_is_used_to_its_end_and_then_reports_out_of_memory() {
     let config = Config {
@@ -932,7 +932,8 @@ fn the_span_region_is_used_to_its_end_and_then_reports_out_of_memory() {
         region_bytes: 1 << 30,
         ..Config::DEFAULT
     };
-    for (size, runs) in [(2usize << 20, 256), (6 << 20, 128)] {
+    assert_eq!(config.header_table_bytes(), config.span_bytes);
+    for (size, runs) in [(2usize << 20, 255), (6 << 20, 127)] {
         let heap = WfSpan::with_config(config);
         let l = layout(size, 16);
         let mut served = Vec::new();
@@ -952,18 +953,18 @@ fn the_span_region_is_used_to_its_end_and_then_reports_out_of_memory() {
             "{size} B: {error}"
         );
         let lowest = served.iter().min().unwrap() & !(config.span_bytes - 1);
+        let spans_bytes = config.region_bytes - config.header_table_bytes();
         assert!(
-            served
-                .iter()
-                .all(|&p| p + size <= lowest + config.region_bytes),
+            served.iter().all(|&p| p + size <= lowest + spans_bytes),
             "{size} B: a block past the region"
         );
     }
 }
 
 /// With `purge_published`, a heap that keeps publishing free span runs beyond its private
-/// cache without taking any back gives their pages back (all but the header's) past
-/// `PURGE_AFTER_SPANS`, and they are handed out again zeroed where asked.
+/// cache without taking any back gives their pages back (every page: the header is in the
+/// region's table) past `PURGE_AFTER_SPANS`, and they are handed out again zeroed where
+/// asked.
 #[test]
 fn published_runs_give_their_pages_back_and_come_back_zeroed() {
     let heap = WfSpan::with_config(Config {
@@ -988,13 +989,8 @@ fn published_runs_give_their_pages_back_and_come_back_zeroed() {
     assert!(heap.purged_bytes() > 0, "nothing given back");
     let purged: Vec<_> = runs
         .iter()
-        .map(|p| (p.as_ptr() as usize - 1) & !(span_bytes - 1))
-        .filter(|&base| {
-            resident_pages(base, 2 * span_bytes)
-                .iter()
-                .skip(1)
-                .all(|r| !r)
-        })
+        .map(|p| p.as_ptr() as usize & !(span_bytes - 1))
+        .filter(|&base| resident_pages(base, 2 * span_bytes).iter().all(|r| !r))
         .collect();
     assert!(
         purged.len() >= 4 && purged.len() <= runs.len() - cached - published_resident,
@@ -1119,10 +1115,12 @@ fn dropping_an_instance_unmaps_its_region_and_its_cached_mappings() {
             heap.deallocate(run, layout(100 << 10, 16));
             heap.deallocate(huge, layout(4 << 20, 16));
         }
-        // The first span run starts the region.
-        let region = (run.as_ptr() as usize - 1) & !(config.span_bytes - 1);
+        // The first span run starts the spans, after the header table.
+        let region =
+            (run.as_ptr() as usize & !(config.span_bytes - 1)) - config.header_table_bytes();
         let pages = [
             region,
+            region + config.header_table_bytes(),
             region + config.region_bytes - 4096,
             huge.as_ptr() as usize & !4095,
         ];
@@ -1168,6 +1166,46 @@ fn huge_blocks_need_no_span_region() {
         unsafe { heap.deallocate(p, huge) };
         assert_eq!(heap.stats().live_bytes, Some(0));
     });
+}
+
+/// The C ABI's free, from a thread that never allocated (no heap, no chain: its head is
+/// null): the fast path compares the null head with the span's owner, which is never null,
+/// and pushes small blocks as remote frees; a span run's object and a huge block go down
+/// the general path. Every free is counted.
+#[test]
+fn a_thread_without_a_heap_frees_through_the_c_fast_path() {
+    let heap = WfSpan::new();
+    let sizes = [16, 48, 1000, 16 << 10, 100 << 10, 4 << 20];
+    let blocks: Vec<(usize, usize)> = sizes
+        .iter()
+        .map(|&size| {
+            let p = heap.allocate(layout(size, 16)).unwrap();
+            fill(p, size, 3);
+            (p.as_ptr() as usize, size)
+        })
+        .collect();
+    let fast = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut fast = Vec::new();
+            for &(p, _) in &blocks {
+                let block = NonNull::new(p as *mut u8).unwrap();
+                // SAFETY: live blocks of `heap`, each freed once, here.
+                let freed = unsafe { heap.try_deallocate_fast(block) };
+                if !freed {
+                    // SAFETY: as above: the fast path changed nothing.
+                    unsafe { heap.deallocate_unsized(block) };
+                }
+                fast.push(freed);
+            }
+            fast
+        })
+        .join()
+        .unwrap()
+    });
+    assert_eq!(fast, [true, true, true, true, false, false]);
+    let stats = heap.stats();
+    assert_eq!(stats.deallocations, Some(sizes.len() as u64));
+    assert_eq!(stats.live_bytes, Some(0));
 }
 
 /// The C ABI's free compares the block's span owner with the head of the thread's chain of

@@ -37,6 +37,13 @@ impl Config {
         purge_published: false,
     };
 
+    /// The bytes at the start of a region of `region_bytes` that hold the span headers
+    /// (a table of one header a span, rounded up to a span): the spans follow it. Address
+    /// space, touched as far as spans are used: 512 bytes a span.
+    pub const fn header_table_bytes(&self) -> usize {
+        crate::span::table_bytes(self.region_bytes, self.span_bytes)
+    }
+
     /// Checks the configuration; the message says what is wrong.
     ///
     /// # Errors

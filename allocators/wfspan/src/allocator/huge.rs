@@ -8,7 +8,7 @@ use alloclab_core::sync::atomic::Ordering;
 
 use super::WfSpan;
 use crate::os;
-use crate::span::{HEADER_BYTES, Kind, MAX_COLOUR_BYTES, SpanHeader, colour_bytes, header_at};
+use crate::span::{HEADER_BYTES, Kind, SpanHeader, huge_header_of};
 
 /// How many freed huge mappings (blocks too big for a span run, 2 MiB and up with the
 /// default spans) wfspan keeps for reuse instead of unmapping them (the smallest that fits
@@ -22,16 +22,21 @@ pub const HUGE_CACHE_SLOTS: usize = 8;
 /// touched), so this bounds the memory the cache can keep from the OS.
 pub const HUGE_CACHE_BYTES: usize = 64 << 20;
 
-/// The bytes to map for a huge block of `size` aligned to `align`: room for the header at
-/// any colour (the actual offset follows the mapping's colour), whole pages. `None` when
-/// that overflows or exceeds half the address space.
-fn huge_mapping_bytes(size: usize, align: usize, span_bytes: usize) -> Option<usize> {
-    let offset_bound = if align >= span_bytes {
+/// Where a huge block aligned to `align` starts in its mapping: past the header at the
+/// mapping's start, or, aligned to a span or more, at `align` (the header one span before it,
+/// [`huge_header_of`]).
+fn huge_object_offset(align: usize, span_bytes: usize) -> usize {
+    if align >= span_bytes {
         align
     } else {
-        (MAX_COLOUR_BYTES + HEADER_BYTES).next_multiple_of(align)
-    };
-    offset_bound
+        HEADER_BYTES.next_multiple_of(align)
+    }
+}
+
+/// The bytes to map for a huge block of `size` aligned to `align`: its header and the
+/// object, whole pages. `None` when that overflows or exceeds half the address space.
+fn huge_mapping_bytes(size: usize, align: usize, span_bytes: usize) -> Option<usize> {
+    huge_object_offset(align, span_bytes)
         .checked_add(size)
         .and_then(|t| t.checked_next_multiple_of(os::page_bytes()))
         .filter(|&t| t <= isize::MAX as usize / 2)
@@ -68,17 +73,13 @@ impl WfSpan {
                 (base.as_ptr() as usize, len)
             }
         };
-        let offset = if align >= span_bytes {
-            align
-        } else {
-            (colour_bytes(base, span_bytes) + HEADER_BYTES).next_multiple_of(align)
-        };
+        let offset = huge_object_offset(align, span_bytes);
         let object = base + offset;
-        let header = SpanHeader::of(object as *mut u8, span_bytes);
+        let header = huge_header_of(object as *mut u8, span_bytes);
         // SAFETY: the header lies inside our mapping (fresh, or taken from the cache and so
         // ours alone), before the object.
         unsafe {
-            SpanHeader::init(header, u32::MAX);
+            SpanHeader::init(header, u32::MAX, base);
             (*header).kind = Kind::Huge;
             (*header).object_offset = offset;
             (*header).mapping = (base, len);
@@ -130,10 +131,9 @@ impl WfSpan {
             return None;
         }
         let base = word & !(span_bytes - 1);
-        // SAFETY: the mapping is ours alone since the exchange; its header (at its base's
-        // colour, as for any huge block aligned below a span) was written by the free that
-        // cached it.
-        let len = unsafe { (*header_at(base, span_bytes)).mapping.1 };
+        // SAFETY: the mapping is ours alone since the exchange; its header (at its start, as
+        // for any huge block aligned below a span) was written by the free that cached it.
+        let len = unsafe { (*(base as *mut SpanHeader)).mapping.1 };
         self.huge_cached_bytes.fetch_sub(len, Ordering::Relaxed);
         if len >= need {
             if len > 2 * need {
@@ -203,7 +203,7 @@ mod tests {
     /// The mapping `(base, len)` of huge block `block`.
     fn mapping(heap: &WfSpan, block: NonNull<u8>) -> (usize, usize) {
         // SAFETY: a live huge block: its header is initialised.
-        unsafe { (*SpanHeader::of(block.as_ptr(), heap.config.span_bytes)).mapping }
+        unsafe { (*heap.header_of(block.as_ptr())).mapping }
     }
 
     /// The bases of the mappings in the cache, slot by slot (0: empty).
@@ -220,30 +220,27 @@ mod tests {
         unsafe { heap.deallocate(block, layout(size)) };
     }
 
-    /// The mapping of a huge block has room for its header at every colour a mapping's
-    /// base can have, at every alignment below a span, for sizes at every position in a
-    /// page (so that rounding up to whole pages never hides a shortfall); sizes past half
-    /// the address space have none.
+    /// The mapping of a huge block has room for its header and the object at every
+    /// alignment, for sizes at every position in a page (so that rounding up to whole pages
+    /// never hides a shortfall); sizes past half the address space have none.
     #[test]
-    fn a_huge_mapping_holds_the_header_at_any_colour() {
+    fn a_huge_mapping_holds_the_header_and_the_object() {
         let span = Config::DEFAULT.span_bytes;
         let in_page = (0..os::page_bytes()).step_by(16).map(|d| 4 * MIB - d);
         for size in [2 * MIB + 1, 3 * MIB, 16 * MIB + 4095]
             .into_iter()
             .chain(in_page)
         {
-            for align in [16, 64, 4096, span / 2] {
+            for align in [16, 64, 4096, span / 2, span, 4 * span] {
                 let total = huge_mapping_bytes(size, align, span).unwrap();
                 assert_eq!(total % os::page_bytes(), 0);
-                let mut colour = 0;
-                while colour <= MAX_COLOUR_BYTES {
-                    let offset = (colour + HEADER_BYTES).next_multiple_of(align);
-                    assert!(
-                        offset + size <= total,
-                        "{size} B aligned {align} at colour {colour}: {total} B mapped"
-                    );
-                    colour += 64;
-                }
+                let offset = huge_object_offset(align, span);
+                assert_eq!(offset % align, 0);
+                assert!(offset >= HEADER_BYTES);
+                assert!(
+                    offset + size <= total,
+                    "{size} B aligned {align}: {total} B mapped"
+                );
             }
         }
         let half = isize::MAX as usize / 2;

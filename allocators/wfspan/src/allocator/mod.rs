@@ -8,16 +8,12 @@ use alloclab_core::{
     AllocError, AllocErrorKind, Allocator, HostAllocator, MallocHeap, Stats, resized_layout,
 };
 
-use crate::heap::{
-    Heap, RUN_CLASSES, RUN_SPANS, run_class_of_spans, run_object_offset_bound, run_room,
-    run_usable_bytes,
-};
+use crate::heap::{Heap, RUN_CLASSES, RUN_SPANS, run_class_of_spans, run_room, run_usable_bytes};
 use crate::os;
 use crate::remote_free::{Counted, Node};
 use crate::size_class::{class_count, class_for, small_class, table_class, table_limit};
 use crate::span::{
-    HEADER_BYTES, Kind, MAX_COLOUR_BYTES, SpanHeader, colour_shift, header_at, header_of_block,
-    span_base,
+    HEADER_STRIDE, HEADER_STRIDE_SHIFT, Kind, SpanHeader, huge_header_of, table_bytes,
 };
 use crate::span_list::{Link, SpanList};
 use crate::thread;
@@ -85,14 +81,20 @@ pub struct WfSpan {
     /// The largest size [`table_class`] classes among this allocator's classes: 16 KiB, or
     /// the largest class of smaller spans.
     table_limit: usize,
-    /// `!(span_bytes - 1)` and [`colour_shift`]`(span_bytes)`, for [`header_of_block`] on
-    /// the free fast path.
-    span_mask: usize,
-    colour_shift: u32,
+    /// `log2(span_bytes)`, for [`header_of`](Self::header_of).
+    span_shift: u32,
     state: AtomicU8,
     id: AtomicU64,
+    /// The reserved region: the header table ([`span::table_bytes`](crate::span::table_bytes)
+    /// of it), then the spans.
     region_base: AtomicUsize,
     region_end: AtomicUsize,
+    /// Where the spans start (after the header table) and how many bytes of them the region
+    /// holds: a block is a span's when `block - spans_base < spans_len`. Zero before the
+    /// region is reserved, so that no block is.
+    spans_base: AtomicUsize,
+    spans_len: AtomicUsize,
+    /// The next span never handed out (bump allocation).
     region_next: AtomicUsize,
     /// Registry of every heap, newest first.
     pub(crate) heaps: AtomicPtr<Heap>,
@@ -197,12 +199,13 @@ impl WfSpan {
             config,
             max_class: class_count(config.span_bytes) - 1,
             table_limit: table_limit(class_count(config.span_bytes) - 1),
-            span_mask: !(config.span_bytes - 1),
-            colour_shift: colour_shift(config.span_bytes),
+            span_shift: config.span_bytes.trailing_zeros(),
             state: AtomicU8::new(UNINIT),
             id: AtomicU64::new(0),
             region_base: AtomicUsize::new(0),
             region_end: AtomicUsize::new(0),
+            spans_base: AtomicUsize::new(0),
+            spans_len: AtomicUsize::new(0),
             region_next: AtomicUsize::new(0),
             heaps: AtomicPtr::new(ptr::null_mut()),
             heap_count: AtomicUsize::new(0),
@@ -264,9 +267,14 @@ impl WfSpan {
             return Err(AllocErrorKind::OutOfMemory);
         };
         let base = base.as_ptr() as usize;
+        // The header table first (a header for every span the whole reservation could hold,
+        // a few more than follow it), then the spans, still aligned.
+        let table = table_bytes(len, self.config.span_bytes);
         self.region_base.store(base, Ordering::Relaxed);
         self.region_end.store(base + len, Ordering::Relaxed);
-        self.region_next.store(base, Ordering::Relaxed);
+        self.spans_base.store(base + table, Ordering::Relaxed);
+        self.spans_len.store(len - table, Ordering::Relaxed);
+        self.region_next.store(base + table, Ordering::Relaxed);
         self.id.store(
             NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
             Ordering::Relaxed,
@@ -361,40 +369,37 @@ impl WfSpan {
         if at + bytes > self.region_end.load(Ordering::Relaxed) {
             return ptr::null_mut();
         }
-        let base = self.region_base.load(Ordering::Relaxed);
-        let span = header_at(at, self.config.span_bytes);
-        // SAFETY: the range `at..at + bytes` was just handed to us alone by the bump; it
-        // was never touched, so past the header it reads zero.
+        let index = ((at - self.spans_base.load(Ordering::Relaxed)) >> self.span_shift) as u32;
+        let span = self.span_at(index);
+        // SAFETY: the span `index` and the range `at..at + bytes` were just handed to us
+        // alone by the bump; the range was never touched, so it reads zero.
         unsafe {
-            SpanHeader::init(span, ((at - base) / self.config.span_bytes) as u32);
-            (*span).zero_from = span as usize + HEADER_BYTES - at;
+            SpanHeader::init(span, index, at);
+            (*span).zero_from = 0;
         }
         span
     }
 
-    /// Gives the pages of a free span run of class `run` back to the OS, all but the first
-    /// (its header's, which lists and caches link through): the run stays where it is and
-    /// reads zero past its first page. Nothing to do for a run that reads zero there
-    /// already (fresh, or given back before). A system call: see [`Config::purge_published`].
-    /// Returns the bytes given back.
+    /// Gives the pages of a free span run of class `run` back to the OS (its header is in
+    /// the table, which lists and caches link through): the run stays where it is and reads
+    /// zero. Nothing to do for a run that reads zero already (fresh, or given back before).
+    /// A system call: see [`Config::purge_published`]. Returns the bytes given back.
     ///
     /// # Safety
     ///
     /// The caller holds `span`, a free span run of class `run` of this allocator with no
     /// live block, exclusively.
     pub(crate) unsafe fn purge_run(&self, span: *mut SpanHeader, run: usize) -> u64 {
-        let keep = os::page_bytes().max(MAX_COLOUR_BYTES + HEADER_BYTES);
         let len = self.config.span_bytes * RUN_SPANS[run];
-        // SAFETY: per the contract the run is ours alone and holds nothing but its header,
-        // which lies in the first `keep` bytes.
+        // SAFETY: per the contract the run is ours alone and holds no live block.
         unsafe {
-            if (*span).zero_from <= keep || len <= keep {
+            if (*span).zero_from == 0 {
                 return 0;
             }
-            os::discard(span_base(span, self.config.span_bytes) + keep, len - keep);
-            (*span).zero_from = keep;
+            os::discard((*span).base, len);
+            (*span).zero_from = 0;
         }
-        let given = (len - keep) as u64;
+        let given = len as u64;
         self.purged_bytes.fetch_add(given, Ordering::Relaxed);
         given
     }
@@ -424,8 +429,8 @@ impl WfSpan {
             }
             let base = word & !(self.config.span_bytes - 1);
             // SAFETY: the mapping is ours alone since the swap; the free that cached it
-            // wrote its length in its header.
-            let len = unsafe { (*header_at(base, self.config.span_bytes)).mapping.1 };
+            // wrote its length in its header, at its start.
+            let len = unsafe { (*(base as *mut SpanHeader)).mapping.1 };
             self.huge_cached_bytes.fetch_sub(len, Ordering::Relaxed);
             self.unmap_huge(base, len);
             given += len as u64;
@@ -433,13 +438,37 @@ impl WfSpan {
         given
     }
 
-    /// The header of span `index` of the region.
+    /// The header of span `index` of the region: its entry of the header table.
     #[inline]
     pub(crate) fn span_at(&self, index: u32) -> *mut SpanHeader {
-        header_at(
-            self.region_base.load(Ordering::Relaxed) + index as usize * self.config.span_bytes,
-            self.config.span_bytes,
+        (self.region_base.load(Ordering::Relaxed) + ((index as usize) << HEADER_STRIDE_SHIFT))
+            as *mut SpanHeader
+    }
+
+    /// The header of the span (or span run) holding `block` if it lies in the region's spans,
+    /// else `None` (a huge block). A subtract, a compare, two shifts and an add: the free
+    /// fast path's form.
+    #[inline(always)]
+    fn region_header_of(&self, block: *mut u8) -> Option<*mut SpanHeader> {
+        let offset = (block as usize).wrapping_sub(self.spans_base.load(Ordering::Relaxed));
+        if offset >= self.spans_len.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some(
+            (self.region_base.load(Ordering::Relaxed)
+                + ((offset >> self.span_shift) << HEADER_STRIDE_SHIFT))
+                as *mut SpanHeader,
         )
+    }
+
+    /// The header of any live block of this allocator: its span's entry of the table, or
+    /// the header in its huge mapping.
+    #[inline]
+    pub(crate) fn header_of(&self, block: *mut u8) -> *mut SpanHeader {
+        match self.region_header_of(block) {
+            Some(span) => span,
+            None => huge_header_of(block, self.config.span_bytes),
+        }
     }
 
     /// The public-list link of span `index`.
@@ -515,8 +544,7 @@ impl WfSpan {
         }
         if let Some(run) = self.run_class_for(size, align) {
             let heap = self.heap()?;
-            // SAFETY: our own heap; the object fits the run and starts in its first span,
-            // whatever the run's colour.
+            // SAFETY: our own heap; the object fits the run, at its start.
             let block = unsafe { heap.alloc_run(self, run, align, size, zeroed) };
             return NonNull::new(block).ok_or(AllocErrorKind::OutOfMemory);
         }
@@ -524,15 +552,13 @@ impl WfSpan {
     }
 
     /// The run class ([`RUN_SPANS`]) of an object of `size` bytes aligned to `align` that
-    /// no size class serves, or `None` if it needs a huge mapping. Sized for the largest
-    /// header colour, so that the object fits in a run of any colour.
+    /// no size class serves, or `None` if it needs a huge mapping. The object starts its
+    /// run, which is aligned to the span size: alignments below that are free.
     fn run_class_for(&self, size: usize, align: usize) -> Option<usize> {
-        let offset = run_object_offset_bound(align);
-        if offset >= self.config.span_bytes {
+        if align >= self.config.span_bytes {
             return None;
         }
-        let need = offset.checked_add(size)?;
-        run_class_of_spans(need.div_ceil(self.config.span_bytes))
+        run_class_of_spans(size.div_ceil(self.config.span_bytes))
     }
 
     /// Frees a block of this allocator allocated with `layout`. The layout only picks the
@@ -572,18 +598,19 @@ impl WfSpan {
         // of this instance is owned by a heap of this instance or by none, so an owner equal
         // to the head is the caller's heap of this instance, found without comparing
         // instances (a thread bound to other instances since looks the long way, below).
+        // Null for a thread without a heap: no span's owner is null (`NO_OWNER`), so the
+        // compare below sends it on with no test of its own.
         let me = thread::head();
-        if me.is_null() {
+        let Some(span) = self.region_header_of(block.as_ptr()) else {
             return false;
-        }
-        let span = header_of_block(block.as_ptr(), self.span_mask, self.colour_shift);
-        debug_assert_eq!(span, SpanHeader::of(block.as_ptr(), self.config.span_bytes));
+        };
         // SAFETY: `block` is live, so its header is initialised; a small span's owner is
         // compared, not dereferenced, and equals our heap only if we own the span.
         unsafe {
-            // Only small spans have an owner (span runs and huge mappings keep a null one),
+            // Only small spans have an owner (span runs and huge mappings keep `NO_OWNER`),
             // so our own heap there means a small span of ours, kind unread.
             if (*span).owner.load(Ordering::Relaxed) == me {
+                debug_assert!(!me.is_null());
                 debug_assert!((*span).kind == Kind::Small);
                 debug_assert_eq!(me, self.heap_if_any());
                 return (*me).push_active(span, block.as_ptr());
@@ -616,7 +643,7 @@ impl WfSpan {
     /// `block` is a live block of `self`; `me` is `self.heap_if_any()`.
     #[inline]
     unsafe fn free_block_of(&self, block: *mut u8, me: *mut Heap) {
-        let span = SpanHeader::of(block, self.config.span_bytes);
+        let span = self.header_of(block);
         // SAFETY: `block` is live, so its header is initialised; a small span's owner is
         // compared, not dereferenced, and equals our heap only if we own the span.
         unsafe {
@@ -740,7 +767,7 @@ impl WfSpan {
     ///
     /// `ptr` is a live block of `self`, which the caller may resize.
     unsafe fn resized_in_place(&self, ptr: NonNull<u8>, size: usize) {
-        let span = SpanHeader::of(ptr.as_ptr(), self.config.span_bytes);
+        let span = self.header_of(ptr.as_ptr());
         // SAFETY: the block is live, so its header is initialised; a run's object is the
         // only block of its run, and the caller's to resize.
         unsafe {
@@ -758,7 +785,7 @@ impl WfSpan {
     /// `block` is a live block of `self`.
     #[inline]
     unsafe fn block_usable_size(&self, block: NonNull<u8>) -> usize {
-        let span = SpanHeader::of(block.as_ptr(), self.config.span_bytes);
+        let span = self.header_of(block.as_ptr());
         // SAFETY: the block is live, so its header is initialised.
         unsafe {
             match (*span).kind {
@@ -776,7 +803,7 @@ impl WfSpan {
     ///
     /// `block` is a live block of `self`.
     unsafe fn fits_in_place(&self, block: NonNull<u8>, new_layout: Layout) -> bool {
-        let span = SpanHeader::of(block.as_ptr(), self.config.span_bytes);
+        let span = self.header_of(block.as_ptr());
         let size = new_layout.size();
         // SAFETY: the block is live, so its header is initialised.
         unsafe {
@@ -806,8 +833,9 @@ impl WfSpan {
             let word = core::mem::take(self.huge_cache[i].get_mut());
             if word != 0 {
                 let base = word & !(span_bytes - 1);
-                // SAFETY: a cached mapping is unused; its header holds its length.
-                let len = unsafe { (*header_at(base, span_bytes)).mapping.1 };
+                // SAFETY: a cached mapping is unused; its header, at its start, holds its
+                // length.
+                let len = unsafe { (*(base as *mut SpanHeader)).mapping.1 };
                 self.unmap_huge(base, len);
             }
         }
@@ -863,7 +891,7 @@ impl Allocator for WfSpan {
     }
 
     /// Live bytes count whole blocks (rounded up to the size class); footprint is the
-    /// region used so far plus huge mappings plus heap records. Step maxima are over every
+    /// spans handed out so far and their headers, plus huge mappings, plus heap records. Step maxima are over every
     /// heap.
     fn stats(&self) -> Stats {
         let mut stats = Stats::default();
@@ -891,12 +919,13 @@ impl Allocator for WfSpan {
         let live = net_bytes
             .wrapping_sub(self.heapless_bytes.load(Ordering::Relaxed))
             .wrapping_add(self.huge_live_bytes.load(Ordering::Relaxed));
-        let base = self.region_base.load(Ordering::Relaxed);
-        let region = self
+        // The spans handed out so far, and their entries of the header table.
+        let spans = self
             .region_next
             .load(Ordering::Relaxed)
             .min(self.region_end.load(Ordering::Relaxed))
-            .saturating_sub(base) as u64;
+            .saturating_sub(self.spans_base.load(Ordering::Relaxed));
+        let region = (spans + (spans >> self.span_shift) * HEADER_STRIDE) as u64;
         let meta = self.metadata_bytes.load(Ordering::Relaxed);
         stats.allocations = Some(allocs);
         stats.deallocations = Some(frees);
@@ -1011,7 +1040,7 @@ unsafe impl MallocHeap for WfSpan {
     /// follows its size, see [`RUN_USABLE_STEP`](crate::heap::RUN_USABLE_STEP)); a block of
     /// a size class or a huge mapping does not grow.
     unsafe fn grow_in_place(&self, ptr: NonNull<u8>, size: usize) -> bool {
-        let span = SpanHeader::of(ptr.as_ptr(), self.config.span_bytes);
+        let span = self.header_of(ptr.as_ptr());
         // SAFETY: per the trait contract `ptr` is live (its header initialised) and the
         // caller's to resize.
         unsafe {
