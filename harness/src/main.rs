@@ -104,7 +104,9 @@ struct Common {
     /// Runs per measurement, each in a fresh process [default: 5; the storage suite 3, its
     /// heaps interleaved in one process per run; the training suite 1, it is deterministic; the
     /// programs suite 5, the default too: a whole program takes well under a second, and a
-    /// slow spell of a shared machine can cover a run of one heap and not of the other; the
+    /// slow spell of a shared machine can cover a run of one heap and not of the other, and
+    /// its C benchmarks 9, which take tens of milliseconds, where a pause of the machine
+    /// moves a run by tens of percent; the
     /// realtime suite 3, each run holds millions of timed calls, and its progress workload
     /// 1, a run holds the 200 freezes its check is stated for; the security, pmem, gpu and
     /// training-replay suites 3, their figures move little from run to run].
@@ -401,43 +403,18 @@ fn resolve_allocators(names: &[String]) -> Result<Vec<&'static AllocatorInfo>, S
     Ok(out)
 }
 
-/// Runs per measurement when `--runs` is not given.
-const DEFAULT_RUNS: u32 = 5;
-/// Runs of the `security`, `pmem`, `gpu` and `training-replay` suites when `--runs` is not
-/// given: each `security` run holds hundreds of forked trials (the entropy and reuse
-/// estimates) or a verdict per case (misuse); the `pmem` suite's ratios, the `gpu` suite's
-/// CPU model and the replays of fixed traces move by a few percent from run to run, where
-/// the microbenchmarks of `cpu` move by tens.
-const STEADY_DEFAULT_RUNS: u32 = 3;
 /// Where `suite` and `report` write the report unless told otherwise: under cargo's build
 /// directory, out of the source tree, so that generated files are never committed by
 /// accident (and `cargo clean` removes them).
 const DEFAULT_REPORT_DIR: &str = "target/alloclab-report";
 
-/// Suites (or single workloads, which come first) that run a different number of times
-/// when `--runs` is not given.
+/// Suites (or single workloads) that run a different number of times when `--runs` is not
+/// given ([`workloads::default_runs_per_suite`]); none when it is.
 fn runs_per_suite(common: &Common) -> Vec<(&'static str, u32)> {
-    match common.runs {
-        Some(_) => Vec::new(),
-        // The training suite is deterministic: one run says it all.
-        None => vec![
-            ("progress", workloads::realtime::PROGRESS_DEFAULT_RUNS),
-            ("security", STEADY_DEFAULT_RUNS),
-            ("pmem", STEADY_DEFAULT_RUNS),
-            ("gpu", STEADY_DEFAULT_RUNS),
-            ("training-replay", STEADY_DEFAULT_RUNS),
-            ("storage", workloads::storage::DEFAULT_RUNS),
-            (workloads::training::SUITE, 1),
-            (
-                workloads::programs::SUITE,
-                workloads::programs::DEFAULT_RUNS,
-            ),
-            (
-                workloads::realtime::SUITE,
-                workloads::realtime::DEFAULT_RUNS,
-            ),
-        ],
+    if common.runs.is_some() {
+        return Vec::new();
     }
+    workloads::default_runs_per_suite()
 }
 
 /// The thread counts given on the command line; `None` lets each workload use its suite's
@@ -621,7 +598,7 @@ fn run(args: RunArgs) -> Result<(), String> {
         allocators,
         threads: thread_counts(&args.common),
         scale: args.common.scale,
-        runs: args.common.runs.unwrap_or(DEFAULT_RUNS),
+        runs: args.common.runs.unwrap_or(workloads::DEFAULT_RUNS),
         runs_per_suite: runs_per_suite(&args.common),
         seed: args.common.seed,
         sched: args.common.sched,
@@ -724,7 +701,7 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
         allocators,
         threads: thread_counts(&args.common),
         scale: args.common.scale,
-        runs: args.common.runs.unwrap_or(DEFAULT_RUNS),
+        runs: args.common.runs.unwrap_or(workloads::DEFAULT_RUNS),
         runs_per_suite: runs_per_suite(&args.common),
         seed: args.common.seed,
         sched: args.common.sched,

@@ -818,6 +818,38 @@ mod tests {
         assert_eq!(runs("larson"), 5);
     }
 
+    /// Without `--runs`: the C benchmarks of the `programs` suite run more often than the
+    /// real programs of the same suite, and every suite gets its own default.
+    #[test]
+    fn the_default_run_counts_give_the_short_c_programs_more_runs() {
+        let mut plan = plan(None);
+        plan.runs = workloads::DEFAULT_RUNS;
+        plan.runs_per_suite = workloads::default_runs_per_suite();
+        let runs = |w: &str| plan.runs_for(workloads::find(w).expect("registered"));
+        for name in workloads::programs::classic_workloads() {
+            assert_eq!(
+                runs(name),
+                workloads::programs::CLASSIC_DEFAULT_RUNS,
+                "{name}"
+            );
+        }
+        const { assert!(workloads::programs::CLASSIC_DEFAULT_RUNS > workloads::programs::DEFAULT_RUNS) };
+        for w in workloads::all().iter().filter(|w| w.suite == "programs") {
+            if !w.name.starts_with("c-") {
+                assert_eq!(
+                    runs(w.name),
+                    workloads::programs::DEFAULT_RUNS,
+                    "{}",
+                    w.name
+                );
+            }
+        }
+        assert_eq!(runs("larson"), workloads::DEFAULT_RUNS);
+        assert_eq!(runs("progress"), 1);
+        assert_eq!(runs("latency"), workloads::realtime::DEFAULT_RUNS);
+        assert_eq!(runs("misuse"), workloads::STEADY_DEFAULT_RUNS);
+    }
+
     #[test]
     fn given_thread_counts_apply_to_every_workload() {
         let plan = plan(Some(vec![3, 1]));

@@ -226,6 +226,37 @@ static ALL: LazyLock<Vec<WorkloadInfo>> = LazyLock::new(|| {
     .collect()
 });
 
+/// Runs per measurement when `--runs` is not given.
+pub const DEFAULT_RUNS: u32 = 5;
+
+/// Runs of the `security`, `pmem`, `gpu` and `training-replay` suites when `--runs` is not
+/// given: each `security` run holds hundreds of forked trials (the entropy and reuse
+/// estimates) or a verdict per case (misuse); the `pmem` suite's ratios, the `gpu` suite's
+/// CPU model and the replays of fixed traces move by a few percent from run to run, where
+/// the microbenchmarks of `cpu` move by tens.
+pub const STEADY_DEFAULT_RUNS: u32 = 3;
+
+/// The suites, and single workloads, that run other than [`DEFAULT_RUNS`] times when
+/// `--runs` is not given, single workloads first (the first entry naming a workload or its
+/// suite decides, see `runner::Plan::runs_for`).
+pub fn default_runs_per_suite() -> Vec<(&'static str, u32)> {
+    let classic = programs::classic_workloads().map(|name| (name, programs::CLASSIC_DEFAULT_RUNS));
+    classic
+        .chain([
+            ("progress", realtime::PROGRESS_DEFAULT_RUNS),
+            ("security", STEADY_DEFAULT_RUNS),
+            ("pmem", STEADY_DEFAULT_RUNS),
+            ("gpu", STEADY_DEFAULT_RUNS),
+            ("training-replay", STEADY_DEFAULT_RUNS),
+            ("storage", storage::DEFAULT_RUNS),
+            // The training suite is deterministic: one run says it all.
+            (training::SUITE, 1),
+            (programs::SUITE, programs::DEFAULT_RUNS),
+            (realtime::SUITE, realtime::DEFAULT_RUNS),
+        ])
+        .collect()
+}
+
 /// Every workload the harness knows, suite by suite in [`SUITES`] order.
 pub fn all() -> &'static [WorkloadInfo] {
     &ALL

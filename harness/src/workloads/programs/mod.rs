@@ -38,6 +38,20 @@ pub const SUITE: &str = "programs";
 /// about a minute on a 2-core machine.
 pub const DEFAULT_RUNS: u32 = 5;
 
+/// Runs per measurement of the C versions of the classic benchmarks when `--runs` is not
+/// given. They take 10-60 ms at the small scale, process start included, so a pause of the
+/// machine that a real program's half second absorbs moves one of their runs by tens of
+/// percent: in one default suite (2-core AMD EPYC VM, 7 December 2026) wfspan's runs of
+/// `c-cache-scratch` read 0.57 to 1.34 times libmimalloc's, and the check that no program
+/// is above 1.25x could not decide on a median of 0.86 from five runs. Nine runs cost the
+/// suite about 15 s more there.
+pub const CLASSIC_DEFAULT_RUNS: u32 = 9;
+
+/// The workloads that run [`CLASSIC_DEFAULT_RUNS`] times by default.
+pub fn classic_workloads() -> impl Iterator<Item = &'static str> {
+    catalog::CLASSIC_NAMES.iter().map(|&(name, _, _)| name)
+}
+
 /// The registry entries of the suite, one per program of the catalog.
 pub fn workloads() -> Vec<WorkloadInfo> {
     catalog::all()
