@@ -98,16 +98,17 @@ pub fn run_usable_bytes(size: usize, room: usize) -> u32 {
     size.next_multiple_of(RUN_USABLE_STEP).min(room) as u32
 }
 
-/// The room of span run `span` past its object's start, with spans of `span_bytes`: what
-/// the statistics count as live, and how far the object may grow in place.
+/// The room of span run `span`, with spans of `span_bytes`: the whole run (its object starts
+/// it; the header is in the region's table). What the statistics count as live, and how
+/// far the object may grow in place.
 ///
 /// # Safety
 ///
-/// `span` is the header of a span run whose class and object offset are set.
+/// `span` is the header of a span run whose class is set.
 #[inline]
 pub unsafe fn run_room(span: *const SpanHeader, span_bytes: usize) -> usize {
     // SAFETY: forwarded from the caller: the header is initialised.
-    unsafe { span_bytes * RUN_SPANS[usize::from((*span).run_class)] - (*span).object_offset }
+    unsafe { span_bytes * RUN_SPANS[usize::from((*span).run_class)] }
 }
 
 /// The smallest run class of at least `spans` spans (1 to 32), by a table.
