@@ -42,6 +42,18 @@ fn huge_mapping_bytes(size: usize, align: usize, span_bytes: usize) -> Option<us
         .filter(|&t| t <= isize::MAX as usize / 2)
 }
 
+/// The length of the cached huge mapping at `base`, from its header at its start (only
+/// mappings whose header is there, blocks aligned below a span, are cached).
+///
+/// # Safety
+///
+/// `base` is a mapping taken from the huge cache (or about to be unmapped with it), which
+/// nobody else uses: the free that cached it wrote its header.
+pub(super) unsafe fn cached_mapping_len(base: usize) -> usize {
+    // SAFETY: per the contract.
+    unsafe { (*(base as *const SpanHeader)).mapping.1 }
+}
+
 impl WfSpan {
     /// A block in its own mapping: the one path that makes system calls. The smallest cached
     /// mapping that holds the block is reused (its pages past twice the block's size given
@@ -133,7 +145,7 @@ impl WfSpan {
         let base = word & !(span_bytes - 1);
         // SAFETY: the mapping is ours alone since the exchange; its header (at its start, as
         // for any huge block aligned below a span) was written by the free that cached it.
-        let len = unsafe { (*(base as *mut SpanHeader)).mapping.1 };
+        let len = unsafe { cached_mapping_len(base) };
         self.huge_cached_bytes.fetch_sub(len, Ordering::Relaxed);
         if len >= need {
             if len > 2 * need {

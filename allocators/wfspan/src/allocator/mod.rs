@@ -430,7 +430,7 @@ impl WfSpan {
             let base = word & !(self.config.span_bytes - 1);
             // SAFETY: the mapping is ours alone since the swap; the free that cached it
             // wrote its length in its header, at its start.
-            let len = unsafe { (*(base as *mut SpanHeader)).mapping.1 };
+            let len = unsafe { huge::cached_mapping_len(base) };
             self.huge_cached_bytes.fetch_sub(len, Ordering::Relaxed);
             self.unmap_huge(base, len);
             given += len as u64;
@@ -835,7 +835,7 @@ impl WfSpan {
                 let base = word & !(span_bytes - 1);
                 // SAFETY: a cached mapping is unused; its header, at its start, holds its
                 // length.
-                let len = unsafe { (*(base as *mut SpanHeader)).mapping.1 };
+                let len = unsafe { huge::cached_mapping_len(base) };
                 self.unmap_huge(base, len);
             }
         }
