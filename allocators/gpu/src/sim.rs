@@ -651,7 +651,7 @@ mod tests {
     /// point of the paper's sweep (T = 2^20, N = 5000, A/T = 10, 5, 2, 1, 0.5 %), mean of
     /// seeds 1..=4.
     ///
-    /// **Why 5 %.** Over 16 seeds (`cargo run --release -p alloclab-gpu --example sweep`)
+    /// **Why 5 %.** Over 16 seeds (`cargo run --release -p alloclab-gpu --example free_fraction_sweep`)
     /// the relative standard deviation of one kernel's TAS is at most 1.6 % for RW (where
     /// the last ~A−N claims each need a geometric number of ~T/(A−N) probes) and 1.7 % for
     /// RW-BM; the queue's TAS is exactly (N+1)/2. The mean of 4 seeds has a relative

@@ -1,7 +1,7 @@
 //! The paper's free-fraction sweep on the CPU model: T = 2^20 pages, N = 5000 requesters,
 //! A/T = 10 % .. 0.5 %, every design, 16 seeds; prints a Markdown table.
 //!
-//! `cargo run --release -p alloclab-gpu --example sweep [seeds]`
+//! `cargo run --release -p alloclab-gpu --example free_fraction_sweep [seeds]`
 
 use alloclab_gpu::sim::{SweepConfig, sweep};
 

@@ -4,7 +4,7 @@
 //! engines' allocator calls cost: `allocate_unlinked` + `release` of a 200-byte column, with 4,096
 //! blocks live (the oldest freed first, as an engine's deletes and updates do).
 //!
-//! `cargo run --release -p alloclab-harness --example persist_cost [iterations]`
+//! `cargo run --release -p alloclab-harness --example storage_heap_cost [iterations]`
 
 use std::path::PathBuf;
 use std::time::Instant;

@@ -1,8 +1,8 @@
 //! Prints every figure of the crate README.
 //!
 //! ```sh
-//! cargo run --release -p alloclab-training --example figures            # all sections
-//! cargo run --release -p alloclab-training --example figures -- batch    # one section
+//! cargo run --release -p alloclab-training --example training_figures            # all sections
+//! cargo run --release -p alloclab-training --example training_figures -- batch    # one section
 //! ```
 //!
 //! Sections: `traces`, `caching`, `growing`, `planner`, `curve`, `sweep`, `sensitivity`, `batch`,

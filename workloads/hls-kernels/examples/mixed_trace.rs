@@ -1,5 +1,5 @@
 //! Prints the `hls` suite's comparison for the mixed trace, without the harness:
-//! `cargo run --release -p alloclab-hls-kernels --example sweep [invocations] [seed]`.
+//! `cargo run --release -p alloclab-hls-kernels --example mixed_trace [invocations] [seed]`.
 //!
 //! Environment knobs (all optional): `HEAPS` (7), `IDLE` (2000), `EARLY=1` (early release),
 //! `SKIP=1` (skip the computation on a failure) change the trace or the memory for both

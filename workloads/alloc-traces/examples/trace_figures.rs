@@ -1,8 +1,8 @@
 //! Prints every figure of the crate README.
 //!
 //! ```sh
-//! cargo run --release -p alloclab-alloc-traces --example figures           # all sections
-//! cargo run --release -p alloclab-alloc-traces --example figures -- uav    # one section
+//! cargo run --release -p alloclab-alloc-traces --example trace_figures           # all sections
+//! cargo run --release -p alloclab-alloc-traces --example trace_figures -- uav    # one section
 //! ```
 //!
 //! Sections: `uav`, `switch`.
