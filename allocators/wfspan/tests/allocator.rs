@@ -28,7 +28,31 @@ fn check(ptr: NonNull<u8>, len: usize, seed: u8) {
 
 #[test]
 fn every_size_and_alignment_is_served_aligned_and_disjoint() {
-    let heap = Checked::with_policy(WfSpan::new(), Policy::Record);
+    serve_every_size_and_alignment(WfSpan::new());
+}
+
+/// The same with the smallest, a middling and the largest span size: the header table's
+/// index (a shift by the span size's log) and its length (a header per span, rounded up to
+/// a span) follow the span size.
+#[test]
+fn every_span_size_serves_every_size_and_alignment() {
+    for span_bytes in [16 << 10, 256 << 10, 4 << 20] {
+        let config = Config {
+            span_bytes,
+            region_bytes: 1 << 30,
+            ..Config::DEFAULT
+        };
+        // Whole spans of the region, at most a thirty-second of it (16 KiB spans).
+        assert_eq!(config.header_table_bytes() % span_bytes, 0);
+        assert!(config.header_table_bytes() <= (1 << 30) / 32);
+        serve_every_size_and_alignment(WfSpan::with_config(config));
+    }
+}
+
+/// Allocates every size of a list at every alignment of a list from `heap` (under
+/// `Checked`, which catches overlaps), fills and checks each block, and frees them all.
+fn serve_every_size_and_alignment(heap: WfSpan) {
+    let heap = Checked::with_policy(heap, Policy::Record);
     let mut live = Vec::new();
     let sizes = [
         1,
@@ -69,14 +93,11 @@ fn every_size_and_alignment_is_served_aligned_and_disjoint() {
     assert_eq!(heap.inner().stats().live_bytes, Some(0));
 }
 
-/// The C ABI's aligned fast path (`posix_memalign`, aligned `operator new`) gives what the
-/// general path gives for the same layout: a block of the same class, aligned as asked,
-/// taken from the thread's active span.
+/// A span run's object starts its run (the header is in the region's table), so a request
+/// of exactly n spans' bytes (a dictionary's table of 2^r spans) takes n spans up to eight,
+/// and at most a quarter more past them. The statistics count a run's whole room as live.
 #[test]
-fn a_run_takes_at_most_a_quarter_more_spans_than_its_object_and_header_need() {
-    // Requests of exactly 2^r spans' bytes (a dictionary's table) do not fit beside the
-    // run's header in 2^r spans; they take the next run class, not twice the room. The
-    // statistics count a run's whole room past its object's start as live.
+fn a_run_takes_at_most_a_quarter_more_spans_than_its_object_needs() {
     let heap = WfSpan::new();
     let span = 64 << 10;
     for spans in 1..=24usize {
@@ -84,7 +105,7 @@ fn a_run_takes_at_most_a_quarter_more_spans_than_its_object_and_header_need() {
             let l = layout(size, 16);
             let p = heap.allocate(l).unwrap();
             let room = heap.stats().live_bytes.unwrap() as usize;
-            let needed = (size + 4096).div_ceil(span);
+            let needed = size.div_ceil(span);
             assert!(room >= size, "{size} B: room {room}");
             // Every count of spans to 8 is a class; past that, four per doubling.
             let most = if needed <= 8 {
@@ -106,6 +127,9 @@ fn a_run_takes_at_most_a_quarter_more_spans_than_its_object_and_header_need() {
     }
 }
 
+/// The C ABI's aligned fast path (`posix_memalign`, aligned `operator new`) gives what the
+/// general path gives for the same layout: a block of the same class, aligned as asked,
+/// taken from the thread's active span.
 #[test]
 fn the_aligned_fast_path_serves_the_general_paths_class() {
     let heap = WfSpan::new();
