@@ -378,7 +378,15 @@ fn raise(max: &AtomicU64, value: u64) {
 
 /// A per-thread heap. Lives in its own small mapping, never unmapped, so a pointer to it
 /// stays valid for the life of the process.
+///
+/// `repr(C)`, the class slots first: the fast paths address a slot as the heap's address
+/// plus the class times the slot's size, with no offset to add. (Left to Rust, the order
+/// of the fields put the slots after the help record in some builds, and the C `malloc`
+/// added 256 to every slot address.)
+#[repr(C)]
 pub struct Heap {
+    /// Per size class: the active span and the counters of the common paths.
+    slots: [ClassSlot; MAX_CLASSES],
     /// `pthread_self()` of the owning thread, or 0 when free to adopt.
     pub owner_tid: AtomicUsize,
     /// Next heap of the same allocator (registry list; set before the heap is published).
@@ -387,8 +395,6 @@ pub struct Heap {
     pub instance: u64,
     /// This heap's help record.
     pub help: CachePadded<HelpRecord>,
-    /// Per size class: the active span and the counters of the common paths.
-    slots: [ClassSlot; MAX_CLASSES],
     /// Public lists of free span runs, one per run class.
     pub public: [SpanList; RUN_CLASSES],
     /// Counters.
