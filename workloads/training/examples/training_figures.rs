@@ -13,7 +13,7 @@ use alloclab_training::caching::CachingConfig;
 use alloclab_training::chunk::{self, ChunkConfig, ChunkError};
 use alloclab_training::cost::CostModel;
 use alloclab_training::planner::{self, Action, Goal, Plan};
-use alloclab_training::replay::{replay_caching, replay_host};
+use alloclab_training::replay::{CachingReplay, replay_caching, replay_host};
 use alloclab_training::snapshot::{FreeAt, ImportOptions, Snapshot};
 use alloclab_training::tensile::{self, Job};
 use alloclab_training::trace::TensorKind;
@@ -21,6 +21,19 @@ use alloclab_training::{Model, ModelConfig, Precision, RunTrace, Trace};
 
 fn gib(bytes: u64) -> f64 {
     bytes as f64 / (1u64 << 30) as f64
+}
+
+/// The caching allocator's replay of `run` without and with expandable segments, no
+/// capacity limit.
+fn replay_without_and_with_expandable(run: &RunTrace) -> (CachingReplay, CachingReplay) {
+    let replay = |expandable_segments| {
+        let config = CachingConfig {
+            expandable_segments,
+            ..CachingConfig::default()
+        };
+        replay_caching(run, config, 0).expect("no capacity limit")
+    };
+    (replay(false), replay(true))
 }
 
 /// The configurations of the trace and planner tables.
@@ -139,16 +152,7 @@ fn growing() {
         }
         let batches: Vec<u32> = (0..16).map(|i| n0 + i).collect();
         let run = RunTrace::new(&config, &batches).expect("batches are not zero");
-        let without = replay_caching(&run, CachingConfig::default(), 0).expect("no capacity limit");
-        let with = replay_caching(
-            &run,
-            CachingConfig {
-                expandable_segments: true,
-                ..CachingConfig::default()
-            },
-            0,
-        )
-        .expect("no capacity limit");
+        let (without, with) = replay_without_and_with_expandable(&run);
         println!(
             "### {} ({}), batch {}..={}\n",
             model,
@@ -198,16 +202,7 @@ fn growing() {
     println!("|---|---|---|---|---|---|");
     for (name, batches) in patterns {
         let run = RunTrace::new(&config, &batches).expect("batches are not zero");
-        let without = replay_caching(&run, CachingConfig::default(), 0).expect("no capacity limit");
-        let with = replay_caching(
-            &run,
-            CachingConfig {
-                expandable_segments: true,
-                ..CachingConfig::default()
-            },
-            0,
-        )
-        .expect("no capacity limit");
+        let (without, with) = replay_without_and_with_expandable(&run);
         let allocated = without.total.peak_allocated_bytes;
         println!(
             "| {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
