@@ -891,8 +891,8 @@ impl Allocator for WfSpan {
     }
 
     /// Live bytes count whole blocks (rounded up to the size class); footprint is the
-    /// spans handed out so far and their headers, plus huge mappings, plus heap records. Step maxima are over every
-    /// heap.
+    /// spans handed out so far and their headers, plus huge mappings, plus heap records.
+    /// Step maxima are over every heap.
     fn stats(&self) -> Stats {
         let mut stats = Stats::default();
         let (mut allocs, mut frees, mut net_bytes) = (0, 0, 0u64);
