@@ -40,7 +40,8 @@
 //! sample spent reading the clock). Metrics of the `realtime` suite (see
 //! [`workloads::realtime`](crate::workloads::realtime)): `alloc_p50`, `alloc_p99`,
 //! `alloc_p99.9`, `alloc_p99.99`, `alloc_p99.999`, `alloc_max` and the same for `free_` and
-//! `remote_free_p99.999`, `remote_free_max` (ns per call, one clock read included);
+//! `remote_free_p99` to `remote_free_p99.999` and `remote_free_max` (ns per call, one
+//! clock read included);
 //! `alloc_max_steps`, `free_max_steps` (steps, only for allocators that count them);
 //! `peak_footprint`; `clock_read` (ns, the cost of one clock read in that worker);
 //! `timer_overhead`. Metrics of the `security` suite (see
