@@ -364,7 +364,9 @@ impl Live {
 /// # Safety
 ///
 /// `payload - 16 .. payload` lies in a live chunk of this heap (the chunk table said so),
-/// and the lock of the chunk's arena is held.
+/// and the lock of the chunk's arena is held, or the caller only reads the answer (the
+/// usable size of a block the program holds: see [`claim_remote`] for why a header read
+/// without the lock is never torn).
 pub(crate) unsafe fn validate_in_chunk(key: u64, payload: usize) -> Result<Live, Invalid> {
     let h = payload - HEADER;
     // SAFETY: forwarded from the caller.
