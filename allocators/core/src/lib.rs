@@ -337,6 +337,22 @@ pub unsafe trait MallocHeap: HostAllocator {
         false
     }
 
+    /// Tells the heap that the live block at `ptr` stays where it is as a block of `size`
+    /// bytes, at most its usable size: C's `realloc` keeps a block that shrinks by a
+    /// little. A heap that guards the end of what was asked for (a canary past it) moves
+    /// the guard to the new end, so that the bytes given up are guarded as well, and may
+    /// take back what the block no longer needs; [`usable_size`](Self::usable_size) then
+    /// reports at least `size`. The default leaves the block as it is.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of this heap, which the caller may resize, and `size` is at
+    /// most its usable size.
+    #[inline]
+    unsafe fn shrink_in_place(&self, ptr: NonNull<u8>, size: usize) {
+        let _ = (ptr, size);
+    }
+
     /// Gives memory the heap keeps for later back to the OS, as glibc's `malloc_trim` does
     /// (C's `malloc_trim` of a preload library calls it); returns whether any went back.
     /// The default keeps everything.

@@ -19,8 +19,11 @@
 //!   `errno` (glibc's behaviour; C23 makes it undefined, POSIX lets it be either).
 //!   `realloc(NULL, n)` is `malloc(n)`.
 //! * **`realloc` in place.** A block is kept when the new size fits its usable size and does
-//!   not strand more than half of it (or 256 bytes, whichever is more); otherwise the data
-//!   moves to a new block of the new size. A shrink that cannot get a new block keeps the
+//!   not strand more than half of it (or 256 bytes, whichever is more), and the heap is
+//!   told its new size (`MallocHeap::shrink_in_place`: a heap with canaries moves the
+//!   canary to the new end); a block that outgrew its usable size grows in place where
+//!   the heap can (`MallocHeap::grow_in_place`); otherwise the data moves to a new block
+//!   of the new size. A shrink that cannot get a new block keeps the
 //!   old one, so shrinking never fails. A grow that fails returns `NULL` with `ENOMEM` and
 //!   leaves the old block intact. Alignment beyond 16 is not kept by `realloc` (as in C).
 //! * **`aligned_alloc`** follows C17: any size; the alignment must be a power of two, else
@@ -169,6 +172,10 @@ pub unsafe fn realloc<H: MallocHeap>(heap: &H, ptr: *mut c_void, size: usize) ->
     let usable = unsafe { heap.usable_size(old) };
     let fits = size <= usable;
     if fits && usable - size <= (usable / 2).max(SHRINK_IN_PLACE_SLACK_BYTES) {
+        if size < usable {
+            // SAFETY: as above; `size` is at most the usable size.
+            unsafe { heap.shrink_in_place(old, size) };
+        }
         return ptr;
     }
     // SAFETY: as above; the block is the caller's to resize.

@@ -325,20 +325,29 @@ impl HostAllocator for Randomized {
         new_size: usize,
     ) -> Result<NonNull<u8>, AllocError> {
         let new_layout = resized_layout(old_layout, new_size)?;
-        if new_size <= LARGE_MAX / 2 {
-            let address = ptr.as_ptr() as usize;
-            let resized = match self.existing_root() {
-                Some(root) => root.resize_in_place(address, new_size),
-                None => Err(Invalid::Foreign),
-            };
-            match resized {
-                Ok(true) => return Ok(ptr),
-                Ok(false) => {}
-                Err(why) => os::fatal(why.message(), address),
-            }
+        if self.resize_in_place(ptr, new_size) {
+            return Ok(ptr);
         }
         // SAFETY: forwarded from the caller.
         unsafe { move_block(self, ptr, old_layout, new_layout) }
+    }
+}
+
+impl Randomized {
+    /// Resizes the block at `ptr` to `size` bytes without moving it, into its own tail or
+    /// a free right neighbour (the wilderness included), its canary rearmed; `false`
+    /// (nothing changed) where neither has room, and for blocks with a mapping of their
+    /// own. Aborts, as `free` does, on a pointer that is not a live block of this heap.
+    fn resize_in_place(&self, ptr: NonNull<u8>, size: usize) -> bool {
+        if size > LARGE_MAX / 2 {
+            return false;
+        }
+        let address = ptr.as_ptr() as usize;
+        let resized = match self.existing_root() {
+            Some(root) => root.resize_in_place(address, size),
+            None => Err(Invalid::Foreign),
+        };
+        resized.unwrap_or_else(|why| os::fatal(why.message(), address))
     }
 }
 
@@ -353,6 +362,21 @@ unsafe impl MallocHeap for Randomized {
 
     unsafe fn deallocate_unsized(&self, ptr: NonNull<u8>) {
         self.free_block(ptr);
+    }
+
+    /// Into the block's own tail or a free right neighbour, as
+    /// [`reallocate`](Allocator::reallocate) grows: C's `realloc` otherwise moves every
+    /// block it grows, since the usable size is exactly what was asked (with canaries on),
+    /// and random placement leaves a free neighbour beside many blocks.
+    unsafe fn grow_in_place(&self, ptr: NonNull<u8>, size: usize) -> bool {
+        self.resize_in_place(ptr, size)
+    }
+
+    /// The canary moves to the new end (one byte written past it is then caught when the
+    /// block is freed, as for any block), and a tail of 32 bytes or more goes back to the
+    /// free lists.
+    unsafe fn shrink_in_place(&self, ptr: NonNull<u8>, size: usize) {
+        self.resize_in_place(ptr, size);
     }
 
     const RECORDS_KIND: bool = true;

@@ -522,6 +522,43 @@ fn a_realloc_in_place_moves_the_canary_to_the_new_end() {
     free(&heap, p.as_ptr());
 }
 
+/// The hooks C's `realloc` resizes through (`MallocHeap::grow_in_place`,
+/// `shrink_in_place`) keep the canary at the new end as `reallocate` does, and a grow finds
+/// a free right neighbour.
+#[test]
+fn the_c_realloc_hooks_resize_in_place_and_move_the_canary() {
+    let heap = Randomized::with_seed_and_checks(27, Checks::ALL).unwrap();
+    let p = heap.allocate(layout(96, 16)).unwrap();
+    // Something after it, so that its right neighbour is a free block, not the wilderness.
+    let after = heap.allocate(layout(4000, 16)).unwrap();
+    // SAFETY: (whole block) `p` is live, of 96 bytes, then of the size last given.
+    unsafe {
+        heap.shrink_in_place(p, 60);
+        assert_eq!(heap.usable_size(p), 60);
+        heap.check().expect("the canary follows the shrink");
+        // One byte past the new end is an overflow, as past any request.
+        let saved = p.as_ptr().add(60).read();
+        p.as_ptr().add(60).write(0x41);
+        assert!(
+            heap.check().is_err(),
+            "a byte past a shrunk block went unseen"
+        );
+        p.as_ptr().add(60).write(saved);
+        heap.check().unwrap();
+        // The shrink gave its tail back: the block grows into it again without moving.
+        assert!(heap.grow_in_place(p, 90));
+        assert_eq!(heap.usable_size(p), 90);
+        heap.check().expect("the canary follows the grow");
+        // A grow past what a block in a chunk may hold is refused, and changes nothing.
+        assert!(!heap.grow_in_place(p, 1 << 20));
+        assert_eq!(heap.usable_size(p), 90);
+    }
+    free(&heap, p.as_ptr());
+    free(&heap, after.as_ptr());
+    assert_eq!(heap.counters().live_bytes, 0);
+    heap.check().unwrap();
+}
+
 #[test]
 fn a_delete_that_does_not_match_its_new_or_its_size_aborts() {
     use alloclab_core::AllocKind::{Malloc, New, NewArray};
