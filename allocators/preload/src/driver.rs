@@ -47,7 +47,7 @@ pub const MISUSE_C_SOURCE: &str = include_str!("driver/misuse.c");
 
 /// The cases of [`MISUSE_C_SOURCE`]: those of alloclab's `security` suite, by the same
 /// names.
-pub const MISUSE_CASES: [&str; 22] = [
+pub const MISUSE_CASES: [&str; 23] = [
     "double_free_immediate",
     "double_free_delayed",
     "double_free_interleaved",
@@ -70,6 +70,7 @@ pub const MISUSE_CASES: [&str; 22] = [
     "zero_size_write",
     "zero_size_read",
     "realloc_write_after_move",
+    "realloc_overflow_after_shrink",
 ];
 
 /// The C++ program [`cxx_misuse_under_preload`] compiles and runs, once per case.

@@ -165,6 +165,12 @@ static int perform(const char *c) {
         allocate_after_free();
         free(q);
         free(after);
+    } else if (!strcmp(c, "realloc_overflow_after_shrink")) {
+        char *p = launder(realloc(xmalloc(96), S));
+        if (p == NULL) exit(1);
+        smear(p + S, 1);
+        say("access done\n");
+        free(p);
     } else {
         return 0;
     }

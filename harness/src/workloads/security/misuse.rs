@@ -86,11 +86,15 @@ pub enum Case {
     /// that it moves), then 8 bytes written through the old pointer, then allocations of
     /// 16 to 64 bytes as after [`WriteAfterFree`](Self::WriteAfterFree).
     ReallocWriteAfterMove,
+    /// A 96-byte block shrunk to 64 bytes by `realloc` (in place, as every heap here keeps
+    /// a block that shrinks by a third), then one byte written just past its new end, then
+    /// the block freed.
+    ReallocOverflowAfterShrink,
 }
 
 impl Case {
     /// Every case, in report order.
-    pub const ALL: [Case; 22] = [
+    pub const ALL: [Case; 23] = [
         Self::DoubleFreeImmediate,
         Self::DoubleFreeDelayed,
         Self::DoubleFreeInterleaved,
@@ -113,6 +117,7 @@ impl Case {
         Self::ZeroSizeWrite,
         Self::ZeroSizeRead,
         Self::ReallocWriteAfterMove,
+        Self::ReallocOverflowAfterShrink,
     ];
 
     /// The metric name of the case.
@@ -140,6 +145,7 @@ impl Case {
             Self::ZeroSizeWrite => "zero_size_write",
             Self::ZeroSizeRead => "zero_size_read",
             Self::ReallocWriteAfterMove => "realloc_write_after_move",
+            Self::ReallocOverflowAfterShrink => "realloc_overflow_after_shrink",
         }
     }
 
@@ -160,6 +166,7 @@ impl Case {
                 | Self::ZeroSizeWrite
                 | Self::ZeroSizeRead
                 | Self::ReallocWriteAfterMove
+                | Self::ReallocOverflowAfterShrink
         )
     }
 
@@ -416,6 +423,16 @@ fn perform<A: HostAllocator>(alloc: &A, case: Case, seed: u64, pipe: &mut DataPi
             allocate_after_free(alloc);
             free_as(alloc, q.as_ptr(), GROWN);
             free_as(alloc, after.as_ptr(), 256);
+        }
+        Case::ReallocOverflowAfterShrink => {
+            const BEFORE: usize = 96;
+            let p = alloc_block(alloc, BEFORE);
+            // SAFETY: `p` is a live block of `BEFORE` bytes.
+            let q = unsafe { alloc.reallocate(p, common::layout(BEFORE), S) }
+                .unwrap_or_else(|e| panic!("{e}"));
+            smear(q.as_ptr().wrapping_add(S), 1);
+            access_done(pipe);
+            free_as(alloc, q.as_ptr(), S);
         }
     }
     // Carry on as a program would.
