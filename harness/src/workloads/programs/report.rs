@@ -215,11 +215,20 @@ fn ratio_table(out: &mut String, view: &View<'_>, metric: &str, lower_is_better:
     );
     table_header(out, &headers, 1);
     let mut per_heap: Vec<Vec<f64>> = vec![Vec::new(); allocators.len()];
+    // The same ratios split by kind: the C allocation benchmarks (the `cpu` suite's
+    // workloads as programs) and the applications.
+    let mut per_kind: [Vec<Vec<f64>>; 2] = [
+        vec![Vec::new(); allocators.len()],
+        vec![Vec::new(); allocators.len()],
+    ];
+    let mut kind_count = [0; 2];
     let workloads = view.workloads(SUITE);
     for workload in &workloads {
+        let kind = usize::from(is_c_benchmark(workload));
         let Some(base) = median(view, workload, BASELINE, metric) else {
             continue;
         };
+        kind_count[kind] += 1;
         let unit = threads_of(view, workload)
             .and_then(|t| view.get(SUITE, workload, BASELINE, t, metric))
             .map_or("", |r| r.unit.as_str());
@@ -235,6 +244,7 @@ fn ratio_table(out: &mut String, view: &View<'_>, metric: &str, lower_is_better:
             }
             if let Some(r) = ratios[i] {
                 per_heap[i].push(r);
+                per_kind[kind][i].push(r);
             }
             let best = ratios[i].is_some_and(|r| {
                 present
@@ -246,17 +256,56 @@ fn ratio_table(out: &mut String, view: &View<'_>, metric: &str, lower_is_better:
         }
         table_row(out, &cells);
     }
-    let mut cells = vec!["geometric mean".to_owned(), "1".to_owned()];
+    mean_row(
+        out,
+        "geometric mean",
+        &allocators,
+        &per_heap,
+        workloads.len(),
+    );
+    // Split only where both kinds ran: otherwise the row above is the one kind's.
+    if kind_count.iter().all(|&n| n > 0) {
+        mean_row(
+            out,
+            "… of the applications",
+            &allocators,
+            &per_kind[0],
+            kind_count[0],
+        );
+        mean_row(
+            out,
+            "… of the C benchmarks (`c-*`)",
+            &allocators,
+            &per_kind[1],
+            kind_count[1],
+        );
+    }
+}
+
+/// Whether `program` is one of the C allocation benchmarks (the `cpu` suite's workloads
+/// as C programs) rather than an application.
+fn is_c_benchmark(program: &str) -> bool {
+    catalog::find(program).is_some_and(|p| p.takes_threads())
+}
+
+/// A row of geometric means of each heap's `ratios` over programs, of `programs` in all.
+fn mean_row(
+    out: &mut String,
+    label: &str,
+    allocators: &[&str],
+    ratios: &[Vec<f64>],
+    programs: usize,
+) {
+    let mut cells = vec![label.to_owned(), "1".to_owned()];
     for (i, a) in allocators.iter().enumerate() {
         if *a == BASELINE {
             continue;
         }
         // A mean over fewer programs than the others ran would not compare: say how many.
-        let n = per_heap[i].len();
-        let mean = geometric_mean(&per_heap[i]);
-        cells.push(match mean {
-            Some(m) if n == workloads.len() => format!("{m:.2}"),
-            Some(m) => format!("{m:.2} ({n} of {})", workloads.len()),
+        let n = ratios[i].len();
+        cells.push(match geometric_mean(&ratios[i]) {
+            Some(m) if n == programs => format!("{m:.2}"),
+            Some(m) => format!("{m:.2} ({n} of {programs})"),
             None => "—".to_owned(),
         });
     }
@@ -465,7 +514,9 @@ const METHOD: &str = "Each program runs unmodified, in a fresh process per run. 
     from `wait4` (for redis: the server's peak RSS and CPU time; its wall time is the whole \
     benchmark). Debian's redis-server is linked with jemalloc, so its `system` row is that \
     jemalloc, not the C library's malloc; python3 serves objects under 512 B from its own \
-    pymalloc arenas, as it does for its users.";
+    pymalloc arenas, as it does for its users. The `c-*` programs are the `cpu` suite's \
+    allocation benchmarks written in C, which do little but allocate and free; the others are \
+    applications. Each table's geometric mean is also given over each kind alone.";
 
 /// The suite's section of `report.md`.
 pub fn markdown(out: &mut String, results: &ResultsFile) {
@@ -745,6 +796,41 @@ mod tests {
         markdown(&mut out, &results);
         assert!(out.contains("| cc | 100.0 ms | **0.90** |"), "{out}");
         assert!(out.contains("| sqlite | 100.0 ms | 1.60 |"), "{out}");
+    }
+
+    #[test]
+    fn the_mean_is_split_into_the_applications_and_the_c_benchmarks_where_both_ran() {
+        let apps_only = file(vec![
+            record(SUITE, "cc", "wfspan", "wall", steady(90.0)),
+            record(SUITE, "cc", "system", "wall", steady(100.0)),
+        ]);
+        let mut out = String::new();
+        markdown(&mut out, &apps_only);
+        assert!(!out.contains("of the applications"), "{out}");
+        let both = file(vec![
+            record(SUITE, "cc", "wfspan", "wall", steady(90.0)),
+            record(SUITE, "cc", "system", "wall", steady(100.0)),
+            record(SUITE, "sqlite", "wfspan", "wall", steady(160.0)),
+            record(SUITE, "sqlite", "system", "wall", steady(100.0)),
+            record(SUITE, "c-larson", "wfspan", "wall", steady(40.0)),
+            record(SUITE, "c-larson", "system", "wall", steady(10.0)),
+        ]);
+        let mut out = String::new();
+        markdown(&mut out, &both);
+        let overall = (0.9f64 * 1.6 * 4.0).cbrt();
+        assert!(
+            out.contains(&format!("| geometric mean | 1 | {overall:.2} |")),
+            "{out}"
+        );
+        let apps = (0.9f64 * 1.6).sqrt();
+        assert!(
+            out.contains(&format!("| … of the applications | 1 | {apps:.2} |")),
+            "{out}"
+        );
+        assert!(
+            out.contains("| … of the C benchmarks (`c-*`) | 1 | 4.00 |"),
+            "{out}"
+        );
     }
 
     /// A redis record of `metric` for `allocator`, with its run-by-run values.
