@@ -315,11 +315,24 @@ fn mean_row(
 /// The geometric mean over programs of `allocator`'s `metric` ratio to [`BASELINE`], with
 /// the number of programs it covers.
 pub fn mean_ratio(results: &ResultsFile, allocator: &str, metric: &str) -> Option<(f64, usize)> {
-    let view = View::new(results);
+    mean_ratio_of(&View::new(results), allocator, metric, |_| true)
+}
+
+/// Which programs a mean counts, by name.
+type Counted = fn(&str) -> bool;
+
+/// [`mean_ratio`] over the programs `counted` accepts.
+fn mean_ratio_of(
+    view: &View<'_>,
+    allocator: &str,
+    metric: &str,
+    counted: Counted,
+) -> Option<(f64, usize)> {
     let ratios: Vec<f64> = view
         .workloads(SUITE)
         .iter()
-        .filter_map(|w| ratio(&view, w, allocator, metric))
+        .filter(|w| counted(w))
+        .filter_map(|w| ratio(view, w, allocator, metric))
         .collect();
     geometric_mean(&ratios).map(|m| (m, ratios.len()))
 }
@@ -601,18 +614,32 @@ pub fn terminal_text(results: &ResultsFile) -> String {
         }
         out.push('\n');
     }
-    let _ = write!(out, "{:<16}", "geometric mean");
-    for a in &allocators {
-        let cell = match (
-            mean_ratio(results, a, "wall"),
-            mean_ratio(results, a, "peak_rss"),
-        ) {
-            (Some((w, _)), Some((m, _))) => format!("{w:.2} / {m:.2}"),
-            _ => "-".to_owned(),
-        };
-        let _ = write!(out, " {cell:>15}");
+    let workloads = view.workloads(SUITE);
+    let both_kinds =
+        workloads.iter().any(|w| is_c_benchmark(w)) && workloads.iter().any(|w| !is_c_benchmark(w));
+    let means: &[(&str, Counted)] = if both_kinds {
+        &[
+            ("geometric mean", |_| true),
+            ("… applications", |w| !is_c_benchmark(w)),
+            ("… C benchmarks", is_c_benchmark),
+        ]
+    } else {
+        &[("geometric mean", |_| true)]
+    };
+    for &(label, counted) in means {
+        let _ = write!(out, "{label:<16}");
+        for a in &allocators {
+            let cell = match (
+                mean_ratio_of(&view, a, "wall", counted),
+                mean_ratio_of(&view, a, "peak_rss", counted),
+            ) {
+                (Some((w, _)), Some((m, _))) => format!("{w:.2} / {m:.2}"),
+                _ => "-".to_owned(),
+            };
+            let _ = write!(out, " {cell:>15}");
+        }
+        out.push('\n');
     }
-    out.push('\n');
     for m in mismatches(results) {
         let _ = writeln!(
             out,
@@ -831,6 +858,9 @@ mod tests {
             out.contains("| … of the C benchmarks (`c-*`) | 1 | 4.00 |"),
             "{out}"
         );
+        // The terminal's summary splits the same way, only where both kinds ran.
+        assert!(terminal_text(&both).contains("… C benchmarks"));
+        assert!(!terminal_text(&apps_only).contains("… applications"));
     }
 
     /// A redis record of `metric` for `allocator`, with its run-by-run values.
