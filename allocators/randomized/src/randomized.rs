@@ -356,8 +356,10 @@ impl Randomized {
 // no layout.
 unsafe impl MallocHeap for Randomized {
     unsafe fn usable_size(&self, ptr: NonNull<u8>) -> usize {
-        self.check_pointer(ptr.as_ptr())
-            .unwrap_or_else(|why| os::fatal(why, ptr.as_ptr() as usize))
+        let address = ptr.as_ptr() as usize;
+        self.existing_root()
+            .map_or(Err(Invalid::Foreign), |root| root.usable_size(address))
+            .unwrap_or_else(|why| os::fatal(why.message(), address))
     }
 
     unsafe fn deallocate_unsized(&self, ptr: NonNull<u8>) {

@@ -162,20 +162,10 @@ impl Root {
     }
 
     /// Checks `payload` as `free` would, without freeing; its usable size if live.
+    #[inline]
     pub(crate) fn usable_size(&self, payload: usize) -> Result<usize, Invalid> {
-        let (base, kind) = match self.locate(payload) {
-            Ok(found) => found,
-            Err(Invalid::Foreign) if self.zero.contains(payload) => {
-                return self.zero.is_live(payload).map(|()| 0);
-            }
-            Err(why) => return Err(why),
-        };
-        if kind == KIND_HUGE {
-            self.table_lock.lock();
-            // SAFETY: under the table lock the mapping stays registered.
-            let live = unsafe { self.validate_huge(base, payload) };
-            self.table_lock.unlock(0);
-            return live.map(|l| l.usable());
+        if !matches!(self.locate(payload), Ok((_, KIND_BLOCKS))) {
+            return self.usable_size_elsewhere(payload);
         }
         // Without the arena's lock: a program asks this of its own live blocks, often
         // (redis asks it after every allocation and before every free, for its memory
@@ -188,6 +178,29 @@ impl Root {
         // lives, so a stale pointer reads memory of the heap and fails the check.
         // SAFETY: `locate` found the chunk; see above for the lock.
         unsafe { validate_in_chunk(self.key, payload) }.map(|l| l.usable())
+    }
+
+    /// [`usable_size`](Self::usable_size) of a pointer outside the chunks of blocks: a huge
+    /// block, a zero-size block, or none of this heap's. Out of line, so that the common
+    /// case saves no registers for it.
+    #[cold]
+    #[inline(never)]
+    fn usable_size_elsewhere(&self, payload: usize) -> Result<usize, Invalid> {
+        match self.locate(payload) {
+            Ok((base, KIND_HUGE)) => {
+                self.table_lock.lock();
+                // SAFETY: under the table lock the mapping stays registered.
+                let live = unsafe { self.validate_huge(base, payload) };
+                self.table_lock.unlock(0);
+                live.map(|l| l.usable())
+            }
+            // SAFETY: `locate` found a chunk of blocks (`usable_size` takes those itself).
+            Ok(_) => unsafe { validate_in_chunk(self.key, payload) }.map(|l| l.usable()),
+            Err(Invalid::Foreign) if self.zero.contains(payload) => {
+                self.zero.is_live(payload).map(|()| 0)
+            }
+            Err(why) => Err(why),
+        }
     }
 
     /// Resizes `payload` in place to `size` bytes if its arena can; `Ok(false)` if not
