@@ -339,9 +339,17 @@ impl Randomized {
     /// (nothing changed) where neither has room, and for blocks with a mapping of their
     /// own. Aborts, as `free` does, on a pointer that is not a live block of this heap.
     fn resize_in_place(&self, ptr: NonNull<u8>, size: usize) -> bool {
+        // Blocks in a chunk stay well under the size that gets a mapping of its own
+        // (`LARGE_MAX`): growth in place stops at half of it.
         if size > LARGE_MAX / 2 {
             return false;
         }
+        self.resize_in_heap(ptr, size)
+    }
+
+    /// [`resize_in_place`](Self::resize_in_place) without its bound on the new size: for a
+    /// shrink, which never makes a block larger.
+    fn resize_in_heap(&self, ptr: NonNull<u8>, size: usize) -> bool {
         let address = ptr.as_ptr() as usize;
         let resized = match self.existing_root() {
             Some(root) => root.resize_in_place(address, size),
@@ -378,7 +386,7 @@ unsafe impl MallocHeap for Randomized {
     /// block is freed, as for any block), and a tail of 32 bytes or more goes back to the
     /// free lists.
     unsafe fn shrink_in_place(&self, ptr: NonNull<u8>, size: usize) {
-        self.resize_in_place(ptr, size);
+        self.resize_in_heap(ptr, size);
     }
 
     const RECORDS_KIND: bool = true;

@@ -553,6 +553,15 @@ fn the_c_realloc_hooks_resize_in_place_and_move_the_canary() {
         assert!(!heap.grow_in_place(p, 1 << 20));
         assert_eq!(heap.usable_size(p), 90);
     }
+    // A block of a chunk above the bound on growth in place still shrinks in place.
+    let big = heap.allocate(layout(800_000, 16)).unwrap();
+    // SAFETY: `big` is live, of 800 000 bytes.
+    unsafe {
+        heap.shrink_in_place(big, 700_000);
+        assert_eq!(heap.usable_size(big), 700_000);
+    }
+    heap.check().expect("the canary follows a large shrink");
+    free(&heap, big.as_ptr());
     free(&heap, p.as_ptr());
     free(&heap, after.as_ptr());
     assert_eq!(heap.counters().live_bytes, 0);
