@@ -2,7 +2,7 @@
 //! run of it under a heap is measured.
 //!
 //! Every program's result is its standard output (for redis, the data read back from the
-//! server), reduced to a [`digest`](crate::process::digest): under a correct heap it is the
+//! server; for git, the names of the objects in the pack it wrote), reduced to a [`digest`](crate::process::digest): under a correct heap it is the
 //! same as under the C library's malloc. Figures are taken from outside, by `wait4`: wall
 //! time, user + system CPU time and peak RSS; the C versions of the classic benchmarks also
 //! report the time of their measured phase, timed as the in-process versions time theirs.
@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::classic::{self, ClassicProgram};
+use crate::git;
 use crate::process::{self, Exit, Spec};
 use crate::redis;
 use crate::scripts::{self, Script};
@@ -28,6 +29,8 @@ pub enum Kind {
     Compiler,
     /// redis-server loaded by redis-benchmark.
     Redis,
+    /// git packing a generated history with two threads of its own.
+    Git,
 }
 
 /// A program of the suite.
@@ -149,6 +152,15 @@ pub fn all() -> &'static [Program] {
             description: "gcc -O2 -c on a generated C translation unit (structs, switches, loops, many functions)",
             kind: Kind::Compiler,
             needs: &[CC],
+        });
+        all.push(Program {
+            name: "git",
+            description: "git pack-objects of a generated history (300 files, 61 commits), every object compressed and delta-searched again by two threads git starts; the pack read back",
+            kind: Kind::Git,
+            needs: &[Need {
+                executable: "git",
+                package: "git",
+            }],
         });
         for c in classic::CLASSIC {
             let (name, description) = CLASSIC_NAMES
@@ -359,6 +371,12 @@ impl Program {
                 let code = std::fs::read(&object)
                     .map_err(|e| format!("cannot read {}: {e}", object.display()))?;
                 Ok(whole_program(&exit, process::digest(&code)))
+            }
+            Kind::Git => {
+                let repo = git::repository(ctx.scaled(git::SMALL_COMMITS), ctx.timeout)?;
+                let exit = measured(git::pack_spec(&repo), ctx)?;
+                let digest = git::pack_digest(&exit, &repo, &ctx.scratch, ctx.timeout)?;
+                Ok(whole_program(&exit, digest))
             }
             Kind::Redis => {
                 let programs = redis::Programs::find()?;

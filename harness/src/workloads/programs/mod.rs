@@ -1,8 +1,8 @@
 //! The `programs` suite: real, unmodified programs under every heap a program can run on.
 //!
 //! Each workload is a program of [`alloclab_programs::catalog`]: redis-server under
-//! redis-benchmark, the sqlite3 shell, python3, lua and perl scripts, the C compiler, and C
-//! versions of the `cpu` suite's classic benchmarks (`c-larson`, ...). A worker runs the
+//! redis-benchmark, the sqlite3 shell, python3, lua and perl scripts, the C compiler, git
+//! packing a generated history with two threads of its own, and C versions of the `cpu` suite's classic benchmarks (`c-larson`, ...). A worker runs the
 //! program once under the heap named: alloclab's heaps and the peers' shared libraries through
 //! `LD_PRELOAD`, `system` with nothing preloaded. This is the path real programs take to an
 //! allocator: the C ABI through the PLT, frees without a size, threads the allocator did not
@@ -11,7 +11,7 @@
 //! the in-process versions time theirs, which is what [`report`]'s reconciliation compares.
 //!
 //! Every run also reports `result_digest`, a digest of the program's output (for redis, of
-//! the data read back from the server): the report flags a heap under which a program's
+//! the data read back from the server; for git, of the objects its pack holds): the report flags a heap under which a program's
 //! result differs from its result under `system`.
 
 pub mod report;
