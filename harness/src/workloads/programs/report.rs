@@ -444,7 +444,8 @@ fn result_lines(out: &mut String, results: &ResultsFile) {
         let _ = writeln!(
             out,
             "\nEvery program gave the same result under every heap as under `{BASELINE}`, in \
-             every run (its standard output; for redis, the data read back)."
+             every run (its standard output; for redis, the data read back; for git, the \
+             objects of the pack it wrote)."
         );
     } else {
         let _ = writeln!(
