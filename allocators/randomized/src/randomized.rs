@@ -375,7 +375,7 @@ unsafe impl MallocHeap for Randomized {
     }
 
     /// Into the block's own tail or a free right neighbour, as
-    /// [`reallocate`](Allocator::reallocate) grows: C's `realloc` otherwise moves every
+    /// [`reallocate`](HostAllocator::reallocate) grows: C's `realloc` otherwise moves every
     /// block it grows, since the usable size is exactly what was asked (with canaries on),
     /// and random placement leaves a free neighbour beside many blocks.
     unsafe fn grow_in_place(&self, ptr: NonNull<u8>, size: usize) -> bool {
