@@ -43,6 +43,8 @@
 
 #[cfg(feature = "std")]
 pub mod checked;
+#[cfg(unix)]
+pub mod errno;
 mod error;
 mod from_global;
 mod global;

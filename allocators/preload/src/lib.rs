@@ -71,7 +71,7 @@
 
 pub mod api;
 pub mod cxx;
-pub mod errno;
+pub use alloclab_core::errno;
 mod export;
 pub mod fork;
 mod line;

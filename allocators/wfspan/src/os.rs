@@ -6,6 +6,7 @@
 //! kernel supplies physical pages on first touch. Huge blocks are the one place wfspan calls
 //! `mmap`/`munmap` on the allocation path: documented as not wait-free.
 
+use alloclab_core::errno::Preserved;
 use core::ptr::{self, NonNull};
 
 /// Maps `len` bytes of fresh zeroed memory, or `None`.
@@ -40,7 +41,7 @@ pub fn map(len: usize, reserve_only: bool) -> Option<NonNull<u8>> {
 /// `addr..addr + len` is (part of) a mapping made by [`map`] that nothing uses any more.
 /// `errno` is left as it was (a free calls this, and C's `free` keeps `errno`).
 pub unsafe fn unmap(addr: NonNull<u8>, len: usize) {
-    let _errno = KeepErrno::new();
+    let _errno = Preserved::new();
     // SAFETY: the caller guarantees the range is ours and unused.
     unsafe { libc::munmap(addr.as_ptr().cast(), len) };
 }
@@ -54,28 +55,10 @@ pub unsafe fn unmap(addr: NonNull<u8>, len: usize) {
 /// `addr..addr + len` is page-aligned, inside a mapping made by [`map`], and holds nothing
 /// anyone needs.
 pub unsafe fn discard(addr: usize, len: usize) {
-    let _errno = KeepErrno::new();
+    let _errno = Preserved::new();
     // SAFETY: the caller guarantees the range is ours and unused; MADV_DONTNEED on private
     // anonymous memory only drops its contents.
     unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED) };
-}
-
-/// Restores the calling thread's `errno` when dropped, around a system call on a free path.
-struct KeepErrno(libc::c_int);
-
-impl KeepErrno {
-    fn new() -> Self {
-        // SAFETY: `__errno_location` returns the calling thread's `errno`, valid while the
-        // thread runs.
-        Self(unsafe { *libc::__errno_location() })
-    }
-}
-
-impl Drop for KeepErrno {
-    fn drop(&mut self) {
-        // SAFETY: as in `new`; only this thread writes its own `errno`.
-        unsafe { *libc::__errno_location() = self.0 }
-    }
 }
 
 /// Reserves an address range of up to `len` bytes aligned to `align` (a power of two): tries

@@ -1,4 +1,6 @@
-//! The calling thread's `errno`, read and written through `__errno_location` (glibc, musl).
+//! The calling thread's `errno`, read and written through `__errno_location` (glibc, musl),
+//! and a guard that restores it: C's `free` must not change `errno`, and a heap's free path
+//! may make a system call (`munmap`, `madvise`) that does when it fails.
 //!
 //! `std::io::Error::last_os_error` only reads it, and allocates for some error kinds; these
 //! functions never allocate.
