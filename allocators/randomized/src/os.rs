@@ -3,6 +3,7 @@
 //!
 //! Nothing here allocates, so every function may run inside `malloc`.
 
+use alloclab_core::errno::Preserved;
 use core::ptr::{self, NonNull};
 
 /// Maps `len` bytes of fresh, zeroed, read-write memory aligned to `align` (a power of two,
@@ -44,12 +45,14 @@ pub(crate) fn map_aligned(len: usize, align: usize) -> Option<NonNull<u8>> {
     NonNull::new(aligned as *mut u8)
 }
 
-/// Returns a mapping made by [`map_aligned`] to the OS.
+/// Returns a mapping made by [`map_aligned`] to the OS. `errno` is left as it was (a free
+/// calls this, and C's `free` keeps `errno`).
 ///
 /// # Safety
 ///
 /// `base` and `len` are exactly a live mapping of [`map_aligned`]; nothing uses it after.
 pub(crate) unsafe fn unmap(base: NonNull<u8>, len: usize) {
+    let _errno = Preserved::new();
     // SAFETY: forwarded from the caller.
     unsafe { libc::munmap(base.as_ptr().cast(), len) };
 }
@@ -66,7 +69,7 @@ pub(crate) unsafe fn protect_none(start: usize, len: usize) -> bool {
 
 /// Gives the whole pages of `[start, end)` back to the OS: they stay mapped and read as
 /// zero when next touched. Pages only partly inside the range are kept. Returns the pages
-/// given back (empty if none).
+/// given back (empty if none). `errno` is left as it was (a free calls this).
 ///
 /// # Safety
 ///
@@ -78,6 +81,7 @@ pub(crate) unsafe fn release_pages(start: usize, end: usize) -> core::ops::Range
     if last <= first {
         return 0..0;
     }
+    let _errno = Preserved::new();
     // SAFETY: forwarded from the caller; MADV_DONTNEED on private anonymous memory only
     // discards contents.
     unsafe {

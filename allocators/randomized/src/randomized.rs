@@ -389,6 +389,12 @@ unsafe impl MallocHeap for Randomized {
         self.resize_in_heap(ptr, size);
     }
 
+    /// A free's only system calls are `madvise` (pages given back) and `munmap` (a block
+    /// with a mapping of its own), and both keep `errno` (`os::release_pages`,
+    /// `os::unmap`); its locks spin and yield (`sched_yield` never fails). So C's `free`
+    /// calls it without saving `errno` around every call.
+    const FREE_KEEPS_ERRNO: bool = true;
+
     const RECORDS_KIND: bool = true;
 
     /// Records `kind` in the block's header, where C++'s `delete` checks it.
