@@ -16,6 +16,8 @@
 //!   operation counts and step maxima, each `None` where an allocator does not count it.
 //! * [`sync`] — atomics, cells and threads from `std`, or from `loom` under `cfg(loom)`, so
 //!   that the code that is model-checked is the code that ships.
+//! * [`errno`] (Unix) — the calling thread's `errno`, and a guard that restores it around a
+//!   free path's system calls (C's `free` must not change it).
 //! * [`Checked`] — a typestate wrapper that shadows every handle an allocator gives out and
 //!   reports overlap, double free, foreign free, misalignment and layout mismatches.
 //!
