@@ -258,6 +258,14 @@ fn progress(rows: &[(&str, f64, f64, f64)]) -> Vec<Record> {
         .collect()
 }
 
+/// Asserts that wfspan's progress check passes on `recs` and that its line says `says`.
+fn progress_passes_saying(recs: Vec<Record>, says: &str) {
+    let checks = goal(&host_heap_goals(&results(recs)), WFSPAN).checks;
+    let check = &checks[PROGRESS_CHECK];
+    assert_eq!(check.verdict, Verdict::Pass, "{}", check.line);
+    assert!(check.line.contains(says), "{}", check.line);
+}
+
 #[test]
 fn progress_checks_want_no_blocked_freeze_of_wfspan_and_some_of_the_lock() {
     let mut recs = progress(&[(WFSPAN, 0.0, 0.0, 400e3), ("rlsf", 40.0, 0.2, 20e6)]);
@@ -323,20 +331,9 @@ fn progress_checks_want_no_blocked_freeze_of_wfspan_and_some_of_the_lock() {
     // A call of the others of 1 ms or more during a freeze passes when the harness's own
     // code between calls met a pause less than 1 ms shorter in the same windows (the
     // machine's) ...
-    let recs = progress(&[(WFSPAN, 0.0, 0.0, 2.4e6)]);
-    let checks = goal(&host_heap_goals(&results(recs)), WFSPAN).checks;
-    assert_eq!(
-        checks[PROGRESS_CHECK].verdict,
-        Verdict::Pass,
-        "{}",
-        checks[PROGRESS_CHECK].line
-    );
-    assert!(
-        checks[PROGRESS_CHECK]
-            .line
-            .contains("the longest gap between their calls during freezes 1.50 ms"),
-        "{}",
-        checks[PROGRESS_CHECK].line
+    progress_passes_saying(
+        progress(&[(WFSPAN, 0.0, 0.0, 2.4e6)]),
+        "the longest gap between their calls during freezes 1.50 ms",
     );
     // ... and fails when it is 1 ms longer than any gap.
     let mut recs = progress(&[(WFSPAN, 0.0, 0.0, 2.5e6), ("rlsf", 1.0, 0.01, 20e6)]);
@@ -356,19 +353,9 @@ fn progress_checks_want_no_blocked_freeze_of_wfspan_and_some_of_the_lock() {
         "others_max_outside_freeze",
         1.9e6,
     ));
-    let checks = goal(&host_heap_goals(&results(paused)), WFSPAN).checks;
-    assert_eq!(
-        checks[PROGRESS_CHECK].verdict,
-        Verdict::Pass,
-        "{}",
-        checks[PROGRESS_CHECK].line
-    );
-    assert!(
-        checks[PROGRESS_CHECK]
-            .line
-            .contains("the machine's longest pause in the same runs 1.90 ms"),
-        "{}",
-        checks[PROGRESS_CHECK].line
+    progress_passes_saying(
+        paused,
+        "the machine's longest pause in the same runs 1.90 ms",
     );
     // Without a run of two or more threads, neither is decided.
     for r in &mut recs {

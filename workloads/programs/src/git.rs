@@ -22,6 +22,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use alloclab_core::rng::SplitMix64;
+
 use crate::process::{self, Exit, Spec};
 
 /// Files in the generated tree.
@@ -41,46 +43,33 @@ const WORDS: [&str; 16] = [
     "cache", "lock", "thread", "heap", "chunk",
 ];
 
-/// A small deterministic generator (SplitMix64): the history must be the same on every
-/// machine and every run, and nothing here needs more.
-struct Gen(u64);
+/// A number in `lo..=hi`.
+fn range(rng: &mut SplitMix64, lo: usize, hi: usize) -> usize {
+    rng.range_inclusive(lo as u64, hi as u64) as usize
+}
 
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `lo..=hi`.
-    fn range(&mut self, lo: usize, hi: usize) -> usize {
-        lo + (self.next() % (hi - lo + 1) as u64) as usize
-    }
-
-    /// A line of 3 to 12 words.
-    fn line(&mut self) -> String {
-        let words = self.range(3, 12);
-        let mut line = String::new();
-        for i in 0..words {
-            if i > 0 {
-                line.push(' ');
-            }
-            line.push_str(WORDS[self.range(0, WORDS.len() - 1)]);
+/// A line of 3 to 12 words.
+fn line(rng: &mut SplitMix64) -> String {
+    let words = range(rng, 3, 12);
+    let mut line = String::new();
+    for i in 0..words {
+        if i > 0 {
+            line.push(' ');
         }
-        line
+        line.push_str(WORDS[rng.below(WORDS.len())]);
     }
+    line
 }
 
 /// The `git fast-import` stream of the whole history: a first commit of [`FILES`] files,
 /// then `commits` commits, each rewriting a few lines of [`TOUCHED_PER_COMMIT`] files.
 pub fn fast_import_stream(commits: u64) -> Vec<u8> {
-    let mut rng = Gen(0x0a11_0c1a_b617);
+    // The history must be the same on every machine and every run.
+    let mut rng = SplitMix64::new(0x0a11_0c1a_b617);
     let mut files: Vec<Vec<String>> = (0..FILES)
         .map(|_| {
-            let lines = rng.range(20, 200);
-            (0..lines).map(|_| rng.line()).collect()
+            let lines = range(&mut rng, 20, 200);
+            (0..lines).map(|_| line(&mut rng)).collect()
         })
         .collect();
     let mut out = Vec::new();
@@ -91,16 +80,16 @@ pub fn fast_import_stream(commits: u64) -> Vec<u8> {
         } else {
             let mut picked = Vec::with_capacity(TOUCHED_PER_COMMIT);
             while picked.len() < TOUCHED_PER_COMMIT {
-                let f = rng.range(0, FILES - 1);
+                let f = range(&mut rng, 0, FILES - 1);
                 if !picked.contains(&f) {
                     picked.push(f);
                 }
             }
             for &f in &picked {
                 let lines = &mut files[f];
-                let at = rng.range(0, lines.len() - 1);
-                let end = (at + rng.range(0, 3)).min(lines.len());
-                let new: Vec<String> = (0..rng.range(1, 4)).map(|_| rng.line()).collect();
+                let at = range(&mut rng, 0, lines.len() - 1);
+                let end = (at + range(&mut rng, 0, 3)).min(lines.len());
+                let new: Vec<String> = (0..range(&mut rng, 1, 4)).map(|_| line(&mut rng)).collect();
                 lines.splice(at..end, new);
             }
             picked

@@ -5,6 +5,8 @@
 //! Without git the tests skip with a printed line. The history is three commits, so the
 //! file takes well under a second.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -23,13 +25,7 @@ fn have_git() -> bool {
 
 /// A fresh scratch directory for one test.
 fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "alloclab-programs-git-{}-{test}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create a scratch directory");
-    dir
+    common::scratch("git", test)
 }
 
 #[test]

@@ -6,6 +6,8 @@
 //! A missing interpreter or compiler skips its test with a printed line. The sizes are a
 //! tenth of the small scale or less, so the whole file takes a few seconds.
 
+mod common;
+
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -25,13 +27,7 @@ fn find(name: &str) -> Option<PathBuf> {
 
 /// A fresh scratch directory for one test.
 fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "alloclab-programs-scripts-{}-{test}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create a scratch directory");
-    dir
+    common::scratch("scripts", test)
 }
 
 /// The output of one run; panics with the program's standard error when it fails.
