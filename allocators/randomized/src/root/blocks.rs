@@ -164,8 +164,9 @@ impl Root {
     /// Checks `payload` as `free` would, without freeing; its usable size if live.
     #[inline]
     pub(crate) fn usable_size(&self, payload: usize) -> Result<usize, Invalid> {
-        if !matches!(self.locate(payload), Ok((_, KIND_BLOCKS))) {
-            return self.usable_size_elsewhere(payload);
+        let located = self.locate(payload);
+        if !matches!(located, Ok((_, KIND_BLOCKS))) {
+            return self.usable_size_elsewhere(payload, located);
         }
         // Without the arena's lock: a program asks this of its own live blocks, often
         // (redis asks it after every allocation and before every free, for its memory
@@ -180,22 +181,26 @@ impl Root {
         unsafe { validate_in_chunk(self.key, payload) }.map(|l| l.usable())
     }
 
-    /// [`usable_size`](Self::usable_size) of a pointer outside the chunks of blocks: a huge
-    /// block, a zero-size block, or none of this heap's. Out of line, so that the common
-    /// case saves no registers for it.
+    /// [`usable_size`](Self::usable_size) of a pointer outside the chunks of blocks, as
+    /// `locate` placed it: a huge block (the one other kind of mapping), a zero-size block,
+    /// or none of this heap's. Out of line, so that the common case saves no registers for
+    /// it.
     #[cold]
     #[inline(never)]
-    fn usable_size_elsewhere(&self, payload: usize) -> Result<usize, Invalid> {
-        match self.locate(payload) {
-            Ok((base, KIND_HUGE)) => {
+    fn usable_size_elsewhere(
+        &self,
+        payload: usize,
+        located: Result<(usize, usize), Invalid>,
+    ) -> Result<usize, Invalid> {
+        match located {
+            Ok((base, _)) => {
+                debug_assert_eq!(located.map(|(_, kind)| kind), Ok(KIND_HUGE));
                 self.table_lock.lock();
                 // SAFETY: under the table lock the mapping stays registered.
                 let live = unsafe { self.validate_huge(base, payload) };
                 self.table_lock.unlock(0);
                 live.map(|l| l.usable())
             }
-            // SAFETY: `locate` found a chunk of blocks (`usable_size` takes those itself).
-            Ok(_) => unsafe { validate_in_chunk(self.key, payload) }.map(|l| l.usable()),
             Err(Invalid::Foreign) if self.zero.contains(payload) => {
                 self.zero.is_live(payload).map(|()| 0)
             }
