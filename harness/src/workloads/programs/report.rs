@@ -214,21 +214,11 @@ fn ratio_table(out: &mut String, view: &View<'_>, metric: &str, lower_is_better:
             .map(|a| escape_cell(a)),
     );
     table_header(out, &headers, 1);
-    let mut per_heap: Vec<Vec<f64>> = vec![Vec::new(); allocators.len()];
-    // The same ratios split by kind: the C allocation benchmarks (the `cpu` suite's
-    // workloads as programs) and the applications.
-    let mut per_kind: [Vec<Vec<f64>>; 2] = [
-        vec![Vec::new(); allocators.len()],
-        vec![Vec::new(); allocators.len()],
-    ];
-    let mut kind_count = [0; 2];
     let workloads = view.workloads(SUITE);
     for workload in &workloads {
-        let kind = usize::from(is_c_benchmark(workload));
         let Some(base) = median(view, workload, BASELINE, metric) else {
             continue;
         };
-        kind_count[kind] += 1;
         let unit = threads_of(view, workload)
             .and_then(|t| view.get(SUITE, workload, BASELINE, t, metric))
             .map_or("", |r| r.unit.as_str());
@@ -242,10 +232,6 @@ fn ratio_table(out: &mut String, view: &View<'_>, metric: &str, lower_is_better:
             if *a == BASELINE {
                 continue;
             }
-            if let Some(r) = ratios[i] {
-                per_heap[i].push(r);
-                per_kind[kind][i].push(r);
-            }
             let best = ratios[i].is_some_and(|r| {
                 present
                     .iter()
@@ -256,29 +242,22 @@ fn ratio_table(out: &mut String, view: &View<'_>, metric: &str, lower_is_better:
         }
         table_row(out, &cells);
     }
-    mean_row(
-        out,
-        "geometric mean",
-        &allocators,
-        &per_heap,
-        workloads.len(),
-    );
-    // Split only where both kinds ran: otherwise the row above is the one kind's.
-    if kind_count.iter().all(|&n| n > 0) {
-        mean_row(
-            out,
-            "… of the applications",
-            &allocators,
-            &per_kind[0],
-            kind_count[0],
-        );
-        mean_row(
-            out,
-            "… of the C benchmarks (`c-*`)",
-            &allocators,
-            &per_kind[1],
-            kind_count[1],
-        );
+    for group in mean_groups(view) {
+        let programs = workloads
+            .iter()
+            .filter(|w| (group.counted)(w) && median(view, w, BASELINE, metric).is_some())
+            .count();
+        let mut cells = vec![group.label.to_owned(), "1".to_owned()];
+        for a in allocators.iter().filter(|a| **a != BASELINE) {
+            // A mean over fewer programs than the others ran would not compare: say how
+            // many.
+            cells.push(match mean_ratio_of(view, a, metric, group.counted) {
+                Some((m, n)) if n == programs => format!("{m:.2}"),
+                Some((m, n)) => format!("{m:.2} ({n} of {programs})"),
+                None => "—".to_owned(),
+            });
+        }
+        table_row(out, &cells);
     }
 }
 
@@ -288,28 +267,45 @@ fn is_c_benchmark(program: &str) -> bool {
     catalog::find(program).is_some_and(|p| p.takes_threads())
 }
 
-/// A row of geometric means of each heap's `ratios` over programs, of `programs` in all.
-fn mean_row(
-    out: &mut String,
-    label: &str,
-    allocators: &[&str],
-    ratios: &[Vec<f64>],
-    programs: usize,
-) {
-    let mut cells = vec![label.to_owned(), "1".to_owned()];
-    for (i, a) in allocators.iter().enumerate() {
-        if *a == BASELINE {
-            continue;
-        }
-        // A mean over fewer programs than the others ran would not compare: say how many.
-        let n = ratios[i].len();
-        cells.push(match geometric_mean(&ratios[i]) {
-            Some(m) if n == programs => format!("{m:.2}"),
-            Some(m) => format!("{m:.2} ({n} of {programs})"),
-            None => "—".to_owned(),
-        });
+/// A set of programs a table's closing mean is taken over.
+struct MeanGroup {
+    /// Its row's label in `report.md`.
+    label: &'static str,
+    /// Its row's label on the terminal (16 columns).
+    short: &'static str,
+    /// Which programs it counts.
+    counted: Counted,
+}
+
+/// The means a table closes with: over every program and, where both kinds ran, over the
+/// applications and over the C benchmarks alone (otherwise the first is the one kind's).
+fn mean_groups(view: &View<'_>) -> &'static [MeanGroup] {
+    const ALL: MeanGroup = MeanGroup {
+        label: "geometric mean",
+        short: "geometric mean",
+        counted: |_| true,
+    };
+    const SPLIT: [MeanGroup; 3] = [
+        ALL,
+        MeanGroup {
+            label: "… of the applications",
+            short: "… applications",
+            counted: |w| !is_c_benchmark(w),
+        },
+        MeanGroup {
+            label: "… of the C benchmarks (`c-*`)",
+            short: "… C benchmarks",
+            counted: is_c_benchmark,
+        },
+    ];
+    let workloads = view.workloads(SUITE);
+    let both =
+        workloads.iter().any(|w| is_c_benchmark(w)) && workloads.iter().any(|w| !is_c_benchmark(w));
+    if both {
+        &SPLIT
+    } else {
+        core::slice::from_ref(&ALL)
     }
-    table_row(out, &cells);
 }
 
 /// The geometric mean over programs of `allocator`'s `metric` ratio to [`BASELINE`], with
@@ -615,24 +611,12 @@ pub fn terminal_text(results: &ResultsFile) -> String {
         }
         out.push('\n');
     }
-    let workloads = view.workloads(SUITE);
-    let both_kinds =
-        workloads.iter().any(|w| is_c_benchmark(w)) && workloads.iter().any(|w| !is_c_benchmark(w));
-    let means: &[(&str, Counted)] = if both_kinds {
-        &[
-            ("geometric mean", |_| true),
-            ("… applications", |w| !is_c_benchmark(w)),
-            ("… C benchmarks", is_c_benchmark),
-        ]
-    } else {
-        &[("geometric mean", |_| true)]
-    };
-    for &(label, counted) in means {
-        let _ = write!(out, "{label:<16}");
+    for group in mean_groups(&view) {
+        let _ = write!(out, "{:<16}", group.short);
         for a in &allocators {
             let cell = match (
-                mean_ratio_of(&view, a, "wall", counted),
-                mean_ratio_of(&view, a, "peak_rss", counted),
+                mean_ratio_of(&view, a, "wall", group.counted),
+                mean_ratio_of(&view, a, "peak_rss", group.counted),
             ) {
                 (Some((w, _)), Some((m, _))) => format!("{w:.2} / {m:.2}"),
                 _ => "-".to_owned(),
