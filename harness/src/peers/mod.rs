@@ -234,7 +234,7 @@ pub const ALLOCATORS: &[AllocatorInfo] = &[
     peer(
         "mimalloc",
         HostHeap::Mimalloc,
-        "Microsoft's mimalloc (the mimalloc crate, compiled in): per-thread heaps, free-list sharding, delayed remote frees",
+        "Microsoft's mimalloc 3.3 (the mimalloc crate, compiled in): per-thread heaps, free-list sharding, delayed remote frees",
     ),
     peer(
         "jemalloc",
