@@ -220,6 +220,7 @@ pub fn c_program_under_preload(so: &Path, heap_name: &str) -> Outcome {
         format!("heap: {heap_name}"),
         "malloc from preload: yes".to_owned(),
         "rules: ok".to_owned(),
+        "glibc aliases: ok".to_owned(),
         "statistics: ok".to_owned(),
         "stress: ok threads=8 ops=200000".to_owned(),
         "fork: ok forks=16".to_owned(),

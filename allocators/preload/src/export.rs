@@ -19,7 +19,9 @@
 /// `reallocarray`, `posix_memalign`, `aligned_alloc`, `memalign`, `valloc`, `pvalloc`,
 /// `malloc_usable_size`, `malloc_trim`, `malloc_stats`, `mallinfo`, `mallinfo2`, each with the
 /// semantics of the function of the same name in
-/// [`api`](crate::api); C++'s `operator new` and `operator delete` in every form (plain,
+/// [`api`](crate::api); on glibc, its `__libc_malloc`, `__libc_calloc`, `__libc_realloc`,
+/// `__libc_free`, `__libc_memalign`, `__libc_valloc` and `__libc_pvalloc`, the same
+/// functions under the names that reach the C library's allocator directly; C++'s `operator new` and `operator delete` in every form (plain,
 /// array, sized, aligned, `nothrow`; see [`cxx`](crate::cxx)); and
 /// `const char *alloclab_preload_heap_name(void)`, which a
 /// program (or a test) can look up with `dlsym(RTLD_DEFAULT, ...)` to see which heap, if
@@ -244,6 +246,21 @@ macro_rules! export_malloc_api {
             $crate::api::mallinfo(&$heap)
         }
 
+        // glibc's `__libc_*` names of the same functions, which a program (or a library
+        // that wraps `malloc`) may call to reach the C library's allocator directly: they
+        // reach this heap too, so that no block is handed out by one heap and freed into
+        // the other.
+        $crate::export_malloc_api!(@glibc_aliases
+            __libc_malloc malloc (size: usize) -> *mut ::core::ffi::c_void,
+            __libc_calloc calloc (count: usize, size: usize) -> *mut ::core::ffi::c_void,
+            __libc_memalign memalign (alignment: usize, size: usize) -> *mut ::core::ffi::c_void,
+            __libc_valloc valloc (size: usize) -> *mut ::core::ffi::c_void,
+            __libc_pvalloc pvalloc (size: usize) -> *mut ::core::ffi::c_void);
+        $crate::export_malloc_api!(@glibc_unsafe_aliases
+            __libc_free free (ptr: *mut ::core::ffi::c_void) -> (),
+            __libc_realloc realloc (ptr: *mut ::core::ffi::c_void, size: usize)
+                -> *mut ::core::ffi::c_void);
+
         $crate::export_malloc_api!(@cxx $heap);
 
         /// The name of the preloaded heap, NUL-terminated, for `dlsym(RTLD_DEFAULT, ...)`.
@@ -252,6 +269,31 @@ macro_rules! export_malloc_api {
             ::core::concat!($name, "\0").as_ptr().cast()
         }
     };
+    // glibc's `__libc_<name>` for each safe function given, calling `<name>` above.
+    (@glibc_aliases $($alias:ident $target:ident ($($arg:ident: $ty:ty),*) -> $ret:ty),+) => {$(
+        #[doc = ::core::concat!("glibc's `", ::core::stringify!($alias), "`: `",
+            ::core::stringify!($target), "` of this heap.")]
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $alias($($arg: $ty),*) -> $ret {
+            $target($($arg),*)
+        }
+    )+};
+    // The same for the functions that take a block (`free`, `realloc`).
+    (@glibc_unsafe_aliases $($alias:ident $target:ident ($($arg:ident: $ty:ty),*) -> $ret:ty),+) => {$(
+        #[doc = ::core::concat!("glibc's `", ::core::stringify!($alias), "`: `",
+            ::core::stringify!($target), "` of this heap.")]
+        ///
+        /// # Safety
+        ///
+        /// `ptr` is NULL or a live block of this heap.
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $alias($($arg: $ty),*) -> $ret {
+            // SAFETY: forwarded from the C caller.
+            unsafe { $target($($arg),*) }
+        }
+    )+};
     // C++'s operator new and delete, every form, under their Itanium ABI names (`m` is
     // `std::size_t` as `unsigned long`: 64-bit Linux). `std::align_val_t` is passed as a
     // `std::size_t`, `const std::nothrow_t&` as a pointer, never read. The array forms

@@ -2,7 +2,8 @@
  *
  * 1. Which heap is preloaded (dlsym of alloclab_preload_heap_name), and whether `malloc`
  *    resolves into the same object as that marker.
- * 2. The return-value and errno rules of every function the preload exports.
+ * 2. The return-value and errno rules of every function the preload exports, and glibc's
+ *    __libc_* names of them resolving into the preloaded object.
  * 3. THREADS threads doing mixed malloc/calloc/realloc/reallocarray/posix_memalign/
  *    aligned_alloc/memalign of 1 B .. 1 MiB, checking the contents of every block before it
  *    is freed or resized, and passing blocks to each other (cross-thread free and realloc).
@@ -552,6 +553,65 @@ static void fork_while_threads_allocate(void) {
     fflush(stdout);
 }
 
+/* ---------- 2b. glibc's __libc_* names ---------- */
+
+/* glibc exports its allocator under these names too; a program or a library wrapping
+ * malloc may call them to reach the C library's allocator directly. */
+extern void *__libc_malloc(size_t size);
+extern void *__libc_calloc(size_t count, size_t size);
+extern void *__libc_realloc(void *ptr, size_t size);
+extern void __libc_free(void *ptr);
+extern void *__libc_memalign(size_t alignment, size_t size);
+extern void *__libc_valloc(size_t size);
+extern void *__libc_pvalloc(size_t size);
+
+/* Each resolves into the preloaded object, and blocks cross freely between those names
+ * and the standard ones (with glibc's own behind them, each crossing would free a block
+ * into a heap that never made it). */
+static void check_glibc_aliases(void) {
+    static const char *const names[] = {"__libc_malloc",   "__libc_calloc", "__libc_realloc",
+                                        "__libc_free",     "__libc_memalign",
+                                        "__libc_valloc",   "__libc_pvalloc"};
+    Dl_info marker;
+    void *name_fn = dlsym(RTLD_DEFAULT, "alloclab_preload_heap_name");
+    CHECK(name_fn && dladdr(name_fn, &marker), "the preloaded object's marker");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        Dl_info from;
+        void *sym = dlsym(RTLD_DEFAULT, names[i]);
+        CHECK(sym && dladdr(sym, &from) && from.dli_fbase == marker.dli_fbase,
+              "%s resolves into the preloaded object", names[i]);
+    }
+    unsigned char *a = __libc_malloc(100);
+    CHECK(a != NULL, "__libc_malloc(100)");
+    fill_index(a, 100);
+    a = realloc(a, 5000);
+    CHECK(a != NULL && has_index(a, 100), "realloc keeps what __libc_malloc's block held");
+    free(a);
+    unsigned char *b = malloc(200);
+    CHECK(b != NULL, "malloc(200)");
+    fill_index(b, 200);
+    b = __libc_realloc(b, 3000);
+    CHECK(b != NULL && has_index(b, 200), "__libc_realloc keeps what malloc's block held");
+    __libc_free(b);
+    unsigned char *c = __libc_calloc(10, 100);
+    CHECK(c != NULL, "__libc_calloc(10, 100)");
+    for (size_t i = 0; i < 1000; i++) CHECK(c[i] == 0, "__libc_calloc's byte %zu is zero", i);
+    free(c);
+    void *d = __libc_memalign(4096, 100);
+    CHECK(d != NULL && aligned_to(d, 4096), "__libc_memalign(4096, 100)");
+    __libc_free(d);
+    void *e = __libc_valloc(10);
+    CHECK(e != NULL && aligned_to(e, (size_t)sysconf(_SC_PAGESIZE)), "__libc_valloc(10)");
+    free(e);
+    void *f = __libc_pvalloc(10);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    CHECK(f != NULL && aligned_to(f, page) && malloc_usable_size(f) >= page,
+          "__libc_pvalloc(10): a page");
+    __libc_free(f);
+    __libc_free(NULL);
+    printf("glibc aliases: ok\n");
+}
+
 /* The heap's statistics: mallinfo2 counts a live 4 MiB block and its free, and
  * malloc_stats writes the heap's figures (checked by the driver, on stderr). */
 static void check_statistics(void) {
@@ -578,6 +638,7 @@ static void check_statistics(void) {
 int main(void) {
     report_heap();
     check_rules();
+    check_glibc_aliases();
     check_statistics();
     stress();
     fork_while_threads_allocate();
