@@ -36,6 +36,8 @@ use crate::workloads::Measurement;
 /// 8-byte request one of its 8-byte blocks, as its `malloc(8)` does, where asked for 16 it
 /// gave a 16-byte one.
 pub(in crate::workloads) const ALIGN: usize = 8;
+// `mstress` keeps a block's size in its first word.
+const _: () = assert!(ALIGN >= core::mem::align_of::<usize>());
 
 /// The layout of a `size`-byte block.
 #[inline]

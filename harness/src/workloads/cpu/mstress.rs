@@ -45,7 +45,7 @@ const LARGE_MAX: usize = 256 * 1024;
 #[inline]
 fn new_block<A: HostAllocator>(alloc: &A, size: usize, tag: u8) -> Block {
     let block = Block::new(alloc, size, tag);
-    // SAFETY: the block is live, at least 16 bytes and 16-aligned.
+    // SAFETY: the block is live, at least 16 bytes and aligned to a word (`common::ALIGN`).
     unsafe { block.ptr().cast::<usize>().write(size) };
     block
 }
