@@ -118,10 +118,6 @@ pub struct WfSpan {
     purged_bytes: AtomicU64,
 }
 
-// The remote-free batch's branch (the slow path's first step, one per node moved) stays
-// within the longest branch's bound at one thread.
-const _: () = assert!((crate::heap::REMOTE_BATCH as u64) < 29);
-
 /// Most steps one operation may take (see [`step_bound`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StepBound {
@@ -137,10 +133,10 @@ pub struct StepBound {
 /// With `n` threads — so at most `n` heaps, and at most `n` producers stalled mid-push, each
 /// parking one chain (threads that only free count too: they can stall a push):
 ///
-/// * alloc ≤ `36 + 5n`. The fast path is 1 step. The slow path takes the next remote free of
-///   the chain kept in the active span's slot (1, and 1 for each of up to 15 more linked
-///   ones it moves onto the free list: at most 17 with the slow path's first, and then it
-///   returns), else one remote free of the active span
+/// * alloc ≤ `36 + 5n`. The fast path is 1 step: a block of the active span's free list or,
+///   that list empty, the next remote free of the chain kept in its slot (2). The slow path
+///   (1, and 1 more where that chain's first node was not linked yet) takes one remote free
+///   of the active span
 ///   (≤ `3 + n`: the backlog, each parked chain, one swap), a partial span (1),
 ///   one full span (1, then ≤ `3 + n` to take its remote free), and otherwise a new span: a
 ///   discard (≤ 3), the discarded span remembered for the class taken back (1, then ≤ `3 +
@@ -148,8 +144,8 @@ pub struct StepBound {
 ///   reused for another class meanwhile, given up again, ≤ 3), else one acquired: the spare,
 ///   cache, idle spans (≤ 8) and own public list (≤ 3), helping one heap (≤ `n + 2`), one
 ///   attempt on each other heap's list (≤ `n`), the orphans, the collect and a fresh span
-///   (≤ 3). Remote frees are taken a bounded number at a time, so no step depends on how
-///   many blocks a span holds.
+///   (≤ 3). Remote frees are taken one at a time, so no step depends on how many blocks a
+///   span holds.
 /// * free ≤ 4: a push (local or remote), a list move or a span release (a cache push or one
 ///   public-list attempt), and the reclaim of a discarded span.
 ///
