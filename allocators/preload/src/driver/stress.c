@@ -565,6 +565,18 @@ extern void *__libc_memalign(size_t alignment, size_t size);
 extern void *__libc_valloc(size_t size);
 extern void *__libc_pvalloc(size_t size);
 
+/* A block of `n` bytes from `make`, moved to `to` bytes by `grow` (its bytes kept), then
+ * given to `drop`. */
+static void cross_names(void *(*make)(size_t), void *(*grow)(void *, size_t), void (*drop)(void *),
+                        size_t n, size_t to, const char *names) {
+    unsigned char *p = make(n);
+    CHECK(p != NULL, "%s: the allocation of %zu bytes", names, n);
+    fill_index(p, n);
+    p = grow(p, to);
+    CHECK(p != NULL && has_index(p, n), "%s: the block's bytes kept by the move to %zu", names, to);
+    drop(p);
+}
+
 /* Each resolves into the preloaded object, and blocks cross freely between those names
  * and the standard ones (with glibc's own behind them, each crossing would free a block
  * into a heap that never made it). */
@@ -581,18 +593,8 @@ static void check_glibc_aliases(void) {
         CHECK(sym && dladdr(sym, &from) && from.dli_fbase == marker.dli_fbase,
               "%s resolves into the preloaded object", names[i]);
     }
-    unsigned char *a = __libc_malloc(100);
-    CHECK(a != NULL, "__libc_malloc(100)");
-    fill_index(a, 100);
-    a = realloc(a, 5000);
-    CHECK(a != NULL && has_index(a, 100), "realloc keeps what __libc_malloc's block held");
-    free(a);
-    unsigned char *b = malloc(200);
-    CHECK(b != NULL, "malloc(200)");
-    fill_index(b, 200);
-    b = __libc_realloc(b, 3000);
-    CHECK(b != NULL && has_index(b, 200), "__libc_realloc keeps what malloc's block held");
-    __libc_free(b);
+    cross_names(__libc_malloc, realloc, free, 100, 5000, "__libc_malloc, realloc, free");
+    cross_names(malloc, __libc_realloc, __libc_free, 200, 3000, "malloc, __libc_realloc, __libc_free");
     unsigned char *c = __libc_calloc(10, 100);
     CHECK(c != NULL, "__libc_calloc(10, 100)");
     for (size_t i = 0; i < 1000; i++) CHECK(c[i] == 0, "__libc_calloc's byte %zu is zero", i);
