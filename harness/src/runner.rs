@@ -702,8 +702,9 @@ impl HostHeapTask for MeasureHostHeap {
 
     fn run<A: HostAllocator>(self, alloc: &'static A) -> Vec<Sample> {
         // The footprint baseline is taken before the allocator is first used: memory an
-        // allocator takes when it starts (mimalloc touches about 4 MiB at its first
-        // allocation here) is part of its footprint, as in a whole-process peak RSS.
+        // allocator takes when it starts (mimalloc 3 touches 4 MiB at its first allocation
+        // here: two transparent huge pages) is part of its footprint, as in a whole-process
+        // peak RSS.
         // Code is mapped in before the baseline: it is not heap, and glibc's malloc alone
         // would have its code resident already (see `measure`).
         measure::prefault_code();
