@@ -483,7 +483,8 @@ impl Heap {
     }
 
     /// The fast path of [`alloc_small`](Self::alloc_small): a block off the active span's
-    /// free list, or null (the slow path's turn).
+    /// free list, else the next remote free of the chain lent to its slot
+    /// ([`pop_backlog`](Self::pop_backlog)), or null (the slow path's turn).
     ///
     /// # Safety
     /// As [`alloc_small`](Self::alloc_small).
@@ -514,11 +515,11 @@ impl Heap {
     /// of the slow path's step 1), if its producer has linked it; null otherwise. (A fifth of
     /// the frees in the realtime suite are remote: each comes back through here.)
     ///
-    /// One node a call, on the fast path's way out (inlined: no call, no register saved on
-    /// the way in). Each node of the
-    /// chain was last written by the thread that freed it, and the next node's address is in
-    /// its link: moving several onto the free list at once makes one allocation wait for
-    /// that many cache misses in a row (see the crate README's *Slow paths*).
+    /// One node a call, on the fast path's way out (inlined: no call, and no register saved
+    /// on the way in). Each node of the chain was last written by the thread that freed it,
+    /// and the next node's address is in its link: moving several onto the free list at once
+    /// makes one allocation wait for that many cache misses in a row (see the crate README's
+    /// *Slow paths*).
     ///
     /// # Safety
     /// As [`alloc_small`](Self::alloc_small); the slot's free list is empty.
