@@ -14,6 +14,10 @@ pub const RESULT_DIGEST_METRIC: &str = "result_digest";
 /// The metric of the `realtime` suite that says which share of a run's threads ran under
 /// `SCHED_FIFO` (1: all, 0: none; see `workloads::realtime::Sched`).
 pub const SCHED_FIFO_METRIC: &str = "sched_fifo";
+/// The metric of the `realtime` suite's latency workloads that says how long a cache line
+/// took to go between two cores and back just before the run, in ns (see
+/// `machine::line_round_trip_ns`): the machine's, not the allocator's.
+pub const LINE_ROUND_TRIP_METRIC: &str = "line_round_trip";
 /// Metrics that describe the measurement rather than the allocator: no comparison column,
 /// chart panel or mean, but notes of their own.
 pub const QUALIFIER_METRICS: &[&str] = &[
@@ -21,6 +25,7 @@ pub const QUALIFIER_METRICS: &[&str] = &[
     CLOCK_READ_METRIC,
     SCHED_FIFO_METRIC,
     RESULT_DIGEST_METRIC,
+    LINE_ROUND_TRIP_METRIC,
 ];
 /// Metrics listed first, in this order (percentiles ascending, so that a row reads from the
 /// median to the worst case); any other metric follows, sorted by name.

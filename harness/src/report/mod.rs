@@ -19,10 +19,12 @@
 //! `charts` and `sweeps` the SVG charts, `files` the directory, `layout` the hooks.
 //!
 //! Metric names come from [`crate::metrics`]: [`METRIC_ORDER`] puts the known metrics first, [`HEADLINE_METRICS`] picks the chart
-//! panels of a workload with many metrics, and the two [`QUALIFIER_METRICS`] — they describe
+//! panels of a workload with many metrics, and the [`QUALIFIER_METRICS`] — they describe
 //! the measurement, not the allocator — get notes instead of comparison columns:
 //! [`TIMER_OVERHEAD_METRIC`] feeds the timer-overhead section, [`CLOCK_READ_METRIC`] (reported
-//! by workloads that time single operations) a note under the workload's table.
+//! by workloads that time single operations) a note under the workload's table, with the
+//! scheduling policy ([`SCHED_FIFO_METRIC`]) where the runs report it; the `realtime`
+//! suite's tables say the machine's cache-line round trip ([`LINE_ROUND_TRIP_METRIC`]).
 //!
 //! Many metrics (a latency workload has a dozen) are kept readable by two small rules:
 //!
@@ -68,8 +70,8 @@ pub use sweeps::*;
 pub use view::*;
 
 pub use crate::metrics::{
-    CLOCK_READ_METRIC, HEADLINE_METRICS, METRIC_ORDER, QUALIFIER_METRICS, SCHED_FIFO_METRIC,
-    SWEEP_SEPARATOR, TIMER_OVERHEAD_METRIC, sweep_point,
+    CLOCK_READ_METRIC, HEADLINE_METRICS, LINE_ROUND_TRIP_METRIC, METRIC_ORDER, QUALIFIER_METRICS,
+    SCHED_FIFO_METRIC, SWEEP_SEPARATOR, TIMER_OVERHEAD_METRIC, sweep_point,
 };
 
 /// The line that opens the results section of the README.

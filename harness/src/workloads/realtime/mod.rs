@@ -21,7 +21,7 @@ use alloclab_core::HostAllocator;
 use hdrhistogram::Histogram;
 
 use super::{Outcome, Params, WorkloadInfo};
-use crate::metrics::{CLOCK_READ_METRIC, TIMER_OVERHEAD_METRIC};
+use crate::metrics::{CLOCK_READ_METRIC, LINE_ROUND_TRIP_METRIC, TIMER_OVERHEAD_METRIC};
 use crate::peers::Capability;
 use crate::results::{Sample, sample};
 
@@ -124,9 +124,17 @@ impl RealtimeWorkload {
     pub fn run<A: HostAllocator>(self, alloc: &A, params: &Params) -> Outcome {
         match self {
             Self::Latency | Self::LatencyFifo => {
+                // The machine's state beside the tails: a remote free waits for lines the
+                // other core wrote, and how long that takes moves with where the host runs
+                // the vCPUs.
+                let round_trip = crate::machine::line_round_trip_ns();
                 let latencies = latency::measure(alloc, params);
+                let mut samples = latencies.samples(&alloc.stats());
+                if let Some(ns) = round_trip {
+                    samples.push(sample(LINE_ROUND_TRIP_METRIC, "ns", ns, true));
+                }
                 Outcome {
-                    samples: latencies.samples(&alloc.stats()),
+                    samples,
                     min_sample: latencies.shortest(),
                     times_single_operations: true,
                 }

@@ -10,6 +10,7 @@ use plotters::prelude::*;
 
 use super::SUITE;
 use super::latency::FLOOR;
+use crate::metrics::LINE_ROUND_TRIP_METRIC;
 use crate::report::{
     ReportError, View, escape_cell, fmt_duration_ns, table_header, table_row, write_atomic,
 };
@@ -167,13 +168,38 @@ fn what_it_measures(view: &View<'_>, workload: &str, threads: usize) -> String {
     }
 }
 
+/// The shortest and longest cache-line round trip between two cores timed before the runs
+/// of `workload` at `threads` (see `machine::line_round_trip_ns`), if they report it.
+fn round_trip_range(view: &View<'_>, workload: &str, threads: usize) -> Option<(f64, f64)> {
+    let records: Vec<_> = view
+        .allocators_in(SUITE, Some(workload))
+        .iter()
+        .filter_map(|a| view.get(SUITE, workload, a, threads, LINE_ROUND_TRIP_METRIC))
+        .collect();
+    let lo = records.iter().map(|r| r.min).min_by(f64::total_cmp)?;
+    let hi = records.iter().map(|r| r.max).max_by(f64::total_cmp)?;
+    Some((lo, hi))
+}
+
 /// The tails tables of every latency workload and thread count the run has.
 fn tails_section(out: &mut String, view: &View<'_>) {
     for workload in LATENCY_WORKLOADS {
         for t in view.threads_in(SUITE, Some(workload)) {
+            let machine = round_trip_range(view, workload, t)
+                .map(|(lo, hi)| {
+                    format!(
+                        "; a cache line went from one core to the other and back in {}–{} just \
+                         before the runs (`{LINE_ROUND_TRIP_METRIC}`: a VM's figure moves with \
+                         where the host runs its vCPUs, and every call that waits for a line \
+                         the other core wrote moves with it)",
+                        fmt_duration_ns(lo),
+                        fmt_duration_ns(hi)
+                    )
+                })
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "\n{} — median over the runs; **bold** is the lowest:\n",
+                "\n{} — median over the runs; **bold** is the lowest{machine}:\n",
                 what_it_measures(view, workload, t)
             );
             tails_table(out, view, workload, t);
@@ -538,5 +564,36 @@ mod tests {
             "{svg}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_tails_table_says_the_cache_line_round_trip_of_its_runs_where_they_timed_it() {
+        let mut records = Vec::new();
+        for a in ["wfspan", "mimalloc"] {
+            for (_, metric) in TAILS {
+                records.push(record("latency-fifo", a, 2, metric, 1_000.0));
+            }
+        }
+        let caption = |records: Vec<Record>| {
+            let mut out = String::new();
+            readme(&mut out, &ResultsFile::of_records(records));
+            out.lines()
+                .find(|l| l.starts_with("`latency-fifo`, 2 threads"))
+                .unwrap_or_else(|| panic!("no caption in {out}"))
+                .to_owned()
+        };
+        assert!(!caption(records.clone()).contains(LINE_ROUND_TRIP_METRIC));
+        for (a, lo, hi) in [("wfspan", 85.0, 120.0), ("mimalloc", 95.0, 430.0)] {
+            records.push(Record {
+                min: lo,
+                max: hi,
+                ..record("latency-fifo", a, 2, LINE_ROUND_TRIP_METRIC, lo)
+            });
+        }
+        let line = caption(records);
+        assert!(
+            line.contains("and back in 85 ns–430 ns just before the runs"),
+            "{line}"
+        );
     }
 }
