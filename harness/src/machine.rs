@@ -200,15 +200,29 @@ mod tests {
 
     #[test]
     fn a_line_round_trip_is_measured_where_two_cpus_are_allowed_and_the_cpu_set_is_kept() {
-        let before = std::fs::read_to_string("/proc/thread-self/status")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("Cpus_allowed_list:"))
-                    .map(str::to_owned)
-            });
+        // The calling thread's CPU set, as Linux lists it.
+        let cpus_allowed = || {
+            std::fs::read_to_string("/proc/thread-self/status")
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find(|l| l.starts_with("Cpus_allowed_list:"))
+                        .map(str::to_owned)
+                })
+        };
+        let before = cpus_allowed();
         let trip = line_round_trip_ns();
-        if cfg!(target_os = "linux") && logical_cores() >= 2 {
+        // CPUs this thread may run on (not `logical_cores`, which a CPU quota lowers).
+        #[cfg(target_os = "linux")]
+        // SAFETY: a zeroed `cpu_set_t` is an empty set; the call writes at most its size.
+        let allowed = unsafe {
+            let mut set: libc::cpu_set_t = core::mem::zeroed();
+            libc::sched_getaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &mut set);
+            libc::CPU_COUNT(&set)
+        };
+        #[cfg(not(target_os = "linux"))]
+        let allowed = 0;
+        if allowed >= 2 {
             let ns = trip.expect("two CPUs allowed: a round trip is measured");
             // Two stores and two loads of a line that moves between cores: more than a few
             // nanoseconds, far less than a millisecond.
@@ -216,13 +230,7 @@ mod tests {
         } else {
             assert_eq!(trip, None);
         }
-        let after = std::fs::read_to_string("/proc/thread-self/status")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("Cpus_allowed_list:"))
-                    .map(str::to_owned)
-            });
+        let after = cpus_allowed();
         assert_eq!(before, after, "the calling thread's CPU set is restored");
     }
 }
