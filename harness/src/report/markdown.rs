@@ -490,16 +490,7 @@ pub(super) fn clock_read_note(
         .records_in(suite, workload)
         .filter(|r| r.metric == CLOCK_READ_METRIC)
         .collect();
-    let lo = clock
-        .iter()
-        .map(|r| r.min)
-        .filter(|v| v.is_finite())
-        .min_by(f64::total_cmp)?;
-    let hi = clock
-        .iter()
-        .map(|r| r.max)
-        .filter(|v| v.is_finite())
-        .max_by(f64::total_cmp)?;
+    let (lo, hi) = range_over_runs(clock.iter().copied())?;
     let unit = &clock[0].unit;
     let mut note = format!(
         "Every latency here is the time between two clock reads around one call, so it \

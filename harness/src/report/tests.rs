@@ -1077,3 +1077,20 @@ fn values_are_formatted_compactly() {
     assert_eq!(fmt_tick(1200.0), "1200");
     assert_eq!(code_span("a`b"), "``a`b``");
 }
+
+#[test]
+fn a_range_over_runs_spans_every_finite_min_and_max() {
+    let with = |min: f64, max: f64| Record {
+        min,
+        max,
+        ..rt_record("system", 2, CLOCK_READ_METRIC, "ns", min)
+    };
+    assert_eq!(range_over_runs([]), None);
+    let records = [
+        with(30.0, 33.0),
+        with(28.5, f64::INFINITY),
+        with(f64::NAN, 41.0),
+    ];
+    assert_eq!(range_over_runs(&records), Some((28.5, 41.0)));
+    assert_eq!(range_over_runs(&[with(f64::NAN, f64::INFINITY)]), None);
+}

@@ -269,6 +269,23 @@ impl<'a> View<'a> {
     }
 }
 
+/// The lowest `min` and the highest `max` of `records`, finite values only: the range a
+/// figure took over every run of them. `None` if there is none.
+pub(crate) fn range_over_runs<'r>(
+    records: impl IntoIterator<Item = &'r Record>,
+) -> Option<(f64, f64)> {
+    records
+        .into_iter()
+        .map(|r| (r.min, r.max))
+        .fold(None, |range, (min, max)| {
+            let (lo, hi) = range.unwrap_or((f64::INFINITY, f64::NEG_INFINITY));
+            let lo = if min.is_finite() { lo.min(min) } else { lo };
+            let hi = if max.is_finite() { hi.max(max) } else { hi };
+            Some((lo, hi))
+        })
+        .filter(|(lo, hi)| lo.is_finite() && hi.is_finite())
+}
+
 /// Sort key of a metric: its position in [`METRIC_ORDER`], then its name.
 pub(super) fn metric_rank(name: &str) -> (usize, &str) {
     (

@@ -12,7 +12,8 @@ use super::SUITE;
 use super::latency::FLOOR;
 use crate::metrics::LINE_ROUND_TRIP_METRIC;
 use crate::report::{
-    ReportError, View, escape_cell, fmt_duration_ns, table_header, table_row, write_atomic,
+    ReportError, View, escape_cell, fmt_duration_ns, range_over_runs, table_header, table_row,
+    write_atomic,
 };
 use crate::results::ResultsFile;
 
@@ -171,14 +172,11 @@ fn what_it_measures(view: &View<'_>, workload: &str, threads: usize) -> String {
 /// The shortest and longest cache-line round trip between two cores timed before the runs
 /// of `workload` at `threads` (see `machine::line_round_trip_ns`), if they report it.
 fn round_trip_range(view: &View<'_>, workload: &str, threads: usize) -> Option<(f64, f64)> {
-    let records: Vec<_> = view
-        .allocators_in(SUITE, Some(workload))
-        .iter()
-        .filter_map(|a| view.get(SUITE, workload, a, threads, LINE_ROUND_TRIP_METRIC))
-        .collect();
-    let lo = records.iter().map(|r| r.min).min_by(f64::total_cmp)?;
-    let hi = records.iter().map(|r| r.max).max_by(f64::total_cmp)?;
-    Some((lo, hi))
+    range_over_runs(
+        view.allocators_in(SUITE, Some(workload))
+            .iter()
+            .filter_map(|a| view.get(SUITE, workload, a, threads, LINE_ROUND_TRIP_METRIC)),
+    )
 }
 
 /// The tails tables of every latency workload and thread count the run has.
