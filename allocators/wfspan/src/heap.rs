@@ -528,9 +528,7 @@ impl Heap {
         // SAFETY: owner-only access to the slot per the contract.
         unsafe {
             let active = self.slot(class).active.get();
-            if (*active).backlog.is_null() {
-                return ptr::null_mut();
-            }
+            // Null for an empty chain too.
             let node = take_linked(&mut (*active).backlog);
             if node.is_null() {
                 return node.cast();
