@@ -21,8 +21,9 @@
 /// semantics of the function of the same name in
 /// [`api`](crate::api); on glibc, its `__libc_malloc`, `__libc_calloc`, `__libc_realloc`,
 /// `__libc_free`, `__libc_memalign`, `__libc_valloc` and `__libc_pvalloc`, the same
-/// functions under the names that reach the C library's allocator directly; C++'s `operator new` and `operator delete` in every form (plain,
-/// array, sized, aligned, `nothrow`; see [`cxx`](crate::cxx)); and
+/// functions under the names that reach the C library's allocator directly; C++'s
+/// `operator new` and `operator delete` in every form (plain, array, sized, aligned,
+/// `nothrow`; see [`cxx`](crate::cxx)); and
 /// `const char *alloclab_preload_heap_name(void)`, which a
 /// program (or a test) can look up with `dlsym(RTLD_DEFAULT, ...)` to see which heap, if
 /// any, is preloaded.

@@ -602,11 +602,11 @@ static void check_glibc_aliases(void) {
     void *d = __libc_memalign(4096, 100);
     CHECK(d != NULL && aligned_to(d, 4096), "__libc_memalign(4096, 100)");
     __libc_free(d);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
     void *e = __libc_valloc(10);
-    CHECK(e != NULL && aligned_to(e, (size_t)sysconf(_SC_PAGESIZE)), "__libc_valloc(10)");
+    CHECK(e != NULL && aligned_to(e, page), "__libc_valloc(10)");
     free(e);
     void *f = __libc_pvalloc(10);
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
     CHECK(f != NULL && aligned_to(f, page) && malloc_usable_size(f) >= page,
           "__libc_pvalloc(10): a page");
     __libc_free(f);
