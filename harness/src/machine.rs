@@ -25,12 +25,14 @@ pub fn logical_cores() -> usize {
 }
 
 /// How long a cache line takes to go from one core to another and back, in ns: the median
-/// over 5 batches of 2,000 round trips of a ping-pong between this thread and a helper,
-/// pinned to the first two CPUs this process may run on (this thread's CPU set is restored
-/// after). `None` where the process may run on fewer than two CPUs or cannot pin threads,
-/// and where the ping-pong takes more than [`ROUND_TRIP_BUDGET`] (about 5 ms on an idle
-/// machine): other threads were sharing those CPUs, and a round trip timed then is a
-/// scheduler's time slice.
+/// over 5 batches of 2,000 round trips of a ping-pong between two threads of its own, pinned
+/// to the first two CPUs this process may run on and run under the default time-sharing
+/// policy whatever the caller's (the calling thread's CPU set and policy are not touched).
+/// `None` where the process may run on fewer than two CPUs or cannot pin threads, and where
+/// the ping-pong takes more than [`ROUND_TRIP_BUDGET`] (about 5 ms on an idle machine):
+/// other threads were holding those CPUs, and a round trip timed then is a scheduler's time
+/// slice. The budget holds inside a trip too: a return that never comes (the other CPU held
+/// by a real-time thread) ends the measurement at the budget.
 ///
 /// On a VM the figure depends on where the host runs the vCPUs, and moves with it: on the
 /// 2-core AMD EPYC VM here it read 80–135 ns most of the time and 400–480 ns for stretches
@@ -52,11 +54,19 @@ pub const ROUND_TRIP_BUDGET: Duration = Duration::from_millis(250);
 
 #[cfg(target_os = "linux")]
 mod ping_pong {
+    use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::{Duration, Instant};
 
+    /// The value of the shared line that ends the ping-pong early: either side writes it
+    /// when it gives up, the serving side past its budget, the helper where it cannot pin.
+    const GIVEN_UP: u64 = u64::MAX;
+
+    /// Spins between two looks at the clock while a return is awaited.
+    const SPINS_PER_CLOCK_READ: u32 = 1 << 10;
+
     /// This thread's CPU set, if the OS tells.
-    fn affinity() -> Option<libc::cpu_set_t> {
+    pub(super) fn affinity() -> Option<libc::cpu_set_t> {
         // SAFETY: a zeroed `cpu_set_t` is an empty set; the call writes at most its size.
         unsafe {
             let mut set: libc::cpu_set_t = core::mem::zeroed();
@@ -65,20 +75,28 @@ mod ping_pong {
         }
     }
 
-    /// Pins this thread to `set`; whether the OS allowed it.
-    fn set_affinity(set: &libc::cpu_set_t) -> bool {
-        // SAFETY: `set` is a valid CPU set of the size passed.
-        unsafe { libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), set) == 0 }
-    }
-
-    /// Pins this thread to CPU `cpu` alone.
-    fn pin(cpu: usize) -> bool {
-        // SAFETY: a zeroed `cpu_set_t` is an empty set; `cpu` is below `CPU_SETSIZE`.
+    /// Pins this thread to CPU `cpu` alone; whether the OS allowed it.
+    pub(super) fn pin(cpu: usize) -> bool {
+        // SAFETY: a zeroed `cpu_set_t` is an empty set; `cpu` is below `CPU_SETSIZE`, and
+        // the set passed is of the size passed.
         unsafe {
             let mut set: libc::cpu_set_t = core::mem::zeroed();
             libc::CPU_SET(cpu, &mut set);
-            set_affinity(&set)
+            libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set) == 0
         }
+    }
+
+    /// Puts this thread under the default time-sharing policy (and the threads it spawns,
+    /// which inherit it); lowering a policy needs no privilege. Two `SCHED_FIFO` ping-pongs
+    /// at once deadlock: each one's serving side spins on one CPU and its helper on the
+    /// other, and each waits for a thread that the other's spinner keeps off its CPU
+    /// (real-time threads of one priority do not yield to each other). Time-shared threads
+    /// take turns, and do not starve the machine's other threads while they measure.
+    fn time_shared() {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `param` is a valid `sched_param`; pid 0 is the calling thread. A failure
+        // leaves the policy as it was, which the budget still bounds.
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
     }
 
     /// The median over `batches` batches of `trips` round trips, in ns; `None` as
@@ -93,68 +111,110 @@ mod ping_pong {
         let &[here, there] = cpus.as_slice() else {
             return None;
         };
-        // The line both threads write, alone on its cache line: odd values are this
-        // thread's serves, even ones the helper's returns.
-        #[repr(align(128))]
-        struct Line(AtomicU64);
-        let line = Line(AtomicU64::new(0));
-        let total = batches as u64 * trips;
-        let began = Instant::now();
-        let mut per_batch = std::thread::scope(|scope| {
-            let helper = scope.spawn(|| {
-                if !pin(there) {
-                    // Tell the serving side, which is waiting for the first return.
-                    line.0.store(u64::MAX, Ordering::Release);
-                    return false;
-                }
-                for i in 0..total {
-                    loop {
-                        match line.0.load(Ordering::Acquire) {
-                            v if v == 2 * i + 1 => break,
-                            // The serving side gave up.
-                            u64::MAX => return false,
-                            _ => core::hint::spin_loop(),
-                        }
-                    }
-                    line.0.store(2 * i + 2, Ordering::Release);
-                }
-                true
-            });
-            let mut per_batch = Vec::with_capacity(batches);
-            if pin(here) {
-                'batches: for batch in 0..batches as u64 {
-                    let start = Instant::now();
-                    for i in batch * trips..(batch + 1) * trips {
-                        line.0.store(2 * i + 1, Ordering::Release);
-                        loop {
-                            match line.0.load(Ordering::Acquire) {
-                                v if v == 2 * i + 2 => break,
-                                u64::MAX => break 'batches,
-                                _ => core::hint::spin_loop(),
-                            }
-                        }
-                        // Given up only between trips, the return received: the helper
-                        // then waits for a serve and never writes over the signal below.
-                        if i % 64 == 63 && began.elapsed() > budget {
-                            break 'batches;
-                        }
-                    }
-                    per_batch.push(start.elapsed().as_nanos() as f64 / trips as f64);
-                }
-            }
-            if per_batch.len() < batches {
-                // Release a helper still waiting for a serve.
-                line.0.store(u64::MAX, Ordering::Release);
-            }
-            let helped = helper.join().unwrap_or(false);
-            if helped { per_batch } else { Vec::new() }
-        });
-        set_affinity(&mine);
-        if per_batch.len() < batches || batches == 0 {
+        if batches == 0 {
+            return None;
+        }
+        let server = std::thread::Builder::new()
+            .spawn(move || serve(here, there, batches, trips, budget))
+            .ok()?;
+        let mut per_batch = server.join().ok()?;
+        if per_batch.len() < batches {
             return None;
         }
         per_batch.sort_by(f64::total_cmp);
         Some(per_batch[batches / 2])
+    }
+
+    /// The serving side, on a thread of its own pinned to `here`, with a helper pinned to
+    /// `there`: the ns per trip of each batch it completed within `budget`.
+    fn serve(here: usize, there: usize, batches: usize, trips: u64, budget: Duration) -> Vec<f64> {
+        time_shared();
+        // The line both threads write, alone on its cache line: odd values are serves,
+        // even ones returns; each side moves it on from the value it awaited with a
+        // compare-and-swap, so a give-up is never written over.
+        #[repr(align(128))]
+        struct Line(AtomicU64);
+        let line = Arc::new(Line(AtomicU64::new(0)));
+        let total = batches as u64 * trips;
+        let began = Instant::now();
+        // Not joined: a helper that a real-time thread keeps off its CPU answers when it
+        // runs again, sees the give-up and ends; the figure does not wait for it. All
+        // batches done means it pinned and answered every serve.
+        let helper_line = Arc::clone(&line);
+        if std::thread::Builder::new()
+            .spawn(move || help(&helper_line.0, there, total))
+            .is_err()
+        {
+            return Vec::new();
+        }
+        let mut per_batch = Vec::with_capacity(batches);
+        if pin(here) {
+            'batches: for batch in 0..batches as u64 {
+                let start = Instant::now();
+                for i in batch * trips..(batch + 1) * trips {
+                    line.0.store(2 * i + 1, Ordering::Release);
+                    let mut spins = 0u32;
+                    loop {
+                        match line.0.load(Ordering::Acquire) {
+                            v if v == 2 * i + 2 => break,
+                            GIVEN_UP => break 'batches,
+                            _ => core::hint::spin_loop(),
+                        }
+                        spins = spins.wrapping_add(1);
+                        if spins.is_multiple_of(SPINS_PER_CLOCK_READ)
+                            && began.elapsed() > budget
+                            && line
+                                .0
+                                .compare_exchange(
+                                    2 * i + 1,
+                                    GIVEN_UP,
+                                    Ordering::AcqRel,
+                                    Ordering::Acquire,
+                                )
+                                .is_ok()
+                        {
+                            // The serve withdrawn before the helper answered it.
+                            break 'batches;
+                        }
+                    }
+                    if i % 64 == 63 && began.elapsed() > budget {
+                        break 'batches;
+                    }
+                }
+                per_batch.push(start.elapsed().as_nanos() as f64 / trips as f64);
+            }
+        }
+        if per_batch.len() < batches {
+            // Release a helper still waiting for a serve (a repeated give-up is harmless:
+            // the helper writes only over the serve it awaits).
+            line.0.store(GIVEN_UP, Ordering::Release);
+        }
+        per_batch
+    }
+
+    /// The returning side, pinned to `there`: answers serves `1, 3, 5, …` with `2, 4, 6, …`
+    /// until `total` are answered or the line says [`GIVEN_UP`].
+    fn help(line: &AtomicU64, there: usize, total: u64) {
+        if !pin(there) {
+            line.store(GIVEN_UP, Ordering::Release);
+            return;
+        }
+        for i in 0..total {
+            loop {
+                match line.load(Ordering::Acquire) {
+                    v if v == 2 * i + 1 => break,
+                    GIVEN_UP => return,
+                    _ => core::hint::spin_loop(),
+                }
+            }
+            if line
+                .compare_exchange(2 * i + 1, 2 * i + 2, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                // The serving side gave up while this serve was awaited.
+                return;
+            }
+        }
     }
 }
 
@@ -253,5 +313,41 @@ mod tests {
         }
         let after = cpus_allowed();
         assert_eq!(before, after, "the calling thread's CPU set is restored");
+    }
+
+    /// The failure this guards against: worker processes under `SCHED_FIFO` timing the
+    /// round trip side by side hung, each one's spinning thread holding the CPU the
+    /// other's helper waited on. Two real-time callers at once: both figures come back.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn two_real_time_callers_at_once_both_get_the_round_trip_back() {
+        let fifo = || {
+            let param = libc::sched_param { sched_priority: 1 };
+            // SAFETY: `param` is a valid `sched_param`; pid 0 is the calling thread.
+            unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
+        };
+        let (done, results) = std::sync::mpsc::channel();
+        for _ in 0..2 {
+            let done = done.clone();
+            // Not scoped: a caller that hangs must not hang the test.
+            std::thread::spawn(move || {
+                let trip = fifo().then(|| ping_pong::round_trip_ns(5, 2_000, ROUND_TRIP_BUDGET));
+                let _ = done.send(trip);
+            });
+        }
+        for _ in 0..2 {
+            match results.recv_timeout(Duration::from_secs(20)) {
+                Ok(None) => {
+                    eprintln!("skipped: SCHED_FIFO is not permitted here");
+                    return;
+                }
+                Ok(Some(trip)) => {
+                    if let Some(ns) = trip {
+                        assert!(ns.is_finite() && ns > 0.0, "round trip {ns} ns");
+                    }
+                }
+                Err(_) => panic!("a real-time caller's round trip never came back"),
+            }
+        }
     }
 }
