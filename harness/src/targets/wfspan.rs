@@ -24,6 +24,17 @@ const REDIS: &str = "redis";
 /// them) stays under [`REALTIME_FIFO_FLOOR_NS`]: deeper, the figure is the host's
 /// interrupts, which land in a call in proportion to its length, and an empty call shows
 /// them too. The floor at p99.999 is printed beside the figures.
+///
+/// Each peer's figure is compared with wfspan's run by run (the runs are interleaved, so a
+/// slow spell of the machine falls on both figures of a run), and the median of those
+/// ratios decides as [`mean_over_workloads_check`] decides a mean: where the runs drawn
+/// again put it below 1x in most draws (the middle 90%) the peer is lower and the target
+/// missed; where they reach both sides, this run does not decide (`·`). At p99.99 the
+/// fastest heaps' frees are within 1.5x of the floor, and a pause of the machine that lands
+/// in one heap's tail and not in the other's moves the comparison: on the 2-core AMD EPYC
+/// VM, over six default runs of the suite, mimalloc's free p99.99 was 1.46x wfspan's run by
+/// run (18 runs, lower in 2), and the medians of each one's three runs put mimalloc 1.5%
+/// lower in one suite.
 pub(super) fn fifo_tails_check(view: &Lookup<'_>, cores: usize) -> Check {
     let what = format!(
         "`{REALTIME}/{LATENCY_FIFO}` under SCHED_FIFO at {cores} threads: {WFSPAN}'s {} tails the lowest of all allocators, at p99.999 or, where an empty call's p99.999 reaches {}, at the deepest percentile it stays under that",
@@ -75,7 +86,8 @@ pub(super) fn fifo_tails_check(view: &Lookup<'_>, cores: usize) -> Check {
     let mut others = allocators;
     others.retain(|a| *a != WFSPAN);
     let mut parts = Vec::new();
-    let mut ok = true;
+    let mut above = false;
+    let mut unsure = false;
     for call in REALTIME_FIFO_CALLS {
         let metric = format!("{call}_{pct}");
         let Some(ours) = view.median(REALTIME, LATENCY_FIFO, WFSPAN, cores, &metric) else {
@@ -84,31 +96,72 @@ pub(super) fn fifo_tails_check(view: &Lookup<'_>, cores: usize) -> Check {
                 &format!("no {metric} of {WFSPAN} at {cores} threads"),
             );
         };
-        let best = others
+        // Each peer's figure over ours run by run, and where its median lands with the runs
+        // drawn again; the peer closest to ours (or below it) is the one named.
+        let peers: Vec<(&str, f64, f64, f64)> = others
             .iter()
-            .filter_map(|a| Some((*a, view.median(REALTIME, LATENCY_FIFO, a, cores, &metric)?)))
-            .min_by(|a, b| a.1.total_cmp(&b.1));
-        match best {
-            Some((peer, theirs)) if theirs < ours => {
-                ok = false;
-                parts.push(format!(
-                    "{metric} {} vs {peer} {} ({peer} {:.2}x)",
-                    fmt_duration_ns(ours),
-                    fmt_duration_ns(theirs),
-                    theirs / ours
-                ));
-            }
-            Some((peer, theirs)) => parts.push(format!(
-                "{metric} {} (next {peer} {:.2}x)",
+            .filter_map(|a| {
+                let p = paired(view, REALTIME, &metric, a, WFSPAN)
+                    .into_iter()
+                    .find(|p| p.workload == LATENCY_FIFO && p.threads == cores)?;
+                let (lo, hi) = mean_interval(&[&p]).unwrap_or((p.ratio, p.ratio));
+                Some((*a, p.ratio, lo, hi))
+            })
+            .collect();
+        // The peer that decides: one lower than ours in most draws, else one that reaches
+        // below ours in some, else the closest; the lowest median ratio among them.
+        let lowest = |keep: &dyn Fn(f64, f64) -> bool| {
+            peers
+                .iter()
+                .filter(|(_, _, lo, hi)| keep(*lo, *hi))
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .copied()
+        };
+        let decider = lowest(&|_, hi| hi < 1.0)
+            .or_else(|| lowest(&|lo, _| lo <= 1.0))
+            .or_else(|| lowest(&|_, _| true));
+        let Some((peer, ratio, lo, hi)) = decider else {
+            parts.push(format!("{metric} {}", fmt_duration_ns(ours)));
+            continue;
+        };
+        let resampled = if lo < hi {
+            format!(", {lo:.2}–{hi:.2}x in 90% of the runs resampled")
+        } else {
+            String::new()
+        };
+        if hi < 1.0 {
+            // Lower than ours in most draws of the runs: ours is not the lowest.
+            above = true;
+            let theirs = view
+                .median(REALTIME, LATENCY_FIFO, peer, cores, &metric)
+                .map_or("—".to_owned(), fmt_duration_ns);
+            parts.push(format!(
+                "{metric} {} vs {peer} {theirs} ({peer} {ratio:.2}x run by run{resampled})",
                 fmt_duration_ns(ours),
-                theirs / ours
-            )),
-            None => parts.push(format!("{metric} {}", fmt_duration_ns(ours))),
+            ));
+        } else {
+            unsure |= lo <= 1.0;
+            parts.push(format!(
+                "{metric} {} (next {peer} {ratio:.2}x run by run{resampled})",
+                fmt_duration_ns(ours),
+            ));
         }
     }
+    let verdict = if above {
+        Verdict::Fail
+    } else if unsure {
+        Verdict::NotHere
+    } else {
+        Verdict::Pass
+    };
+    let undecided = if verdict == Verdict::NotHere {
+        "not decided by this run: its runs resampled reach both sides of 1x: "
+    } else {
+        ""
+    };
     Check {
-        verdict: Verdict::of(ok),
-        line: format!("{what}: {}{floor_note}", parts.join("; ")),
+        verdict,
+        line: format!("{what}: {undecided}{}{floor_note}", parts.join("; ")),
     }
 }
 
