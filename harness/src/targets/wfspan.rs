@@ -98,7 +98,7 @@ pub(super) fn fifo_tails_check(view: &Lookup<'_>, cores: usize) -> Check {
         };
         // Each peer's figure over ours run by run, and where its median lands with the runs
         // drawn again; the peer closest to ours (or below it) is the one named.
-        let peers: Vec<(&str, f64, f64, f64)> = others
+        let mut peers: Vec<(&str, f64, f64, f64)> = others
             .iter()
             .filter_map(|a| {
                 let p = paired(view, REALTIME, &metric, a, WFSPAN)
@@ -108,19 +108,15 @@ pub(super) fn fifo_tails_check(view: &Lookup<'_>, cores: usize) -> Check {
                 Some((*a, p.ratio, lo, hi))
             })
             .collect();
-        // The peer that decides: one lower than ours in most draws, else one that reaches
-        // below ours in some, else the closest; the lowest median ratio among them.
-        let lowest = |keep: &dyn Fn(f64, f64) -> bool| {
-            peers
-                .iter()
-                .filter(|(_, _, lo, hi)| keep(*lo, *hi))
-                .min_by(|a, b| a.1.total_cmp(&b.1))
-                .copied()
-        };
-        let decider = lowest(&|_, hi| hi < 1.0)
-            .or_else(|| lowest(&|lo, _| lo <= 1.0))
-            .or_else(|| lowest(&|_, _| true));
-        let Some((peer, ratio, lo, hi)) = decider else {
+        peers.sort_by(|a, b| a.1.total_cmp(&b.1));
+        // The peer that decides, the lowest median ratio first: one lower than ours in most
+        // draws, else one that reaches below ours in some, else the closest.
+        let decider = peers
+            .iter()
+            .find(|p| p.3 < 1.0)
+            .or_else(|| peers.iter().find(|p| p.2 <= 1.0))
+            .or(peers.first());
+        let Some(&(peer, ratio, lo, hi)) = decider else {
             parts.push(format!("{metric} {}", fmt_duration_ns(ours)));
             continue;
         };
