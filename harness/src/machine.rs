@@ -312,7 +312,7 @@ mod tests {
             assert_eq!(line_round_trip_ns(), None);
         }
         let after = cpus_allowed();
-        assert_eq!(before, after, "the calling thread's CPU set is restored");
+        assert_eq!(before, after, "the calling thread's CPU set is kept");
     }
 
     /// The failure this guards against: worker processes under `SCHED_FIFO` timing the
@@ -321,24 +321,26 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn two_real_time_callers_at_once_both_get_the_round_trip_back() {
-        let fifo = || {
-            let param = libc::sched_param { sched_priority: 1 };
-            // SAFETY: `param` is a valid `sched_param`; pid 0 is the calling thread.
-            unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
-        };
+        use crate::workloads::realtime::Sched;
         let (done, results) = std::sync::mpsc::channel();
         for _ in 0..2 {
             let done = done.clone();
             // Not scoped: a caller that hangs must not hang the test.
             std::thread::spawn(move || {
-                let trip = fifo().then(|| ping_pong::round_trip_ns(5, 2_000, ROUND_TRIP_BUDGET));
+                let trip = Sched::Fifo
+                    .enter()
+                    .ok()
+                    .map(|()| ping_pong::round_trip_ns(5, 2_000, ROUND_TRIP_BUDGET));
                 let _ = done.send(trip);
             });
         }
         for _ in 0..2 {
             match results.recv_timeout(Duration::from_secs(20)) {
                 Ok(None) => {
-                    eprintln!("skipped: SCHED_FIFO is not permitted here");
+                    crate::testing::skipped(
+                        "two_real_time_callers_at_once_both_get_the_round_trip_back",
+                        "SCHED_FIFO is not permitted here",
+                    );
                     return;
                 }
                 Ok(Some(trip)) => {
