@@ -11,7 +11,7 @@ use alloclab_core::{
 use crate::Checks;
 use crate::heap::{
     CHUNK, Corruption, Counters, Expect, GRANULE, HEADER, HeapShape, Invalid, KIND_NEW,
-    KIND_NEW_ARRAY, LARGE_MAX, ZEROED_PAYLOAD_MAX,
+    KIND_NEW_ARRAY, LARGE_MAX, ZEROED_PAYLOAD_MAX, slab_class_of,
 };
 use crate::lock::StateWord;
 use crate::os;
@@ -149,7 +149,9 @@ impl Randomized {
         let block =
             block_bytes(layout).ok_or(AllocError::new(layout, AllocErrorKind::SizeUnsupported))?;
         let root = self.root().ok_or_else(oom)?;
-        let payload = if block > LARGE_MAX {
+        let payload = if let Some(class) = slab_class(root.checks(), size, align) {
+            root.lock_any().slab_alloc(root, class, size, kind)
+        } else if block > LARGE_MAX {
             root.allocate_huge(size, align, kind)
         } else {
             let mut arena = root.lock_any();
@@ -437,6 +439,15 @@ fn block_bytes(layout: Layout) -> Option<usize> {
         .checked_next_multiple_of(GRANULE)
         .and_then(|s| s.checked_add(HEADER + extra))
         .filter(|&b| b <= isize::MAX as usize / 2)
+}
+
+/// The slab class that serves `size` bytes at alignment `align` (at least 16) in a heap
+/// running `checks`, if slabs serve it: the size plus a canary byte (with canaries) fits a
+/// slot, and the alignment is 16.
+#[inline(always)]
+pub(crate) fn slab_class(checks: Checks, size: usize, align: usize) -> Option<usize> {
+    let canary = usize::from(checks.contains(Checks::CANARIES));
+    slab_class_of(size.checked_add(canary)?).filter(|_| align == GRANULE)
 }
 
 /// The header's kind bits of `kind`.

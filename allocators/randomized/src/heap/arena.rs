@@ -67,6 +67,10 @@ pub(crate) struct Arena {
 pub(crate) trait ChunkSource {
     /// Maps and registers a chunk for arena `index`; returns its base.
     fn new_chunk(&self, index: usize) -> Option<usize>;
+
+    /// Maps and registers a slab chunk of class `class` for arena `index`, its header
+    /// written (`key`: the canary key, with canaries); returns its base.
+    fn new_slab_chunk(&self, index: usize, class: usize, key: Option<u64>) -> Option<usize>;
 }
 
 impl Arena {

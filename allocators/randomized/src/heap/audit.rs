@@ -26,6 +26,10 @@ pub struct Counters {
     pub deallocations: u64,
 }
 
+/// What the heap walk says of free memory that does not read as freed memory should.
+pub(super) const FREE_MEMORY_MODIFIED: &str =
+    "free memory modified (a write after free, or a heap bug)";
+
 impl Counters {
     /// Adds `other` to these counters.
     pub(crate) fn add(&mut self, other: &Counters) {
@@ -105,10 +109,7 @@ impl Arena {
             if free && self.zero_fill {
                 // SAFETY: a free block of this chunk, past its header and links.
                 if let Some(at) = unsafe { self.first_dirty(h + MIN_BLOCK, h + size) } {
-                    return Err(Corruption::at(
-                        "free memory modified (a write after free, or a heap bug)",
-                        at,
-                    ));
+                    return Err(Corruption::at(FREE_MEMORY_MODIFIED, at));
                 }
             }
             if w0 & WILD != 0 {

@@ -44,7 +44,7 @@ pub(super) const CHECK_EDGE: usize = 128;
 pub(super) const SCRUB_RELEASE: usize = 64 << 10;
 
 /// The message a write after free aborts with.
-const WRITE_AFTER_FREE: &str = "write after free detected (freed memory was modified)";
+pub(super) const WRITE_AFTER_FREE: &str = "write after free detected (freed memory was modified)";
 
 /// Makes the pages of `[from, to)` (at most two: the range is shorter than a page) present
 /// and writable before the check reads them, with an atomic add of 0 to the range's first
@@ -64,7 +64,7 @@ const WRITE_AFTER_FREE: &str = "write after free detected (freed memory was modi
 /// `from` and `to` are 16-byte aligned, `from < to`, `to - from` at most a page, and the
 /// range lies in free memory of this heap that the caller owns (its arena's lock).
 #[inline(always)]
-unsafe fn touch_for_write(from: usize, to: usize) {
+pub(super) unsafe fn touch_for_write(from: usize, to: usize) {
     // The operand goes through `black_box`: the compiler turns an add of a known 0, which
     // changes nothing, into a plain load, and a load maps the zero page.
     let zero = core::hint::black_box(0);
@@ -81,7 +81,7 @@ unsafe fn touch_for_write(from: usize, to: usize) {
 
 /// The smallest page size of the machines this runs on: a range within one such page is
 /// within one page of any larger size.
-const PAGE_MIN: usize = 4096;
+pub(super) const PAGE_MIN: usize = 4096;
 
 impl Arena {
     /// Zeroes `[from, to)`: freed bytes (the payload of a block being freed).

@@ -139,7 +139,7 @@ pub(super) fn with_prev(w1: usize, prev: usize) -> usize {
 /// The canary byte of the block whose payload is at `payload`: keyed, and odd, so never
 /// the zero a string copy's terminator writes.
 #[inline(always)]
-fn canary_byte(key: u64, payload: usize) -> u8 {
+pub(super) fn canary_byte(key: u64, payload: usize) -> u8 {
     (((payload as u64 ^ key.rotate_left(17)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8) | 1
 }
 

@@ -82,6 +82,7 @@ mod header;
 #[cfg(all(test, not(loom)))]
 mod policy_tests;
 mod resize;
+mod slab;
 
 pub(crate) use arena::{Arena, ChunkSource, Lists};
 pub use audit::{Corruption, Counters, HeapShape};
@@ -90,6 +91,10 @@ pub(crate) use free::scrub_queued;
 pub(crate) use header::{
     BUSY, Expect, HUGE, Invalid, KIND_NEW, KIND_NEW_ARRAY, Live, canary_len, check_canary,
     claim_remote, get, put, rd, set_kind, validate_in_chunk, wr,
+};
+pub(crate) use slab::{
+    SlabWalk, Slabs, check_slab, claim as slab_claim, class_of as slab_class_of, init_slab,
+    locate as slab_locate, usable as slab_usable,
 };
 
 /// Payload alignment, and the granularity of every size.

@@ -55,6 +55,9 @@ impl Root {
             }
             Err(why) => return Err(why),
         };
+        if kind == KIND_SLABS {
+            return self.free_slot(base, payload, expect);
+        }
         if kind == KIND_HUGE {
             self.table_lock.lock();
             // SAFETY: under the table lock the mapping stays registered; the header of a
@@ -98,7 +101,9 @@ impl Root {
             // SAFETY: the claimed block's first payload word is ours to link through.
             let link = |node: usize, next: usize| unsafe { wr(node, next) };
             if let Some((first, last)) = arena.outbox().add(index, payload, size, link) {
-                self.remote[index].push_chain(first, |below| link(last, below));
+                self.remote[index]
+                    .blocks
+                    .push_chain(first, |below| link(last, below));
             }
             return Ok(());
         }
@@ -109,7 +114,9 @@ impl Root {
             // SAFETY: claimed just above, not published yet: the block is this thread's.
             unsafe { self.queue_remote(payload, size, expect) }?;
             // SAFETY: the claimed block's first payload word is ours to link through.
-            self.remote[index].push(payload, |next| unsafe { wr(payload, next) });
+            self.remote[index]
+                .blocks
+                .push(payload, |next| unsafe { wr(payload, next) });
             return Ok(());
         }
         let mut arena = ArenaGuard::drained(self, index);
@@ -121,6 +128,29 @@ impl Root {
             expect.check(live.header, live.usable(), self.size_slack())?;
             arena.free(live);
         }
+        Ok(())
+    }
+
+    /// Frees the slab slot at `payload` in the chunk at `base`: under its arena's lock if
+    /// that is the arena this thread prefers, else queued on the arena's stack of slab
+    /// frees without waiting, for its next holder (a thread that took another's lock
+    /// would send that thread's next allocation to another arena, and with it a window of
+    /// every size class it uses).
+    #[inline(always)]
+    fn free_slot(&self, base: usize, payload: usize, expect: Expect) -> Result<(), Invalid> {
+        let at = crate::heap::slab_locate(payload)?;
+        let index = self.arena_of(base);
+        if index == preferred_arena() {
+            let mut arena = self.lock_arena(index);
+            let (arena, slabs) = arena.parts();
+            // SAFETY: located in a chunk of this arena, whose lock is held.
+            return unsafe { arena.slab_free(slabs, at, expect) };
+        }
+        let node = crate::heap::slab_claim(self.key, self.checks(), at, expect)?;
+        // SAFETY: claimed: its first word is ours to link through until the push.
+        self.remote[index]
+            .slots
+            .push(node, |next| unsafe { wr(node, next) });
         Ok(())
     }
 
@@ -193,6 +223,9 @@ impl Root {
         located: Result<(usize, usize), Invalid>,
     ) -> Result<usize, Invalid> {
         match located {
+            Ok((_, KIND_SLABS)) => crate::heap::slab_locate(payload).and_then(|at| {
+                crate::heap::slab_usable(at, self.checks().contains(Checks::CANARIES))
+            }),
             Ok((base, _)) => {
                 debug_assert_eq!(located.map(|(_, kind)| kind), Ok(KIND_HUGE));
                 self.table_lock.lock();
@@ -225,6 +258,13 @@ impl Root {
         };
         if kind == KIND_HUGE {
             return Ok(false);
+        }
+        if kind == KIND_SLABS {
+            let mut arena = self.lock_arena(self.arena_of(base));
+            let at = crate::heap::slab_locate(payload)?;
+            let (arena, slabs) = arena.parts();
+            // SAFETY: located in a chunk of this arena, whose lock is held.
+            return unsafe { arena.slab_resize(slabs, at, size) };
         }
         let mut arena = self.lock_arena(self.arena_of(base));
         // SAFETY: the chunk's arena lock is held.

@@ -22,8 +22,8 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use crate::Checks;
 use crate::heap::{
     Arena, BUSY, CHUNK, CHUNK_HEADER, ChunkSource, Corruption, Counters, Expect, GRANULE, HEADER,
-    HUGE, HeapShape, Invalid, Lists, Live, canary_len, check_canary, claim_remote, get, put, rd,
-    scrub_queued, set_kind, validate_in_chunk, wr,
+    HUGE, HeapShape, Invalid, Lists, Live, Slabs, canary_len, check_canary, claim_remote, get, put,
+    rd, scrub_queued, set_kind, validate_in_chunk, wr,
 };
 use crate::lock::StateWord;
 use crate::os;
@@ -54,6 +54,8 @@ const KIND_BLOCKS: usize = 1;
 const KIND_HUGE: usize = 2;
 /// A removed entry.
 const TOMBSTONE: usize = 3;
+/// Chunk-table kind of a slab chunk (`heap::slab`).
+const KIND_SLABS: usize = 4;
 
 /// An arena and its lock, on a page of their own: a thread that sets up an arena touches
 /// one page of the control block for it, not two (the slot was 4 224 bytes, straddling
@@ -67,6 +69,14 @@ struct Slot {
     outbox: UnsafeCell<Outbox<ARENAS>>,
     /// The sentinels of the arena's free lists.
     lists: Lists,
+}
+
+/// An arena's stacks of frees queued by threads that found it busy: blocks, and slab
+/// slots.
+#[derive(Default)]
+struct Queued {
+    blocks: RemoteFrees,
+    slots: RemoteFrees,
 }
 
 /// A value alone on its cache line(s).
@@ -89,7 +99,7 @@ const _: () = assert!(size_of::<Slot>() == 4096);
 pub(crate) struct Root {
     /// Each arena's stack of frees that found it busy, each on cache lines of its own, so
     /// that their pushes do not steal the holder's lines.
-    remote: [Padded<RemoteFrees>; ARENAS],
+    remote: [Padded<Queued>; ARENAS],
     /// Key of the header tags.
     key: u64,
     /// The detection classes this heap runs ([`Checks`] bits), fixed at creation.
@@ -107,6 +117,9 @@ pub(crate) struct Root {
     huge_allocations: AtomicU64,
     huge_deallocations: AtomicU64,
     slots: [Slot; ARENAS],
+    /// Each arena's slabs, under its lock (the arena's page has no room for them; the
+    /// first arenas' share a page).
+    slabs: [UnsafeCell<Slabs>; ARENAS],
     table: [AtomicUsize; TABLE],
     /// Zero-size blocks: their region and bitmap, last, so that a program that never asks
     /// for zero bytes never touches these pages.
@@ -124,6 +137,7 @@ const _: () = assert!(ROOT_SPACE + 2 * crate::heap::LARGE_MAX < CHUNK);
 /// An arena, locked; unlocked on drop.
 pub(crate) struct ArenaGuard<'a> {
     slot: &'a Slot,
+    slabs: &'a UnsafeCell<Slabs>,
 }
 
 impl core::ops::Deref for ArenaGuard<'_> {
@@ -148,15 +162,24 @@ impl<'a> ArenaGuard<'a> {
     #[inline]
     fn drained(root: &'a Root, index: usize) -> Self {
         let slot = &root.slots[index];
-        let mut guard = ArenaGuard { slot };
+        let mut guard = ArenaGuard {
+            slot,
+            slabs: &root.slabs[index],
+        };
         if !guard.is_ready() {
             guard.set_up(root, index);
         }
         let remote = &root.remote[index];
-        if !remote.is_empty() {
-            let queued = remote.take_all();
+        if !remote.blocks.is_empty() {
+            let queued = remote.blocks.take_all();
             // SAFETY: the stack holds blocks of this arena, whose lock is held.
             unsafe { guard.drain(queued) };
+        }
+        if !remote.slots.is_empty() {
+            let queued = remote.slots.take_all();
+            let (arena, slabs) = guard.parts();
+            // SAFETY: the stack holds queued slots of this arena, whose lock is held.
+            unsafe { arena.slab_drain(slabs, queued) };
         }
         guard
     }
@@ -191,6 +214,32 @@ impl ArenaGuard<'_> {
             // 0's.
             unsafe { self.adopt_first(base + ROOT_SPACE, base + CHUNK - HEADER) };
         }
+    }
+
+    /// The arena and its slabs.
+    #[inline(always)]
+    pub(crate) fn parts(&mut self) -> (&mut Arena, &mut Slabs) {
+        // SAFETY: the lock is held by this guard, which is borrowed mutably.
+        unsafe { (&mut *self.slot.arena.get(), &mut *self.slabs.get()) }
+    }
+
+    /// Allocates a slot of slab class `class` for `size` bytes asked as `kind`.
+    #[inline(always)]
+    pub(crate) fn slab_alloc(
+        &mut self,
+        root: &Root,
+        class: usize,
+        size: usize,
+        kind: usize,
+    ) -> Option<usize> {
+        let (arena, slabs) = self.parts();
+        arena.slab_alloc(slabs, class, size, kind, root)
+    }
+
+    /// The arena's slabs.
+    pub(crate) fn slabs(&self) -> &Slabs {
+        // SAFETY: the lock is held by this guard.
+        unsafe { &*self.slabs.get() }
     }
 
     /// The arena's outbox.
@@ -317,6 +366,22 @@ impl ChunkSource for Root {
         unsafe { wr(base, index) };
         self.table_lock.lock();
         let ok = self.table_insert(base | KIND_BLOCKS);
+        self.table_lock.unlock(0);
+        if !ok {
+            // SAFETY: the chunk was just made and is referred to by nothing.
+            unsafe { os::unmap(ptr::NonNull::new_unchecked(base as *mut u8), CHUNK) };
+            return None;
+        }
+        Some(base)
+    }
+
+    fn new_slab_chunk(&self, index: usize, class: usize, key: Option<u64>) -> Option<usize> {
+        let base = os::map_aligned(CHUNK, CHUNK)?.as_ptr() as usize;
+        // SAFETY: the chunk is fresh; its header is written before anyone can find it in
+        // the table.
+        unsafe { crate::heap::init_slab(base, index, class, key) };
+        self.table_lock.lock();
+        let ok = self.table_insert(base | KIND_SLABS);
         self.table_lock.unlock(0);
         if !ok {
             // SAFETY: the chunk was just made and is referred to by nothing.

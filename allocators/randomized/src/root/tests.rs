@@ -75,12 +75,22 @@ fn a_thread_touches_one_page_of_the_control_block_for_its_arena() {
     // (Before: the slot straddled two pages, the shared fields had one after the slots,
     // each chunk's table entry a page of its own, and arena 0 was set up at creation,
     // its slot and first block touched whether used or not: 7 or more.)
+    // And the page of the arenas' slab states that holds this one's (a 64-byte block is a
+    // slab slot).
+    let slab_pages: Vec<usize> = r
+        .slabs
+        .iter()
+        .map(|s| page_of(s as *const _ as usize))
+        .collect();
     let slots_touched = pages.iter().filter(|p| slot_pages.contains(p)).count();
     assert_eq!(slots_touched, 1, "resident control-block pages {pages:?}");
+    let slabs_touched = pages.iter().filter(|p| slab_pages.contains(p)).count();
+    assert_eq!(slabs_touched, 1, "resident control-block pages {pages:?}");
     assert!(
-        pages
-            .iter()
-            .all(|p| *p == 0 || slot_pages.contains(p) || table_pages.contains(p)),
+        pages.iter().all(|p| *p == 0
+            || slot_pages.contains(p)
+            || slab_pages.contains(p)
+            || table_pages.contains(p)),
         "resident control-block pages {pages:?}, table entries on {table_pages:?}"
     );
     assert!(!table_pages.is_empty() && table_pages.len() <= 2);
@@ -89,7 +99,8 @@ fn a_thread_touches_one_page_of_the_control_block_for_its_arena() {
 
 #[test]
 fn a_chunk_with_a_wilderness_leaves_its_last_page_untouched() {
-    let (heap, root, block) = one_thread_heap(64);
+    // Above the largest slab slot: a block of a chunk with a wilderness.
+    let (heap, root, block) = one_thread_heap(2000);
     let chunk = block & !(CHUNK - 1);
     let page = os::page_size();
     let pages = resident_pages(chunk, CHUNK);
@@ -99,6 +110,23 @@ fn a_chunk_with_a_wilderness_leaves_its_last_page_untouched() {
         // The thread's own chunk: a few pages at its front.
         assert!(pages.iter().all(|&p| p < 16), "pages {pages:?}");
     }
+    assert!(heap.check().is_ok());
+}
+
+#[test]
+fn a_slab_chunk_touches_its_header_records_and_window_only() {
+    let (heap, _, slot) = one_thread_heap(64);
+    let chunk = slot & !(CHUNK - 1);
+    let page = os::page_size();
+    let pages = resident_pages(chunk, CHUNK);
+    // The header with the bitmap's start, the records' first page (a page further at
+    // most), and the window's first 256 slots of 80 bytes: 20 KiB, six pages at most.
+    assert!(pages.len() <= 2 + 2 + 6, "pages {pages:?}");
+    let window_end = (slot - chunk) / page;
+    assert!(
+        pages.iter().all(|&p| p <= window_end + 6),
+        "pages {pages:?}, the slot on page {window_end}"
+    );
     assert!(heap.check().is_ok());
 }
 

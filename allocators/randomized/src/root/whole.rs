@@ -64,7 +64,9 @@ impl Root {
             arena.outbox().take_all(|dest, first, last| {
                 // SAFETY: `last` is a claimed block of arena `dest`, linked through its first
                 // payload word, which is ours until the push publishes it.
-                self.remote[dest].push_chain(first, |below| unsafe { wr(last, below) });
+                self.remote[dest]
+                    .blocks
+                    .push_chain(first, |below| unsafe { wr(last, below) });
             });
         }
     }
@@ -82,6 +84,7 @@ impl Root {
         for i in 0..ARENAS {
             if let Some(arena) = self.lock_if_used(i) {
                 total.add(&arena.counters());
+                arena.slabs().add_counters(&mut total);
             }
         }
         let huge = self.huge_live_bytes.load(Ordering::Relaxed);
@@ -111,10 +114,22 @@ impl Root {
     ///
     /// Every lock is held.
     unsafe fn check_locked(&self) -> Result<HeapShape, Corruption> {
+        // Slots queued since the outboxes were flushed: freed before the walk counts them
+        // (the walk counts a queued slot as freed, the counters until its arena drains it).
+        for index in 0..ARENAS {
+            let queued = &self.remote[index].slots;
+            // SAFETY: every lock is held.
+            let arena = unsafe { &mut *self.slots[index].arena.get() };
+            if arena.is_ready() && !queued.is_empty() {
+                // SAFETY: as above; the stack holds queued slots of this arena.
+                unsafe { arena.slab_drain(&mut *self.slabs[index].get(), queued.take_all()) };
+            }
+        }
         let own = self as *const Root as usize;
         let mut shapes = [HeapShape::default(); ARENAS];
         let mut total = HeapShape::default();
         let mut huge_bytes = 0u64;
+        let mut slab_walks = [crate::heap::SlabWalk::default(); ARENAS];
         for entry in &self.table {
             let e = entry.load(Ordering::Relaxed);
             if e == 0 || e == TOMBSTONE {
@@ -141,6 +156,23 @@ impl Root {
                 continue;
             }
             let index = self.arena_of(base);
+            if e & (CHUNK - 1) == KIND_SLABS {
+                let checks = self.checks();
+                shapes[index].chunks += 1;
+                // SAFETY: a registered slab chunk of arena `index`; every lock is held.
+                let walk = unsafe {
+                    crate::heap::check_slab(
+                        self.key,
+                        checks.contains(Checks::ZERO_FILL),
+                        checks.contains(Checks::CANARIES),
+                        base,
+                        &mut shapes[index],
+                    )
+                }?;
+                slab_walks[index].live_bytes += walk.live_bytes;
+                slab_walks[index].queued_bytes += walk.queued_bytes;
+                continue;
+            }
             let first = if base == own {
                 base + ROOT_SPACE
             } else {
@@ -167,8 +199,21 @@ impl Root {
                 total.chunks += shape.chunks;
                 continue;
             }
+            // SAFETY: all locks are held.
+            let slabs = unsafe { &*self.slabs[index].get() };
+            let walk = slab_walks[index];
+            // The counters count a queued slot as live until its arena drains it.
+            let counted = walk.live_bytes + walk.queued_bytes - slabs.held_back_bytes();
+            if slabs.live_bytes() != counted {
+                return Err(Corruption::with(
+                    "slab live bytes disagree with the slab chunks",
+                    index,
+                    counted as usize,
+                    slabs.live_bytes() as usize,
+                ));
+            }
             // SAFETY: as above.
-            unsafe { arena.check_lists(shape.free_bytes, shape.live_bytes) }?;
+            unsafe { arena.check_lists(shape.free_bytes, shape.live_bytes - walk.live_bytes) }?;
             let wild = arena.wilderness();
             if wild != 0 && shape.wilderness_bytes == 0 {
                 return Err(Corruption::at(

@@ -1,0 +1,1124 @@
+//! Small objects in slabs: a slab per size class and arena, its slots tracked by a bitmap,
+//! each allocation a slot drawn at random among the free ones of a window.
+//!
+//! Requests of up to 1 KiB (a canary byte included) with the default alignment take a slot
+//! of one of [`SLOT_SIZES`] (16-byte steps to 128 B, then four sizes per power of two).
+//! Each arena keeps, per class, a *current* slab of 1 MiB (four to a chunk of the chunk
+//! table, all of one arena): a header, a bitmap of its slots, a 16-bit record per slot (the
+//! request's slack, how the program asked for it, live or freed), then the slots.
+//!
+//! **Placement.** An allocation draws a slot uniformly among the slab's *window* (its first
+//! slots) and draws again while it drew a taken one: uniform among the window's free slots.
+//! The window spans at least [`MIN_WINDOW`] = 256 slots and grows whenever fewer than
+//! [`MIN_FREE`] of them are free or more than 7/8 are taken (8 draws at worst on average),
+//! so consecutive blocks land anywhere among at least 256 places. A freed slot is held back
+//! until [`DELAY`] more of its class are freed or [`DELAY_ALLOCATIONS`] allocations pass,
+//! so the block just freed never comes straight back. A full slab gives way to one of the
+//! class's slabs that frees brought back under 3/4, or to a new one; a slab that empties
+//! (not the current one), or a current one whose class has had no allocation in
+//! [`IDLE_AGE`] allocations, gives its pages back.
+//!
+//! **Checks.** What the block path's headers catch, the slabs catch without headers:
+//!
+//! * **double free**: the slot's record is not live (freed, held back, or queued); a slot
+//!   another thread queued is checked against the bitmap when its arena drains it;
+//! * **invalid free**: outside every chunk (the chunk table), inside a slab but not at a
+//!   slot's start (an interior pointer), misaligned;
+//! * **overflow and underflow**: with canaries, every slot keeps at least one byte past the
+//!   request: the first 16 bytes past it and the slot's last byte hold a keyed, odd byte,
+//!   checked at free and at resize; and the last byte of the slot *below* a freed one must
+//!   read as that slot's canary or as zero (free), so an underflow of one block, or an
+//!   overflow of its neighbour that ran past the neighbour's canary, is caught when the
+//!   block is freed;
+//! * **write after free**: with zero-fill, a freed slot is zeroed and checked to read zero
+//!   when handed out again (in full up to 320 bytes, its first and last 128 bytes above),
+//!   and by the heap walk meanwhile.
+//!
+//! Slots are never merged: a free writes the slot, its record and a bit. The free of another
+//! arena's slot takes no lock: it claims the slot (its record, with a compare-and-swap that
+//! catches a second free), checks and zeroes it, and pushes it onto that arena's stack of
+//! slab frees, which the arena's next holder drains. A thread taking another's lock would
+//! send that thread's next allocation to another arena, and with it a window of every size
+//! class it uses.
+
+use core::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+
+use super::fill::{WRITE_AFTER_FREE, touch_for_write};
+use super::header::canary_byte;
+use super::*;
+use crate::Checks;
+use crate::os;
+
+/// Slot sizes, smallest first.
+pub(crate) const SLOT_SIZES: [usize; 20] = [
+    16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 768, 896, 1024,
+];
+/// Size classes of the slabs.
+pub(crate) const SLAB_CLASSES: usize = SLOT_SIZES.len();
+/// The largest slot: requests needing more go to the block path.
+pub(crate) const SLOT_MAX: usize = SLOT_SIZES[SLAB_CLASSES - 1];
+/// Free slots a window keeps at the least: every draw has this many candidates (8 bits of
+/// placement entropy, and a just-freed slot comes back with probability at most 1/256).
+pub(crate) const MIN_FREE: u32 = 64;
+/// Slots a window spans at the least: a draw picks one of at least this many places (the
+/// free ones among them), 8 bits of placement entropy and more.
+pub(crate) const MIN_WINDOW: usize = 256;
+/// Freed slots of a class held back from draws at most, oldest first: a freed slot is
+/// drawn among the others again once [`DELAY`] more of its class were freed, or after
+/// [`DELAY_ALLOCATIONS`] slab allocations, whichever comes first. The slot just freed
+/// never comes straight back.
+const DELAY: usize = 4;
+/// Slab allocations after which a held-back slot is released (a program that frees once
+/// and then only allocates gets its memory back, and a write through a dangling pointer
+/// into it is caught when the slot is handed out again).
+const DELAY_ALLOCATIONS: u64 = 8;
+/// Bytes of a slab: a chunk of the chunk table holds `CHUNK / SLAB` of them, all of one
+/// arena.
+pub(crate) const SLAB: usize = 1 << 20;
+/// Bytes of a slab before its bitmap.
+const HEAD: usize = 128;
+/// Record bits: the request's slack (slot bytes past it).
+const SLACK: u16 = 0x7ff;
+/// Record bits: how the program asked for the block (`KIND_NEW`, `KIND_NEW_ARRAY`).
+const KIND_SHIFT: u16 = 11;
+/// Record bit: live (handed out and not freed).
+const LIVE: u16 = 1 << 14;
+/// Record bit: freed, its bit still set: held back among its class's freed last, or queued
+/// by another thread on its arena's stack.
+const QUEUED: u16 = 1 << 15;
+/// Canary bytes written right past a request (the rest of a longer slack stays zero, and
+/// the slot's last byte is a canary too).
+const CANARY_SPAN: usize = 16;
+/// Slab allocations between two looks for idle slabs to give back.
+const IDLE_EVERY: u64 = 4096;
+/// Slab allocations without one of its class after which a class's current slab gives
+/// its held-back slots back to draws, and its pages back to the OS if it is then empty.
+const IDLE_AGE: u64 = 16384;
+
+/// The class of a slot of at least `need` bytes (1 to [`SLOT_MAX`]), by `need` in 16-byte
+/// granules.
+const CLASS_OF: [u8; SLOT_MAX / 16 + 1] = {
+    let mut table = [0u8; SLOT_MAX / 16 + 1];
+    let mut granules = 0;
+    while granules <= SLOT_MAX / 16 {
+        let mut class = 0;
+        while SLOT_SIZES[class] < granules * 16 {
+            class += 1;
+        }
+        table[granules] = class as u8;
+        granules += 1;
+    }
+    table
+};
+
+/// The class of a request of `need` bytes (its size, plus one canary byte with canaries),
+/// if the slabs take it.
+#[inline(always)]
+pub(crate) fn class_of(need: usize) -> Option<usize> {
+    CLASS_OF.get(need.div_ceil(16)).map(|&c| usize::from(c))
+}
+
+/// The header of a slab, at its base: what never changes after the slab is set up on
+/// its first cache line (every free reads it, from any thread), what its
+/// arena's holder changes on the next ([`State`]), so that a thread freeing another arena's
+/// slot does not take that line from the thread allocating there.
+#[repr(C)]
+struct Slab {
+    /// The arena's index: the first word of every chunk of a heap names its arena (a slab
+    /// chunk's first slab's header).
+    arena: usize,
+    /// Slot bytes.
+    slot: u32,
+    /// Slots in the slab.
+    capacity: u32,
+    /// The class.
+    class: u32,
+    /// Offset of the records.
+    records: u32,
+    /// Offset of slot 0.
+    slots: u32,
+    /// `ceil(2^32 / slot)`: an offset below 4 MiB times this, shifted right by 32, is the
+    /// offset over the slot size, rounded down (exactly: the error stays under
+    /// `2^22 / 2^32`, below `1 / slot` for every slot size that is not a power of two, and
+    /// nothing for those that are).
+    reciprocal: u32,
+    state: State,
+}
+
+/// The part of a slab's header that changes, under its arena's lock.
+#[repr(C, align(64))]
+struct State {
+    /// The window: slots `0..window` are drawn among (a multiple of 64, or `capacity`).
+    window: u32,
+    /// Slots whose bit is set: live, held back after their free, or queued by another
+    /// thread until the arena drains them.
+    live: u32,
+    /// Whether the slab is on its class's list of slabs to take when the current one is
+    /// full.
+    listed: u32,
+    /// The next slab on that list.
+    next: usize,
+}
+
+const _: () = assert!(size_of::<Slab>() <= HEAD);
+
+/// A slab's layout, from its slot size.
+#[derive(Clone, Copy)]
+struct Layout {
+    capacity: usize,
+    /// Offset of the records.
+    records: usize,
+    /// Offset of slot 0.
+    slots: usize,
+}
+
+impl Layout {
+    const fn of(slot: usize) -> Self {
+        // Bitmap (1/8 byte a slot, whole words), record (2 bytes), the slot; 16 bytes of
+        // canary before slot 0 and up to 64 of alignment.
+        let capacity = ((SLAB - HEAD - 16 - 64 - 8) * 8 / (8 * slot + 17)) & !63;
+        let records = HEAD + capacity / 8;
+        let slots = (records + 2 * capacity + 16).next_multiple_of(64);
+        Layout {
+            capacity,
+            records,
+            slots,
+        }
+    }
+}
+
+const _: () =
+    assert!(Layout::of(SLOT_MAX).slots + Layout::of(SLOT_MAX).capacity * SLOT_MAX <= SLAB);
+const _: () = assert!(Layout::of(16).slots + Layout::of(16).capacity * 16 <= SLAB);
+const _: () = assert!(CHUNK.is_multiple_of(SLAB));
+const _: () = assert!(Layout::of(SLOT_MAX).capacity >= 3 * MIN_WINDOW);
+
+/// One arena's slabs: per class its current slab, its reusable slabs and its held-back
+/// slots; counters. Under the arena's lock; all zeros is empty.
+#[derive(Debug)]
+#[repr(align(2048))]
+pub(crate) struct Slabs {
+    current: [usize; SLAB_CLASSES],
+    /// The next slab of the newest slab chunk (a multiple of `CHUNK` when none is left).
+    carve: usize,
+    /// Slabs not current whose taken slots fell to 3/4 or fewer (a stack).
+    reusable: [usize; SLAB_CLASSES],
+    /// Each class's slots freed last, held back from draws (0: none), and where the next
+    /// goes.
+    delayed: [[usize; DELAY]; SLAB_CLASSES],
+    /// When each was freed, as a slab allocation count.
+    delayed_at: [[u64; DELAY]; SLAB_CLASSES],
+    /// The ring's next entry to fill, and its oldest entry (equal when it is empty or
+    /// full).
+    delay_next: [u8; SLAB_CLASSES],
+    delay_old: [u8; SLAB_CLASSES],
+    /// The slab allocation count at each class's last allocation.
+    last_used: [u64; SLAB_CLASSES],
+    pub(super) live_bytes: u64,
+    pub(super) mapped_bytes: u64,
+    pub(super) released_bytes: u64,
+    pub(super) allocations: u64,
+    pub(super) deallocations: u64,
+}
+
+/// A slab slot the program gave, located.
+#[derive(Clone, Copy)]
+pub(crate) struct SlotRef {
+    slab: usize,
+    index: usize,
+    address: usize,
+}
+
+/// The slab header at `base`.
+///
+/// # Safety
+///
+/// `base` is a slab of a registered slab chunk; the caller holds its arena's lock for any
+/// write.
+#[inline(always)]
+unsafe fn header<'a>(base: usize) -> &'a mut Slab {
+    // SAFETY: forwarded from the caller.
+    unsafe { &mut *(base as *mut Slab) }
+}
+
+#[inline(always)]
+fn bitmap_word<'a>(base: usize, word: usize) -> &'a AtomicU64 {
+    // SAFETY: callers pass a slab of a registered slab chunk and a word below its
+    // capacity / 64;
+    // bitmap words are only accessed atomically.
+    unsafe { &*((base + HEAD + 8 * word) as *const AtomicU64) }
+}
+
+#[inline(always)]
+fn record<'a>(c: &Slab, index: usize) -> &'a AtomicU16 {
+    let at = c as *const Slab as usize + c.records as usize + 2 * index;
+    // SAFETY: as `bitmap_word`: a slot below the slab's capacity; records are only
+    // accessed atomically.
+    unsafe { &*(at as *const AtomicU16) }
+}
+
+#[inline(always)]
+fn slot_address(c: &Slab, index: usize) -> usize {
+    c as *const Slab as usize + c.slots as usize + index * c.slot as usize
+}
+
+/// Writes the header of a fresh slab at `base` for arena `arena` and class `class`, before
+/// anything can find it; with canaries, `key` arms the pad before slot 0 (it
+/// reads as the canary of a slot below it).
+///
+/// # Safety
+///
+/// `base` is a fresh slab that nothing else refers to.
+pub(crate) unsafe fn init_slab(base: usize, arena: usize, class: usize, key: Option<u64>) {
+    let slot = SLOT_SIZES[class];
+    let layout = Layout::of(slot);
+    // SAFETY: forwarded: the slab is the caller's, zeroed.
+    unsafe {
+        (base as *mut Slab).write(Slab {
+            arena,
+            slot: slot as u32,
+            capacity: layout.capacity as u32,
+            state: State {
+                window: 0,
+                live: 0,
+                listed: 0,
+                next: 0,
+            },
+            class: class as u32,
+            records: layout.records as u32,
+            slots: layout.slots as u32,
+            reciprocal: (1u64 << 32).div_ceil(slot as u64) as u32,
+        });
+        if let Some(key) = key {
+            let pad = base + layout.slots;
+            ((pad - 1) as *mut u8).write(canary_byte(key, pad - slot));
+        }
+    }
+}
+
+/// Writes the canary of a slot of `slot` bytes at `address` holding `size` bytes: the
+/// first [`CANARY_SPAN`] bytes past the request and the slot's last byte.
+///
+/// # Safety
+///
+/// The slot is the caller's, and `size < slot`.
+#[inline(always)]
+unsafe fn arm(key: u64, address: usize, slot: usize, size: usize) {
+    let byte = canary_byte(key, address);
+    let end = (address + size + CANARY_SPAN).min(address + slot);
+    // SAFETY: forwarded: bytes of the caller's slot.
+    unsafe {
+        let at = address + size;
+        (at as *mut u8).write_bytes(byte, end - at);
+        ((address + slot - 1) as *mut u8).write(byte);
+    }
+}
+
+/// Checks the canary [`arm`] wrote.
+///
+/// # Safety
+///
+/// As [`arm`]; the slot is live.
+#[inline(always)]
+unsafe fn canary_intact(key: u64, address: usize, slot: usize, size: usize) -> bool {
+    let byte = canary_byte(key, address);
+    let end = (address + size + CANARY_SPAN).min(address + slot);
+    let mut diff = 0u8;
+    // SAFETY: forwarded: bytes of the caller's slot.
+    unsafe {
+        for at in address + size..end {
+            diff |= (at as *const u8).read() ^ byte;
+        }
+        diff |= ((address + slot - 1) as *const u8).read() ^ byte;
+    }
+    diff == 0 || crate::bug::CANARY_NOT_CHECKED
+}
+
+/// Whether the byte just below the slot at `address` (the last byte of the slot below, or
+/// of the canary pad before slot 0) reads as that slot's canary or as zero.
+///
+/// # Safety
+///
+/// `address` is a slot of a set-up slab.
+#[inline(always)]
+unsafe fn below_intact(key: u64, address: usize, slot: usize) -> bool {
+    // SAFETY: forwarded; the byte is the slab's (a slot's, or the pad's).
+    let below = unsafe { ((address - 1) as *const u8).read() };
+    below == 0 || below == canary_byte(key, address - slot) || crate::bug::CANARY_NOT_CHECKED
+}
+
+/// The index of the slot at `offset` bytes past slot 0 of `c` (rounded down).
+#[inline(always)]
+fn slot_index(c: &Slab, offset: usize) -> usize {
+    ((offset as u64 * u64::from(c.reciprocal)) >> 32) as usize
+}
+
+/// Checks that `[from, to)` reads zero; aborts naming the first word that does not.
+///
+/// # Safety
+///
+/// The range is readable, 16-byte aligned at both ends.
+#[inline(always)]
+unsafe fn check_zero(from: usize, to: usize) {
+    let mut at = from;
+    let mut acc = 0u64;
+    // Four granules at a time (the compiler makes vector loads of them), then granules.
+    while at + 64 <= to {
+        // SAFETY: forwarded: 64 readable bytes.
+        let group = unsafe { (at as *const [u64; 8]).read() };
+        acc |= group.iter().fold(0, |a, w| a | w);
+        at += 64;
+    }
+    while at < to {
+        // SAFETY: as above: 16 readable bytes.
+        let granule = unsafe { (at as *const [u64; 2]).read() };
+        acc |= granule[0] | granule[1];
+        at += 16;
+    }
+    if acc != 0 {
+        dirty(from, to);
+    }
+}
+
+/// The first non-zero word of `[from, to)` (8-byte aligned, readable), if any.
+fn first_dirty(from: usize, to: usize) -> Option<usize> {
+    (from..to)
+        .step_by(8)
+        // SAFETY: callers pass words of a slab.
+        .find(|&w| unsafe { rd(w) } != 0)
+}
+
+/// Aborts naming the first non-zero word of `[from, to)`.
+#[cold]
+#[inline(never)]
+fn dirty(from: usize, to: usize) -> ! {
+    let word = (from..to)
+        .step_by(8)
+        // SAFETY: `check_zero`'s range, readable.
+        .find(|&w| unsafe { (w as *const u64).read() } != 0)
+        .unwrap_or(from);
+    os::fatal(WRITE_AFTER_FREE, word)
+}
+
+impl Slabs {
+    /// Bytes of the slots held back after their free.
+    pub(crate) fn held_back_bytes(&self) -> u64 {
+        self.delayed
+            .iter()
+            .flatten()
+            .filter(|&&address| address != 0)
+            // SAFETY: a held-back slot of a set-up slab.
+            .map(|&address| u64::from(unsafe { header(address & !(SLAB - 1)) }.slot))
+            .sum()
+    }
+
+    /// Bytes in live slots.
+    pub(crate) fn live_bytes(&self) -> u64 {
+        self.live_bytes
+    }
+
+    /// A snapshot of the counters, added to `counters`.
+    pub(crate) fn add_counters(&self, counters: &mut Counters) {
+        counters.live_bytes += self.live_bytes;
+        counters.mapped_bytes += self.mapped_bytes;
+        counters.peak_mapped_bytes += self.mapped_bytes;
+        counters.released_bytes += self.released_bytes;
+        counters.allocations += self.allocations;
+        counters.deallocations += self.deallocations;
+    }
+}
+
+impl Arena {
+    /// Allocates a slot of class `class` for `size` bytes asked as `kind`; `None` if the OS
+    /// gives no memory.
+    #[inline(always)]
+    pub(crate) fn slab_alloc(
+        &mut self,
+        slabs: &mut Slabs,
+        class: usize,
+        size: usize,
+        kind: usize,
+        source: &impl ChunkSource,
+    ) -> Option<usize> {
+        let mut base = slabs.current[class];
+        // SAFETY: current slabs are this arena's, whose lock the caller holds.
+        if base == 0 || !unsafe { has_room(header(base)) } {
+            base = self.slab_refill(slabs, class, source)?;
+        }
+        // SAFETY: as above.
+        let c = unsafe { header(base) };
+        // Uniform among the window's free slots: a slot drawn uniformly, again while it is
+        // live (at most 7/8 of them are: 8 draws at worst on average, 2 at half full).
+        let window = u64::from(c.state.window);
+        let index = loop {
+            let index = self.rng().below(window) as usize;
+            let bits = bitmap_word(base, index / 64);
+            let held = bits.load(Ordering::Relaxed);
+            if held & 1 << (index % 64) == 0 {
+                // Only this arena's holder sets bits, and only it clears them (remote frees
+                // are drained under the lock): a plain store keeps every bit.
+                bits.store(held | 1 << (index % 64), Ordering::Relaxed);
+                break index;
+            }
+        };
+        c.state.live += 1;
+        let slot = c.slot as usize;
+        let address = slot_address(c, index);
+        if self.zero_fill {
+            // SAFETY: a free slot of this slab, ours under the lock.
+            unsafe {
+                if slot <= fill::CHECK_FULL {
+                    check_zero(address, address + slot);
+                } else {
+                    check_zero(address, address + fill::CHECK_EDGE);
+                    check_zero(address + slot - fill::CHECK_EDGE, address + slot);
+                }
+            }
+        }
+        let slack = slot - size;
+        record(c, index).store(
+            LIVE | slack as u16 | (kind as u16) << KIND_SHIFT,
+            Ordering::Relaxed,
+        );
+        if self.canaries {
+            // SAFETY: the slot was just taken; `size < slot` with canaries.
+            unsafe { arm(self.key, address, slot, size) };
+        }
+        slabs.live_bytes += slot as u64;
+        slabs.allocations += 1;
+        slabs.last_used[class] = slabs.allocations;
+        let old = usize::from(slabs.delay_old[class]);
+        let held = slabs.delayed[class][old];
+        if held != 0 && slabs.allocations - slabs.delayed_at[class][old] >= DELAY_ALLOCATIONS {
+            slabs.delayed[class][old] = 0;
+            slabs.delay_old[class] = ((old + 1) % DELAY) as u8;
+            // SAFETY: a held-back slot of this arena, under its lock.
+            unsafe { self.slab_release_slot(slabs, held) };
+        }
+        if slabs.allocations.is_multiple_of(IDLE_EVERY) {
+            self.release_idle(slabs);
+        }
+        Some(address)
+    }
+
+    /// Makes room in class `class`: grows the current slab's window, or replaces the slab
+    /// with a reusable one or a new one. Returns the slab to draw from.
+    #[cold]
+    #[inline(never)]
+    fn slab_refill(
+        &mut self,
+        slabs: &mut Slabs,
+        class: usize,
+        source: &impl ChunkSource,
+    ) -> Option<usize> {
+        let mut base = slabs.current[class];
+        loop {
+            if base != 0 {
+                // SAFETY: this arena's slab, under its lock.
+                let c = unsafe { header(base) };
+                if has_room(c) {
+                    return Some(base);
+                }
+                if c.state.window < c.capacity {
+                    let live = c.state.live as usize;
+                    let want = (live + MIN_FREE as usize)
+                        .max(live * 8 / 7 + 64)
+                        .max(MIN_WINDOW);
+                    let window = want.next_multiple_of(64).min(c.capacity as usize);
+                    // SAFETY: this slab; the new slots are free and never handed out since
+                    // the window last reached them.
+                    unsafe { grow_window(base, c, window) };
+                    continue;
+                }
+                // Full: it comes back when frees bring it under 3/4.
+                slabs.current[class] = 0;
+            }
+            base = slabs.reusable[class];
+            if base != 0 {
+                // SAFETY: as above.
+                let c = unsafe { header(base) };
+                slabs.reusable[class] = c.state.next;
+                c.state.listed = 0;
+                c.state.next = 0;
+            } else {
+                let key = self.canaries.then_some(self.key);
+                if slabs.carve.is_multiple_of(CHUNK) {
+                    // Out of slabs (or none yet): a chunk, its first slab set up.
+                    base = source.new_slab_chunk(self.index, class, key)?;
+                    slabs.mapped_bytes += CHUNK as u64;
+                } else {
+                    base = slabs.carve;
+                    // SAFETY: the next slab of this arena's newest slab chunk, untouched.
+                    unsafe { init_slab(base, self.index, class, key) };
+                }
+                slabs.carve = base + SLAB;
+            }
+            slabs.current[class] = base;
+        }
+    }
+
+    /// For every class without an allocation in the last [`IDLE_AGE`] slab allocations (a
+    /// program that moved on to other sizes): makes its held-back slots free, and gives
+    /// back the pages of its current slab if that is then empty.
+    #[cold]
+    fn release_idle(&mut self, slabs: &mut Slabs) {
+        for class in 0..SLAB_CLASSES {
+            let base = slabs.current[class];
+            if base == 0 || slabs.allocations - slabs.last_used[class] < IDLE_AGE {
+                continue;
+            }
+            for at in 0..DELAY {
+                let held = core::mem::take(&mut slabs.delayed[class][at]);
+                if held != 0 {
+                    // SAFETY: a held-back slot of this arena, under its lock.
+                    unsafe { self.slab_release_slot(slabs, held) };
+                }
+            }
+            slabs.delay_next[class] = 0;
+            slabs.delay_old[class] = 0;
+            // SAFETY: this arena's slab, under its lock.
+            let c = unsafe { header(base) };
+            if c.state.live == 0 && c.state.window > 0 {
+                // SAFETY: empty: nothing in its slots or records is needed.
+                slabs.released_bytes += unsafe { release_slab(base, c) };
+            }
+        }
+    }
+
+    /// Frees the slot `at` of this arena, located already (see [`locate`]):
+    /// checks its canaries and what the free was told, zeroes it, clears its bit.
+    ///
+    /// # Safety
+    ///
+    /// `at` came from `slab_locate` on a slab of this arena, whose lock the caller holds.
+    #[inline(always)]
+    pub(crate) unsafe fn slab_free(
+        &mut self,
+        slabs: &mut Slabs,
+        at: SlotRef,
+        expect: Expect,
+    ) -> Result<(), Invalid> {
+        // SAFETY: forwarded.
+        let c = unsafe { header(at.slab) };
+        let slot = c.slot as usize;
+        let r = record(c, at.index);
+        let rec = r.load(Ordering::Relaxed);
+        if rec & LIVE == 0 {
+            return Err(Invalid::DoubleFree);
+        }
+        slot_checks(self.key, self.canaries, at.address, slot, rec, expect)?;
+        if self.zero_fill {
+            // SAFETY: as above: the program gave the slot back.
+            unsafe { (at.address as *mut u8).write_bytes(0, slot) };
+        }
+        r.store(QUEUED, Ordering::Relaxed);
+        // SAFETY: forwarded.
+        unsafe { self.retire(slabs, c, at.address) };
+        Ok(())
+    }
+
+    /// Counts the freed slot at `address` of the slab `c` (its record says queued, its
+    /// bit is still set) as freed, and holds it back among its class's [`DELAY`] freed
+    /// last; the oldest of those becomes free to draw.
+    ///
+    /// # Safety
+    ///
+    /// A freed slot of a slab of this arena, zeroed, under the lock.
+    #[inline(always)]
+    unsafe fn retire(&mut self, slabs: &mut Slabs, c: &Slab, address: usize) {
+        let class = c.class as usize;
+        slabs.live_bytes -= u64::from(c.slot);
+        slabs.deallocations += 1;
+        let at = usize::from(slabs.delay_next[class]);
+        let evicted = core::mem::replace(&mut slabs.delayed[class][at], address);
+        slabs.delayed_at[class][at] = slabs.allocations;
+        slabs.delay_next[class] = ((at + 1) % DELAY) as u8;
+        if evicted != 0 {
+            // The ring was full: the oldest was the one replaced.
+            slabs.delay_old[class] = slabs.delay_next[class];
+            // SAFETY: a held-back slot of this arena.
+            unsafe { self.slab_release_slot(slabs, evicted) };
+        }
+    }
+
+    /// Makes the held-back slot at `address` free to draw: clears its record and its bit,
+    /// and keeps the slab's place: back on its class's reusable list under 3/4, its pages
+    /// given back when it empties (a slab that is not current).
+    ///
+    /// # Safety
+    ///
+    /// A slot of a slab of this arena that [`retire`](Self::retire) held back, under the
+    /// lock.
+    #[inline(always)]
+    unsafe fn slab_release_slot(&mut self, slabs: &mut Slabs, address: usize) {
+        let base = address & !(SLAB - 1);
+        // SAFETY: forwarded.
+        let c = unsafe { header(base) };
+        let index = slot_index(c, address - base - c.slots as usize);
+        record(c, index).store(0, Ordering::Relaxed);
+        let bits = bitmap_word(base, index / 64);
+        bits.store(
+            bits.load(Ordering::Relaxed) & !(1 << (index % 64)),
+            Ordering::Relaxed,
+        );
+        c.state.live -= 1;
+        let class = c.class as usize;
+        if slabs.current[class] == base {
+            return;
+        }
+        if c.state.live == 0 && c.state.window > 0 {
+            // SAFETY: empty, and not current: nothing in it is needed.
+            slabs.released_bytes += unsafe { release_slab(base, c) };
+        }
+        if c.state.listed == 0 && c.state.live <= c.capacity / 4 * 3 {
+            c.state.listed = 1;
+            c.state.next = slabs.reusable[class];
+            slabs.reusable[class] = base;
+        }
+    }
+
+    /// Frees the slots other threads queued on this arena's stack of slab frees (linked
+    /// through their first words; `head` from `RemoteFrees::take_all`).
+    ///
+    /// # Safety
+    ///
+    /// The stack's slots are this arena's, queued, zeroed but for their links where
+    /// zero-fill is on; the lock is held.
+    pub(crate) unsafe fn slab_drain(&mut self, slabs: &mut Slabs, mut node: usize) {
+        while node != 0 {
+            // SAFETY: forwarded: a queued slot, linked through its first word.
+            let next = unsafe { rd(node) };
+            // SAFETY: as above.
+            unsafe { wr(node, 0) };
+            let base = node & !(SLAB - 1);
+            // SAFETY: a slot of this arena's slab.
+            let c = unsafe { header(base) };
+            let index = slot_index(c, node - base - c.slots as usize);
+            if bitmap_word(base, index / 64).load(Ordering::Relaxed) & 1 << (index % 64) == 0 {
+                // Claimed while free: a second free of a slot freed before, or one never
+                // handed out (the thread that queued it does not read the bitmap: the line
+                // is this arena's).
+                os::fatal(Invalid::DoubleFree.message(), node);
+            }
+            // SAFETY: forwarded: queued (its record says so), zeroed.
+            unsafe { self.retire(slabs, c, node) };
+            node = next;
+        }
+    }
+
+    /// Resizes the live slot `at` to `size` bytes if it fits; `false` (nothing changed)
+    /// if not.
+    ///
+    /// # Safety
+    ///
+    /// As [`slab_free`](Self::slab_free).
+    pub(crate) unsafe fn slab_resize(
+        &mut self,
+        slabs: &mut Slabs,
+        at: SlotRef,
+        size: usize,
+    ) -> Result<bool, Invalid> {
+        // SAFETY: forwarded.
+        let c = unsafe { header(at.slab) };
+        let slot = c.slot as usize;
+        let r = record(c, at.index);
+        let rec = r.load(Ordering::Relaxed);
+        if rec & LIVE == 0 {
+            return Err(Invalid::DoubleFree);
+        }
+        // A realloc checks the canaries as a free does.
+        slot_checks(
+            self.key,
+            self.canaries,
+            at.address,
+            slot,
+            rec,
+            Expect::NOTHING,
+        )?;
+        let need = size + usize::from(self.canaries);
+        if need > slot {
+            return Ok(false);
+        }
+        let old = slot - usize::from(rec & SLACK);
+        if self.canaries && size < old {
+            // The bytes the block gives up read as free memory would before the new
+            // canary covers its first ones.
+            // SAFETY: the slot is the caller's.
+            unsafe { ((at.address + size) as *mut u8).write_bytes(0, old - size) };
+        }
+        r.store(((slot - size) as u16) | (rec & !SLACK), Ordering::Relaxed);
+        if self.canaries {
+            if size > old {
+                // SAFETY: as above; the old canary's bytes the block now covers are the
+                // program's, the rest of the slack is cleared first.
+                unsafe { ((at.address + old) as *mut u8).write_bytes(0, slot - 1 - old) };
+            }
+            // SAFETY: as above; `size < slot`.
+            unsafe { arm(self.key, at.address, slot, size) };
+        }
+        // `Stats` counts a reallocation as a free and an allocation, moved or not.
+        slabs.allocations += 1;
+        slabs.deallocations += 1;
+        Ok(true)
+    }
+}
+
+/// The checks of a free of the live slot at `address` with record `rec`: its canaries (its
+/// own and the last byte below it) and what C++'s `delete` said.
+#[inline(always)]
+fn slot_checks(
+    key: u64,
+    canaries: bool,
+    address: usize,
+    slot: usize,
+    rec: u16,
+    expect: Expect,
+) -> Result<(), Invalid> {
+    let size = slot - usize::from(rec & SLACK);
+    // SAFETY: callers pass a live slot of this heap, whose bytes and the one below it are
+    // the heap's.
+    let intact =
+        unsafe { canary_intact(key, address, slot, size) && below_intact(key, address, slot) };
+    if canaries && !intact {
+        return Err(Invalid::Overflow);
+    }
+    if expect.kind != 0 {
+        let kind = usize::from(rec >> KIND_SHIFT) & 3;
+        if kind != 0 && kind != expect.kind {
+            return Err(Invalid::WrongDelete);
+        }
+    }
+    match expect.size {
+        // Exactly what was asked with canaries (the usable size); without, any size the
+        // slot's class serves (the usable size is the slot's).
+        Some(told) if canaries && told != size => Err(Invalid::WrongSize),
+        Some(told) if !canaries && class_of(told) != class_of(slot) => Err(Invalid::WrongSize),
+        _ => Ok(()),
+    }
+}
+
+/// Whether the window of `c` has room for a draw: at least [`MIN_FREE`] free slots and at
+/// most 7/8 of them live (a window of fewer than [`MIN_WINDOW`] slots, where it has not
+/// grown yet or its pages were given back, has no room).
+#[inline(always)]
+fn has_room(c: &Slab) -> bool {
+    let free = c.state.window - c.state.live;
+    free >= MIN_FREE && free * 8 >= c.state.window && c.state.window as usize >= MIN_WINDOW
+}
+
+/// Grows the window of the slab at `base` to `window` slots; the pages of the new slots
+/// and of their bitmap words are made present for writing first (see
+/// `fill::touch_for_write`: a check that read a fresh page would map the zero page, and
+/// the write that follows would fault again and flush every CPU's translation of it).
+///
+/// # Safety
+///
+/// `base` is a slab of the caller's arena, under its lock, `c` its header, and
+/// `window` at most its capacity and above its window.
+unsafe fn grow_window(base: usize, c: &mut Slab, window: usize) {
+    let old = c.state.window as usize;
+    // SAFETY: forwarded: the new slots are free, and the bitmap is the arena's.
+    unsafe {
+        touch_pages(slot_address(c, old), slot_address(c, window));
+        touch_pages(
+            base + HEAD + 8 * (old / 64),
+            base + HEAD + 8 * window.div_ceil(64),
+        );
+    }
+    c.state.window = window as u32;
+}
+
+/// Makes every page of `[from, to)` present for writing.
+///
+/// # Safety
+///
+/// `from` is 16-byte aligned; the range is free memory of a slab of the caller's arena
+/// (or its bitmap), under its lock.
+unsafe fn touch_pages(from: usize, to: usize) {
+    let mut at = from;
+    while at < to {
+        // SAFETY: forwarded: a 16-byte granule of the range.
+        unsafe { touch_for_write(at, at + 16) };
+        at = (at & !(fill::PAGE_MIN - 1)) + fill::PAGE_MIN;
+    }
+}
+
+/// Gives the pages of an empty slab's slots and records back to the OS and closes its
+/// window; the bytes given back.
+///
+/// # Safety
+///
+/// `base` is a slab of the caller's arena with no taken slot, under its lock.
+unsafe fn release_slab(base: usize, c: &mut Slab) -> u64 {
+    let end = slot_address(c, c.state.window as usize);
+    let (records, slots) = (base + c.records as usize, base + c.slots as usize);
+    // SAFETY: forwarded: nothing in the range is live, and all of it reads zero after.
+    let records = unsafe { os::release_pages(records, slots - 16) };
+    // SAFETY: as above.
+    let slots = unsafe { os::release_pages(slots, end) };
+    c.state.window = 0;
+    (records.len() + slots.len()) as u64
+}
+
+/// The slot `payload` names in its slab (of a registered slab chunk), if it is a slot's
+/// start. A slab of the chunk not set up yet reads as zeros: no slot.
+#[inline(always)]
+pub(crate) fn locate(payload: usize) -> Result<SlotRef, Invalid> {
+    let base = payload & !(SLAB - 1);
+    // SAFETY: the slab lies in a registered slab chunk; its layout is fixed once set up.
+    let c = unsafe { header(base) };
+    let offset = payload
+        .checked_sub(base + c.slots as usize)
+        .ok_or(Invalid::BadHeader)?;
+    let index = slot_index(c, offset);
+    if index * c.slot as usize != offset || index >= c.capacity as usize {
+        return Err(Invalid::BadHeader);
+    }
+    Ok(SlotRef {
+        slab: base,
+        index,
+        address: payload,
+    })
+}
+
+/// The usable size of the live slot `at`: what was asked with canaries (the bytes past it
+/// are the canary), the whole slot without.
+pub(crate) fn usable(at: SlotRef, canaries: bool) -> Result<usize, Invalid> {
+    // SAFETY: a located slot.
+    let c = unsafe { header(at.slab) };
+    let slot = c.slot;
+    let rec = record(c, at.index).load(Ordering::Relaxed);
+    if rec & LIVE == 0 {
+        return Err(Invalid::DoubleFree);
+    }
+    if canaries {
+        Ok(slot as usize - usize::from(rec & SLACK))
+    } else {
+        Ok(slot as usize)
+    }
+}
+
+/// Queues the free of the slot `at` for its arena, whose lock is busy: claims the slot
+/// (its record's queued flag, with a compare-and-swap that catches a second free), checks
+/// it as a free does, and zeroes it with zero-fill (`checks`: the heap's); returns its
+/// address, to be pushed with its first word as the link.
+pub(crate) fn claim(
+    key: u64,
+    checks: Checks,
+    at: SlotRef,
+    expect: Expect,
+) -> Result<usize, Invalid> {
+    // SAFETY: a located slot.
+    let c = unsafe { header(at.slab) };
+    let slot = c.slot;
+    let r = record(c, at.index);
+    let rec = r.load(Ordering::Relaxed);
+    if rec & LIVE == 0 {
+        return Err(Invalid::DoubleFree);
+    }
+    slot_checks(
+        key,
+        checks.contains(Checks::CANARIES),
+        at.address,
+        slot as usize,
+        rec,
+        expect,
+    )?;
+    r.compare_exchange(rec, QUEUED, Ordering::Relaxed, Ordering::Relaxed)
+        .map_err(|_| Invalid::DoubleFree)?;
+    if checks.contains(Checks::ZERO_FILL) {
+        // SAFETY: claimed: the slot is this thread's until it is pushed.
+        unsafe { (at.address as *mut u8).write_bytes(0, slot as usize) };
+    }
+    Ok(at.address)
+}
+
+/// The heap walk of a slab chunk at `base`: each slab set up in it, see [`check_one`];
+/// returns what it counted.
+///
+/// # Safety
+///
+/// `base` is a slab chunk of an arena whose lock the caller holds.
+pub(crate) unsafe fn check_slab(
+    key: u64,
+    zero_fill: bool,
+    canaries: bool,
+    base: usize,
+    shape: &mut HeapShape,
+) -> Result<SlabWalk, Corruption> {
+    let mut walk = SlabWalk::default();
+    for at in (base..base + CHUNK).step_by(SLAB) {
+        // SAFETY: forwarded; a slab not set up reads as zeros (no capacity).
+        if unsafe { header(at) }.capacity == 0 {
+            continue;
+        }
+        // SAFETY: forwarded.
+        let one = unsafe { check_one(key, zero_fill, canaries, at, shape) }?;
+        walk.live_bytes += one.live_bytes;
+        walk.queued_bytes += one.queued_bytes;
+    }
+    Ok(walk)
+}
+
+/// What the heap walk counts in slabs.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SlabWalk {
+    /// Bytes of live slots.
+    pub(crate) live_bytes: u64,
+    /// Bytes of freed slots whose bits are still set: held back by their arena, or queued
+    /// by another thread and not drained yet (these still count as live in the counters).
+    pub(crate) queued_bytes: u64,
+}
+
+/// The heap walk of one slab: bits against the live count, free slots zero (with
+/// zero-fill) and their records clear, live slots' canaries intact, freed slots whose bits
+/// are still set zero past their first word (a queued slot's link). Live slots count in
+/// `shape` as live blocks (free slots are not on any list, and do not count); returns what
+/// it counted.
+///
+/// # Safety
+///
+/// `base` is a slab, set up, of an arena whose lock the caller holds.
+unsafe fn check_one(
+    key: u64,
+    zero_fill: bool,
+    canaries: bool,
+    base: usize,
+    shape: &mut HeapShape,
+) -> Result<SlabWalk, Corruption> {
+    // SAFETY: forwarded.
+    let c = unsafe { header(base) };
+    let slot = c.slot as usize;
+    let mut live = 0u32;
+    let mut walk = SlabWalk::default();
+    for index in 0..c.state.window as usize {
+        let held = bitmap_word(base, index / 64).load(Ordering::Relaxed) & 1 << (index % 64) != 0;
+        let rec = record(c, index).load(Ordering::Relaxed);
+        let address = slot_address(c, index);
+        if held && rec & LIVE == 0 {
+            // Freed, held back (or queued by another thread, linked through its first
+            // word): zeroed past the link.
+            live += 1;
+            walk.queued_bytes += slot as u64;
+            if zero_fill && let Some(word) = first_dirty(address + 8, address + slot) {
+                return Err(Corruption::at(audit::FREE_MEMORY_MODIFIED, word));
+            }
+        } else if held {
+            live += 1;
+            walk.live_bytes += slot as u64;
+            shape.live_blocks += 1;
+            shape.live_bytes += slot as u64;
+            let size = slot - usize::from(rec & SLACK);
+            // SAFETY: a live slot, not queued.
+            if canaries && !unsafe { canary_intact(key, address, slot, size) } {
+                return Err(Corruption::at("slab slot canary overwritten", address));
+            }
+        } else {
+            if rec != 0 {
+                return Err(Corruption::at("free slab slot with a record", address));
+            }
+            if zero_fill && let Some(word) = first_dirty(address, address + slot) {
+                return Err(Corruption::at(audit::FREE_MEMORY_MODIFIED, word));
+            }
+        }
+    }
+    if live != c.state.live {
+        return Err(Corruption::with(
+            "slab's live count disagrees with its bitmap",
+            base,
+            c.state.live as usize,
+            live as usize,
+        ));
+    }
+    Ok(walk)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_request_takes_the_smallest_slot_that_holds_it() {
+        for need in 0..=SLOT_MAX {
+            let class = class_of(need).expect("a slot up to the largest");
+            assert!(
+                SLOT_SIZES[class] >= need,
+                "{need}: slot {}",
+                SLOT_SIZES[class]
+            );
+            if class > 0 {
+                assert!(SLOT_SIZES[class - 1] < need, "{need}: a smaller slot fits");
+            }
+        }
+        assert_eq!(class_of(SLOT_MAX + 1), None);
+        assert_eq!(class_of(usize::MAX / 2), None);
+    }
+
+    #[test]
+    fn the_reciprocal_divides_every_offset_of_every_slab_exactly() {
+        for (class, &slot) in SLOT_SIZES.iter().enumerate() {
+            let layout = Layout::of(slot);
+            assert!(layout.slots + layout.capacity * slot <= SLAB, "{slot}");
+            assert!(
+                layout.records + 2 * layout.capacity + 16 <= layout.slots,
+                "{slot}"
+            );
+            let header = Slab {
+                arena: 0,
+                slot: slot as u32,
+                capacity: layout.capacity as u32,
+                class: class as u32,
+                records: layout.records as u32,
+                slots: layout.slots as u32,
+                reciprocal: (1u64 << 32).div_ceil(slot as u64) as u32,
+                state: State {
+                    window: 0,
+                    live: 0,
+                    listed: 0,
+                    next: 0,
+                },
+            };
+            // Every 16-byte-aligned offset a pointer into the slab can have.
+            for offset in (0..SLAB - layout.slots).step_by(16) {
+                assert_eq!(
+                    slot_index(&header, offset),
+                    offset / slot,
+                    "{slot} B, {offset}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_window_always_leaves_room_for_a_draw_among_many() {
+        // The growth rule of `slab_refill`, for every live count a slab can hold: the
+        // window it grows to has room (or is the whole slab).
+        for &slot in &SLOT_SIZES {
+            let capacity = Layout::of(slot).capacity;
+            for live in 0..capacity {
+                let want = (live + MIN_FREE as usize)
+                    .max(live * 8 / 7 + 64)
+                    .max(MIN_WINDOW);
+                let window = want.next_multiple_of(64).min(capacity);
+                let header = Slab {
+                    arena: 0,
+                    slot: slot as u32,
+                    capacity: capacity as u32,
+                    class: 0,
+                    records: 0,
+                    slots: 0,
+                    reciprocal: 0,
+                    state: State {
+                        window: window as u32,
+                        live: live as u32,
+                        listed: 0,
+                        next: 0,
+                    },
+                };
+                if window < capacity {
+                    assert!(has_room(&header), "{slot} B, {live} live: window {window}");
+                }
+            }
+        }
+    }
+}
