@@ -531,10 +531,44 @@ fn alignments_above_two_mebibytes_are_refused_and_two_is_served() {
 // ----- reallocation --------------------------------------------------------------------
 
 #[test]
-fn the_first_block_grows_in_place_into_the_wilderness_and_shrinks_in_place() {
+fn a_slot_resizes_in_place_within_its_slot_and_moves_beyond_it() {
     for seed in 0..20 {
         let heap = Randomized::with_seed(seed).unwrap();
         let l = layout(100, 8);
+        let p = heap.allocate(l).unwrap();
+        fill(p, 100, 0x31);
+        // 110 bytes and a canary byte fit the 112-byte slot of 100.
+        // SAFETY: live, allocated with `l`.
+        let q = unsafe { heap.reallocate(p, l, 110) }.unwrap();
+        assert_eq!(q, p, "seed {seed}: a grow within the slot moved the block");
+        expect_filled(q, 100, 0x31, "after growing in the slot");
+        assert_eq!(heap.check_pointer(q.as_ptr()), Ok(110));
+        fill(q, 110, 0x32);
+        // SAFETY: live, now of 110 bytes.
+        let r = unsafe { heap.reallocate(q, layout(110, 8), 20) }.unwrap();
+        assert_eq!(r, p, "seed {seed}: a shrink moved the block");
+        assert_eq!(heap.check_pointer(r.as_ptr()), Ok(20));
+        heap.check().unwrap();
+        // Beyond the slot: a new block, never the old address (the old one is live while
+        // the bytes move).
+        // SAFETY: live, now of 20 bytes.
+        let s = unsafe { heap.reallocate(r, layout(20, 8), 4000) }.unwrap();
+        assert_ne!(s, p, "seed {seed}: a grow past the slot kept the address");
+        expect_filled(s, 20, 0x32, "after moving");
+        assert!(heap.check_pointer(p.as_ptr()).is_err());
+        heap.check().unwrap();
+        // SAFETY: live, now of 4000 bytes.
+        unsafe { heap.deallocate(s, layout(4000, 8)) };
+        assert_eq!(heap.counters().live_bytes, 0);
+    }
+}
+
+#[test]
+fn the_first_block_grows_in_place_into_the_wilderness_and_shrinks_in_place() {
+    // An alignment above 16: a block with a header in a chunk of blocks, not a slab slot.
+    for seed in 0..20 {
+        let heap = Randomized::with_seed(seed).unwrap();
+        let l = layout(100, 32);
         let p = heap.allocate(l).unwrap();
         fill(p, 100, 0x31);
         // SAFETY: live, allocated with `l`.
@@ -547,13 +581,13 @@ fn the_first_block_grows_in_place_into_the_wilderness_and_shrinks_in_place() {
         assert!(heap.check_pointer(q.as_ptr()).unwrap() >= 4000);
         fill(q, 4000, 0x32);
         // SAFETY: live, now of 4000 bytes.
-        let r = unsafe { heap.reallocate(q, layout(4000, 8), 10) }.unwrap();
+        let r = unsafe { heap.reallocate(q, layout(4000, 32), 10) }.unwrap();
         assert_eq!(r, p, "seed {seed}: shrinking moved the block");
         expect_filled(r, 10, 0x32, "after shrinking");
         assert!(heap.check_pointer(r.as_ptr()).unwrap() < 4000);
         heap.check().unwrap();
         // SAFETY: live, now of 10 bytes.
-        unsafe { heap.deallocate(r, layout(10, 8)) };
+        unsafe { heap.deallocate(r, layout(10, 32)) };
         assert_eq!(heap.counters().live_bytes, 0);
         // One allocation, two reallocations in place (each a free and an allocation).
         assert_eq!(heap.counters().allocations, 3);

@@ -16,7 +16,10 @@ use core::ptr::NonNull;
 
 use alloclab_core::{Allocator, HostAllocator, MallocHeap};
 use alloclab_randomized::{Checks, Randomized};
-use common::{Rng, blocks_with_a_sandwich, expect_abort, expect_fault, fill, layout, log_uniform};
+use common::{
+    Rng, aligned_blocks_with_a_sandwich, blocks_with_a_sandwich, expect_abort, expect_fault, fill,
+    layout, log_uniform,
+};
 
 const DOUBLE: &str = "free(): double free detected";
 const BAD_HEADER: &str = "free(): invalid pointer or corrupted block header";
@@ -239,11 +242,17 @@ fn freeing_a_freed_huge_block_aborts() {
     heap.check().unwrap();
 }
 
+/// A request of blocks with headers, in chunks of blocks (an alignment above 16), that
+/// lie back to back (48 bytes and a 16-byte header: a multiple of the alignment).
+const BLOCK: usize = 48;
+/// Their alignment.
+const BLOCK_ALIGN: usize = 32;
+
 #[test]
 fn overwriting_a_blocks_header_aborts_its_free() {
     let heap = Randomized::with_seed(13).unwrap();
-    let (blocks, (p, _, _)) = blocks_with_a_sandwich(&heap, 64, 3000);
-    let other = heap.allocate(layout(300, 16)).unwrap();
+    let (blocks, (p, _, _)) = aligned_blocks_with_a_sandwich(&heap, BLOCK, BLOCK_ALIGN, 3000);
+    let other = heap.allocate(layout(300, BLOCK_ALIGN)).unwrap();
     for target in [blocks[p], other] {
         expect_abort(&[BAD_HEADER], || {
             // SAFETY: none, on purpose: the 16 bytes before the payload are the heap's
@@ -259,8 +268,8 @@ fn overwriting_a_blocks_header_aborts_its_free() {
 #[test]
 fn overwriting_the_right_neighbours_header_aborts_the_free() {
     let heap = Randomized::with_seed(14).unwrap();
-    let (blocks, (p, _, right)) = blocks_with_a_sandwich(&heap, 64, 3000);
-    let single = heap.allocate(layout(100, 16)).unwrap();
+    let (blocks, (p, _, right)) = aligned_blocks_with_a_sandwich(&heap, BLOCK, BLOCK_ALIGN, 3000);
+    let single = heap.allocate(layout(100, BLOCK_ALIGN)).unwrap();
     // A live right neighbour (p's) and a free or wilderness one (the first block's, in
     // most layouts): free reads either when it coalesces.
     for target in [blocks[p], single] {
@@ -290,7 +299,7 @@ fn overwriting_only_the_previous_size_field_aborts_the_free() {
     // merges rewrite it with one store); free must still refuse a left neighbour it names
     // outside the chunk, or where no block of that size starts.
     let heap = Randomized::with_seed(16).unwrap();
-    let (blocks, (p, _, _)) = blocks_with_a_sandwich(&heap, 64, 3000);
+    let (blocks, (p, _, _)) = aligned_blocks_with_a_sandwich(&heap, BLOCK, BLOCK_ALIGN, 3000);
     let target = blocks[p];
     // SAFETY: the header's second word is the 8 bytes before the payload.
     let prev = unsafe { target.as_ptr().sub(8).cast::<u64>().read() } >> 32;
@@ -304,6 +313,45 @@ fn overwriting_only_the_previous_size_field_aborts_the_free() {
         });
     }
     free_rest(&heap, &blocks, &[]);
+}
+
+#[test]
+fn overwriting_the_bytes_before_a_slot_aborts_its_free_as_an_overflow() {
+    // A slot has no header: the bytes before it are the end of the slot below, whose last
+    // byte is that slot's canary (or zero, when it is free). An underflow of the block, or
+    // an overflow of its left neighbour, changes it.
+    let heap = Randomized::with_seed(13).unwrap();
+    for size in [16, 64, 100, 1000] {
+        let (blocks, (p, left, _)) = blocks_with_a_sandwich(&heap, size, 3000);
+        for target in [blocks[p], blocks[left]] {
+            expect_abort(&[OVERFLOW], || {
+                // SAFETY: none, on purpose: the 16 bytes before the slot.
+                unsafe { target.as_ptr().sub(16).write_bytes(0x41, 16) };
+                free(&heap, target.as_ptr());
+            });
+        }
+        free_rest(&heap, &blocks, &[]);
+    }
+}
+
+#[test]
+fn an_overflow_into_the_next_slot_aborts_the_free_of_either_slot() {
+    let heap = Randomized::with_seed(14).unwrap();
+    for size in [16, 64, 100, 1000] {
+        let (blocks, (p, _, right)) = blocks_with_a_sandwich(&heap, size, 3000);
+        for freed in [blocks[p], blocks[right]] {
+            expect_abort(&[OVERFLOW], || {
+                // SAFETY: `p` is live.
+                let end = unsafe { heap.usable_size(blocks[p]) };
+                let gap = blocks[right].as_ptr() as usize - blocks[p].as_ptr() as usize - end;
+                // SAFETY: none, on purpose: from the end of `p`'s request over its canary
+                // and 16 bytes into its right neighbour.
+                unsafe { blocks[p].as_ptr().add(end).write_bytes(0x42, gap + 16) };
+                free(&heap, freed.as_ptr());
+            });
+        }
+        free_rest(&heap, &blocks, &[]);
+    }
 }
 
 #[test]

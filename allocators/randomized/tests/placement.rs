@@ -128,7 +128,7 @@ fn uniformity(counts: &[u64]) -> Result<f64, String> {
 /// before suspecting a bias, and suspect one if several seeds fail.
 #[test]
 fn wilderness_offsets_are_uniform_chi_square() {
-    let counts = wilderness_offset_counts(0x00c0_ffee, 64, 16, 64);
+    let counts = wilderness_offset_counts(0x00c0_ffee, 2000, 16, 64);
     assert_eq!(counts.len(), 1 + (WINDOW - MIN_BLOCK) / 16 + 1);
     let stat = uniformity(&counts).unwrap_or_else(|e| panic!("64 B, align 16: {e}"));
     println!(

@@ -7,7 +7,6 @@
 
 use core::alloc::Layout;
 use core::ptr::NonNull;
-use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 
 use alloclab_randomized::Randomized;
@@ -49,31 +48,28 @@ pub fn expect_filled(ptr: NonNull<u8>, len: usize, seed: u8, what: &str) {
     }
 }
 
-/// Among `blocks` (live blocks of `heap`, and every live block of the heap's chunks), a
-/// block whose left and right neighbours in memory are both in `blocks`: `(p, left,
-/// right)` as indices. Freeing such a block coalesces with nothing, so its header stays a
-/// valid free-block header, and a second free of it must say "double free".
+/// Among `blocks` (live blocks of `heap` of one size), a block whose left and right
+/// neighbours in memory are both in `blocks`: `(p, left, right)` as indices. Neighbours
+/// lie one stride apart, with no room for another block between: in a chunk of blocks the
+/// stride is the usable size plus the next header's 16 bytes, in a slab the slot. Freeing
+/// such a block coalesces with nothing (in a chunk of blocks, its header stays a valid
+/// free-block header), so a second free of it must say "double free".
 pub fn sandwiched(heap: &Randomized, blocks: &[NonNull<u8>]) -> Option<(usize, usize, usize)> {
     let usable: Vec<usize> = blocks
         .iter()
         .map(|p| heap.check_pointer(p.as_ptr()).expect("a live block"))
         .collect();
-    // Next header address (payload + usable) -> index, and payload -> index.
-    let by_end: HashMap<usize, usize> = blocks
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (p.as_ptr() as usize + usable[i], i))
-        .collect();
-    let by_payload: HashMap<usize, usize> = blocks
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (p.as_ptr() as usize, i))
-        .collect();
-    blocks.iter().enumerate().find_map(|(i, p)| {
-        let p = p.as_ptr() as usize;
-        let left = *by_end.get(&(p - 16))?;
-        let right = *by_payload.get(&(p + usable[i] + 16))?;
-        Some((i, left, right))
+    let mut order: Vec<usize> = (0..blocks.len()).collect();
+    order.sort_unstable_by_key(|&i| blocks[i].as_ptr() as usize);
+    let at = |i: usize| blocks[i].as_ptr() as usize;
+    order.windows(3).find_map(|w| {
+        let (left, p, right) = (w[0], w[1], w[2]);
+        let stride = at(p) - at(left);
+        // A chunk's blocks: the header between; a slab's slots (requests under 1 KiB): up
+        // to a slot's slack (128 bytes at most).
+        let gap = stride.checked_sub(usable[left])?;
+        let tight = gap == 16 || (usable[left] < 1024 && gap <= 128);
+        (tight && at(right) - at(p) == stride).then_some((p, left, right))
     })
 }
 
@@ -84,10 +80,21 @@ pub fn blocks_with_a_sandwich(
     size: usize,
     count: usize,
 ) -> (Vec<NonNull<u8>>, (usize, usize, usize)) {
+    aligned_blocks_with_a_sandwich(heap, size, 16, count)
+}
+
+/// [`blocks_with_a_sandwich`] at alignment `align` (above 16: blocks with headers, in
+/// chunks of blocks, whatever their size).
+pub fn aligned_blocks_with_a_sandwich(
+    heap: &Randomized,
+    size: usize,
+    align: usize,
+    count: usize,
+) -> (Vec<NonNull<u8>>, (usize, usize, usize)) {
     use alloclab_core::Allocator;
     let blocks: Vec<NonNull<u8>> = (0..count)
         .map(|i| {
-            let p = heap.allocate(layout(size, 16)).unwrap();
+            let p = heap.allocate(layout(size, align)).unwrap();
             fill(p, size, i as u8 | 1);
             p
         })
