@@ -132,8 +132,10 @@ static int perform(const char *c) {
     } else if (!strcmp(c, "overflow_memcpy")) {
         char source[S + 32];
         memset(source, 0x41, sizeof source);
-        memcpy(xmalloc(S), launder(source), sizeof source);
+        char *p = xmalloc(S);
+        memcpy(p, launder(source), sizeof source);
         say("access done\n");
+        free(launder(p));
     } else if (!strcmp(c, "overflow_terminator")) {
         char *p = xmalloc(60);
         ((volatile char *)p)[60] = 0;
