@@ -1,11 +1,14 @@
 //! A randomized memory allocator whose whole state is one machine word.
 //!
-//! [`Randomized`] places every object at a uniformly random 16-byte-aligned offset inside a
-//! free block chosen at random among all that fit, so an attacker cannot predict where the
-//! next object lands, next to what, or whether it reuses the block he just freed: the
-//! ingredients of use-after-free and heap-overflow exploits. Its headers carry a keyed
-//! check, so a double free, a free of a pointer it never returned and an overwritten header
-//! abort the process with a message, as glibc does.
+//! [`Randomized`] places every object at random: one of up to 1 KiB in a slot drawn
+//! uniformly among at least 256 places of its size class, a larger one at a uniformly
+//! random 16-byte-aligned offset inside a free block chosen at random among all that fit.
+//! An attacker cannot predict where the next object lands, next to what, or whether it
+//! reuses the block he just freed: the ingredients of use-after-free and heap-overflow
+//! exploits. Freed memory is zeroed and checked when handed out again, requests are
+//! followed by keyed canaries and block headers carry a keyed check, so a double free, a
+//! free of a pointer it never returned, an overflow and a write after free abort the
+//! process with a message.
 //!
 //! ```
 //! use alloclab_randomized::Randomized;
@@ -35,7 +38,13 @@
 //!   its construction at the first allocation (see `lock.rs`). The control block (sixteen
 //!   arenas, the header key, the table of every mapping, counters) lives in band at the
 //!   start of the first 4 MiB chunk.
-//! * **Blocks** carry a 16-byte header (size and flags; the previous block's size and a
+//! * **Slabs** (`heap/slab.rs`) serve requests of up to 1 KiB (a canary byte included) at
+//!   alignment 16: per arena and size class (20 classes) a slab of 1 MiB with a bitmap and
+//!   a 16-bit record per slot. An allocation draws uniformly among the free slots of a
+//!   window of at least 256 slots; a freed slot is held back for four frees of its class
+//!   or eight allocations. Frees of another arena's slots take no lock: they are queued on
+//!   that arena's stack of slab frees.
+//! * **Blocks** (larger requests, alignments above 16) carry a 16-byte header (size and flags; the previous block's size and a
 //!   32-bit keyed tag). Free blocks are on doubly linked lists threaded through them, one
 //!   per size class (exact up to 1040 B, four per power of two above), per arena; each
 //!   list is a ring closed by a sentinel in the control block, so that pushing and
@@ -71,8 +80,9 @@
 //! * Thread-safe through the arena locks: an operation blocks while another thread holds
 //!   its arena. Nothing is per-thread, so there is no thread-local cache to exploit and
 //!   nothing to leak when threads exit; the price is a lock per operation.
-//! * Detected and fatal: double frees of blocks still free (or queued), frees of pointers
-//!   that are misaligned, outside the heap, interior, or whose header was overwritten;
+//! * Detected and fatal: double frees of blocks or slots still free (or held back, or
+//!   queued), frees of pointers that are misaligned, outside the heap, interior, or whose
+//!   header was overwritten;
 //!   free-list links corrupted by an overflow (checked before every unlink); a neighbour's
 //!   header overwritten (checked when a free merges). A block freed, then reallocated at the
 //!   same address, then freed through the stale pointer cannot be told from a legitimate
@@ -80,14 +90,17 @@
 //! * Detection classes ([`Checks`]), each on unless the environment variable
 //!   `ALLOCLAB_RANDOMIZED_OFF` names it: freed memory zero-filled and checked when handed
 //!   out again (a write after free aborts when the memory is reused), canaries after every
-//!   request that is not a multiple of 16 (a one-byte overflow aborts at free or realloc), a
+//!   request in a slot and every block request that is not a multiple of 16 (a one-byte
+//!   overflow, or an underflow into the slot below, aborts at free or realloc), a
 //!   guard page after every block above 1 MiB (an overflow past it faults at once),
 //!   zero-size requests answered with pointers into an inaccessible region (a use faults),
 //!   and C++'s `delete` checked against its `new` and its size.
 //! * The tag is a keyed hash, not a MAC: it stops blind overwrites and stale pointers, not
 //!   an attacker who can already read the heap (and so the key).
 //! * It does not solve fragmentation: random offsets split free blocks where a first fit
-//!   would not. The `cpu` suite of `alloclab-harness` measures the footprint against glibc.
+//!   would not, and each size class's window of 256 slots or more is memory whatever the
+//!   class holds (up to 1.6 MB per arena with every class in use). The `cpu` suite of
+//!   `alloclab-harness` measures the footprint against glibc.
 //! * Alignments above 2 MiB are refused; sizes above `isize::MAX / 2` are refused.
 
 #![cfg_attr(loom, allow(dead_code))]
