@@ -598,14 +598,8 @@ impl Arena {
         at: SlotRef,
         expect: Expect,
     ) -> Result<(), Invalid> {
-        // SAFETY: forwarded.
-        let c = unsafe { header(at.slab) };
+        let (c, r, rec) = live(at)?;
         let slot = c.slot as usize;
-        let r = record(c, at.index);
-        let rec = r.load(Ordering::Relaxed);
-        if rec & LIVE == 0 {
-            return Err(Invalid::DoubleFree);
-        }
         slot_checks(self.key, self.canaries, at.address, slot, rec, expect)?;
         if self.zero_fill {
             // SAFETY: as above: the program gave the slot back.
@@ -718,14 +712,8 @@ impl Arena {
         at: SlotRef,
         size: usize,
     ) -> Result<bool, Invalid> {
-        // SAFETY: forwarded.
-        let c = unsafe { header(at.slab) };
+        let (c, r, rec) = live(at)?;
         let slot = c.slot as usize;
-        let r = record(c, at.index);
-        let rec = r.load(Ordering::Relaxed);
-        if rec & LIVE == 0 {
-            return Err(Invalid::DoubleFree);
-        }
         // A realloc checks the canaries as a free does.
         slot_checks(
             self.key,
@@ -881,16 +869,26 @@ pub(crate) fn locate(payload: usize) -> Result<SlotRef, Invalid> {
     })
 }
 
-/// The usable size of the live slot `at`: what was asked with canaries (the bytes past it
-/// are the canary), the whole slot without.
-pub(crate) fn usable(at: SlotRef, canaries: bool) -> Result<usize, Invalid> {
-    // SAFETY: a located slot.
-    let c = unsafe { header(at.slab) };
-    let slot = c.slot;
-    let rec = record(c, at.index).load(Ordering::Relaxed);
+/// The slab of the slot `at`, its record and what the record holds, if the slot is live
+/// (handed out and not freed); else a double free (of a slot freed, held back, queued, or
+/// never handed out).
+#[inline(always)]
+fn live<'a>(at: SlotRef) -> Result<(&'a Slab, &'a AtomicU16, u16), Invalid> {
+    // SAFETY: `locate` found the slot in a slab of a registered slab chunk.
+    let c: &Slab = unsafe { header(at.slab) };
+    let r = record(c, at.index);
+    let rec = r.load(Ordering::Relaxed);
     if rec & LIVE == 0 {
         return Err(Invalid::DoubleFree);
     }
+    Ok((c, r, rec))
+}
+
+/// The usable size of the live slot `at`: what was asked with canaries (the bytes past it
+/// are the canary), the whole slot without.
+pub(crate) fn usable(at: SlotRef, canaries: bool) -> Result<usize, Invalid> {
+    let (c, _, rec) = live(at)?;
+    let slot = c.slot;
     if canaries {
         Ok(slot as usize - usize::from(rec & SLACK))
     } else {
@@ -908,14 +906,8 @@ pub(crate) fn claim(
     at: SlotRef,
     expect: Expect,
 ) -> Result<usize, Invalid> {
-    // SAFETY: a located slot.
-    let c = unsafe { header(at.slab) };
+    let (c, r, rec) = live(at)?;
     let slot = c.slot;
-    let r = record(c, at.index);
-    let rec = r.load(Ordering::Relaxed);
-    if rec & LIVE == 0 {
-        return Err(Invalid::DoubleFree);
-    }
     slot_checks(
         key,
         checks.contains(Checks::CANARIES),
