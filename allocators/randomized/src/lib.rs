@@ -65,8 +65,9 @@
 //!   its list, behind every other free block of its class. Free regions of 1 MiB and more
 //!   give their whole pages back to the OS once the arena holds more free memory than live;
 //!   so does a freed block of 128 KiB or more that leaves a free region of 256 KiB or more.
-//! * **Threads**: each arena has its own lock, a word in band; a thread prefers the arena
-//!   its `pthread_self` selects (no thread-local state) and takes another when it is busy.
+//! * **Threads**: each arena has its own lock, a word in band; a thread uses the arena its
+//!   `pthread_self` claimed, the first unclaimed one from the arena its identity hashes to
+//!   (no thread-local state, `claims.rs`), and takes another when it is busy.
 //!   A free of another arena's block goes, under the freeing thread's own arena lock, to
 //!   that arena's outbox, which pushes such blocks as chains of 16 onto the block's arena's
 //!   lock-free stack; a free that finds its block's arena busy pushes the block alone. The
@@ -105,6 +106,7 @@
 
 #![cfg_attr(loom, allow(dead_code))]
 
+mod claims;
 mod lock;
 mod remote;
 

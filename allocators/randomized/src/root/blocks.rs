@@ -89,7 +89,7 @@ impl Root {
         }
         let index = self.arena_of(base);
         let slot = &self.slots[index];
-        let own = preferred_arena();
+        let own = self.own_arena();
         if own != index && self.slots[own].lock.try_lock().is_some() {
             // Another arena's block, and this thread holds its own arena: queue the free in
             // its outbox, to be pushed to the block's arena with a chain of others.
@@ -136,14 +136,14 @@ impl Root {
     /// arena's stack of slab frees without waiting, for its next holder. A thread that took
     /// another's lock would send that thread's next allocation to another arena, and with
     /// it a window of every size class it uses; one that waited for its own arena's lock,
-    /// which a second thread whose identity hashes alike holds, would spin there (larson,
-    /// in the runs whose two threads share an arena: 250-330 ms with the wait, 210-235 ms
-    /// without, 120 ms in runs whose threads have an arena each).
+    /// held by a second thread on the same arena (once every arena is claimed), would spin
+    /// there (larson's two threads on one arena, before arenas were claimed: 250-330 ms a
+    /// run with the wait, 210-235 ms without, 120 ms with an arena each).
     #[inline(always)]
     fn free_slot(&self, base: usize, payload: usize, expect: Expect) -> Result<(), Invalid> {
         let at = crate::heap::slab_locate(payload)?;
         let index = self.arena_of(base);
-        if index == preferred_arena() && self.slots[index].lock.try_lock().is_some() {
+        if index == self.own_arena() && self.slots[index].lock.try_lock().is_some() {
             let mut arena = ArenaGuard::drained(self, index);
             let (arena, slabs) = arena.parts();
             // SAFETY: located in a chunk of this arena, whose lock is held.

@@ -20,6 +20,7 @@ use core::ptr;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::Checks;
+use crate::claims::Claims;
 use crate::heap::{
     Arena, BUSY, CHUNK, CHUNK_HEADER, ChunkSource, Corruption, Counters, Expect, GRANULE, HEADER,
     HUGE, HeapShape, Invalid, Lists, Live, Slabs, canary_len, check_canary, claim_remote, get, put,
@@ -100,6 +101,8 @@ pub(crate) struct Root {
     /// Each arena's stack of frees that found it busy, each on cache lines of its own, so
     /// that their pushes do not steal the holder's lines.
     remote: [Padded<Queued>; ARENAS],
+    /// Which thread identity claimed each arena (see `claims.rs`).
+    claims: Claims<ARENAS>,
     /// Key of the header tags.
     key: u64,
     /// The detection classes this heap runs ([`Checks`] bits), fixed at creation.
@@ -255,6 +258,16 @@ impl Drop for ArenaGuard<'_> {
     }
 }
 
+impl Root {
+    /// This thread's arena: the one its identity claimed (see `claims.rs`), from the one
+    /// its identity prefers.
+    #[inline(always)]
+    pub(crate) fn own_arena(&self) -> usize {
+        let me = thread_pointer();
+        self.claims.arena_of(me, arena_of(me))
+    }
+}
+
 /// The arena a thread prefers, from its pthread identity (no thread-local state).
 ///
 /// A thread's `pthread_self` is its control block, at the top of its stack, and stacks are
@@ -263,8 +276,11 @@ impl Drop for ArenaGuard<'_> {
 /// either size different arenas (over random bases: the first 13 threads on average with
 /// 2 MiB stacks, 15.8 with 8 MiB, of 16 arenas), where a plain hash puts two threads on one
 /// arena one time in sixteen, and they then take turns on it. The main thread's stack is
-/// elsewhere: it meets another thread's arena with probability 1/16.
-#[inline(always)]
+/// elsewhere: it meets another thread's arena with probability 1/16. Where the heap's own
+/// mappings lie between the stacks (a C program under the preload library) the spread is
+/// lost, and two threads met on one arena in 5 runs of 16: the arena a thread uses is the
+/// one its identity claimed from here ([`Root::own_arena`]).
+#[cfg(test)]
 fn preferred_arena() -> usize {
     arena_of(thread_pointer())
 }
@@ -341,7 +357,7 @@ impl Root {
     /// for the preferred one if all are), and frees what others queued there meanwhile.
     #[inline]
     pub(crate) fn lock_any(&self) -> ArenaGuard<'_> {
-        let first = preferred_arena();
+        let first = self.own_arena();
         (0..ARENAS)
             .map(|i| (first + i) % ARENAS)
             .find(|&index| self.slots[index].lock.try_lock().is_some())
@@ -358,14 +374,14 @@ impl Root {
     }
 }
 
-impl ChunkSource for Root {
-    fn new_chunk(&self, index: usize) -> Option<usize> {
+impl Root {
+    /// Maps a chunk, lets `set_up` write its first words (what names its arena) and
+    /// registers it as `kind`; its base, or `None` if the OS or the table refuses.
+    fn register_chunk(&self, kind: usize, set_up: impl FnOnce(usize)) -> Option<usize> {
         let base = os::map_aligned(CHUNK, CHUNK)?.as_ptr() as usize;
-        // SAFETY: the chunk is fresh; its first word names its arena before anyone can
-        // find it in the table.
-        unsafe { wr(base, index) };
+        set_up(base);
         self.table_lock.lock();
-        let ok = self.table_insert(base | KIND_BLOCKS);
+        let ok = self.table_insert(base | kind);
         self.table_lock.unlock(0);
         if !ok {
             // SAFETY: the chunk was just made and is referred to by nothing.
@@ -374,20 +390,20 @@ impl ChunkSource for Root {
         }
         Some(base)
     }
+}
+
+impl ChunkSource for Root {
+    fn new_chunk(&self, index: usize) -> Option<usize> {
+        // SAFETY: the chunk is fresh; its first word names its arena before anyone can
+        // find it in the table.
+        self.register_chunk(KIND_BLOCKS, |base| unsafe { wr(base, index) })
+    }
 
     fn new_slab_chunk(&self, index: usize, class: usize, key: Option<u64>) -> Option<usize> {
-        let base = os::map_aligned(CHUNK, CHUNK)?.as_ptr() as usize;
-        // SAFETY: the chunk is fresh; its header is written before anyone can find it in
-        // the table.
-        unsafe { crate::heap::init_slab(base, index, class, key) };
-        self.table_lock.lock();
-        let ok = self.table_insert(base | KIND_SLABS);
-        self.table_lock.unlock(0);
-        if !ok {
-            // SAFETY: the chunk was just made and is referred to by nothing.
-            unsafe { os::unmap(ptr::NonNull::new_unchecked(base as *mut u8), CHUNK) };
-            return None;
-        }
-        Some(base)
+        // SAFETY: the chunk is fresh; its first slab's header (whose first word names the
+        // arena) is written before anyone can find it in the table.
+        self.register_chunk(KIND_SLABS, |base| unsafe {
+            crate::heap::init_slab(base, index, class, key)
+        })
     }
 }

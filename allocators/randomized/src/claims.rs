@@ -1,0 +1,123 @@
+//! Which arena a thread uses: each arena can be claimed by one thread identity (its
+//! `pthread_self`), so that threads that hash to the same arena still get one each.
+//!
+//! A thread's identity hashes to a preferred arena. Without claims, two threads whose
+//! identities hash alike share an arena for their whole lives: its lock, its slabs' windows
+//! and their cache lines travel between their cores. The hash of the thread pointer alone
+//! cannot avoid that where the heap's own mappings sit between thread stacks (under the
+//! preload library, two threads of a C program shared an arena in 5 runs of 16; larson and
+//! mstress then took about twice their time). So an arena records the identity of the
+//! first thread that used it: a thread finds the arena it claimed (the preferred one, or
+//! any other: one load, then a scan of [`N`] words), or claims the first unclaimed arena
+//! from its preferred one (a compare-and-swap from 0), or, every arena claimed, shares its
+//! preferred one as before. Claims are never released (nothing runs when a thread exits);
+//! a thread that reuses an exited thread's identity (glibc reuses stacks and their thread
+//! control blocks) inherits its arena.
+//!
+//! The claim words are written once each (0 to an identity, with a compare-and-swap), so a
+//! scan that races a claim sees the word before or after it: a thread never takes an arena
+//! another identity claimed, and two threads racing for one unclaimed arena get one each
+//! (the loser moves on). Relaxed ordering suffices: a claim only routes a thread to an
+//! arena, whose lock orders everything that matters.
+
+use alloclab_core::sync::atomic::{AtomicUsize, Ordering};
+
+/// The claims of `N` arenas: the identity of the thread that claimed each (0: none).
+#[derive(Debug)]
+pub(crate) struct Claims<const N: usize> {
+    owner: [AtomicUsize; N],
+}
+
+impl<const N: usize> Claims<N> {
+    /// No arena claimed.
+    #[cfg(loom)]
+    pub(crate) fn new() -> Self {
+        Self {
+            owner: core::array::from_fn(|_| AtomicUsize::new(0)),
+        }
+    }
+
+    /// The arena of the thread `me` (non-zero), whose identity prefers `preferred`: the one
+    /// it claimed, or the first unclaimed from `preferred` on (claimed now), or
+    /// `preferred` when every arena is claimed by another identity.
+    #[inline(always)]
+    pub(crate) fn arena_of(&self, me: usize, preferred: usize) -> usize {
+        if self.owner[preferred].load(Ordering::Relaxed) == me {
+            return preferred;
+        }
+        self.find_or_claim(me, preferred)
+    }
+
+    /// [`arena_of`](Self::arena_of) past its first look.
+    #[cold]
+    #[inline(never)]
+    fn find_or_claim(&self, me: usize, preferred: usize) -> usize {
+        if let Some(own) = (0..N).find(|&i| self.owner[i].load(Ordering::Relaxed) == me) {
+            return own;
+        }
+        (0..N)
+            .map(|k| (preferred + k) % N)
+            .find(|&i| {
+                self.owner[i].load(Ordering::Relaxed) == 0
+                    && self.owner[i]
+                        .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed)
+                        .is_ok()
+            })
+            .unwrap_or(preferred)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn claims<const N: usize>() -> Claims<N> {
+        Claims {
+            owner: core::array::from_fn(|_| AtomicUsize::new(0)),
+        }
+    }
+
+    #[test]
+    fn threads_that_prefer_one_arena_get_one_each_until_every_arena_is_claimed() {
+        let c = claims::<4>();
+        // Four identities, all preferring arena 2: 2, 3, 0, 1 in turn.
+        let got: Vec<usize> = (1..=4).map(|me| c.arena_of(me * 16, 2)).collect();
+        assert_eq!(got, [2, 3, 0, 1]);
+        // Each finds its own again, from any preferred arena.
+        for (i, me) in (1..=4).enumerate() {
+            assert_eq!(c.arena_of(me * 16, 2), got[i]);
+            assert_eq!(c.arena_of(me * 16, (i + 1) % 4), got[i]);
+        }
+        // A fifth identity shares its preferred arena.
+        assert_eq!(c.arena_of(5 * 16, 1), 1);
+        assert_eq!(c.arena_of(5 * 16, 3), 3);
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use alloclab_core::sync::{Arc, model, thread};
+
+    use super::*;
+
+    /// Two threads that prefer the same arena claim at once: they get different arenas, and
+    /// each finds its own afterwards.
+    #[test]
+    fn racing_claims_get_an_arena_each() {
+        model(|| {
+            let c = Arc::new(Claims::<2>::new());
+            let other = {
+                let c = c.clone();
+                thread::spawn(move || {
+                    let a = c.arena_of(0x20, 0);
+                    assert_eq!(c.arena_of(0x20, 1), a);
+                    a
+                })
+            };
+            let mine = c.arena_of(0x10, 0);
+            assert_eq!(c.arena_of(0x10, 1), mine);
+            let theirs = other.join().unwrap();
+            assert_ne!(mine, theirs);
+        });
+    }
+}
