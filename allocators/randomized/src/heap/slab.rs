@@ -57,8 +57,8 @@ pub(crate) const SLOT_SIZES: [usize; 20] = [
 pub(crate) const SLAB_CLASSES: usize = SLOT_SIZES.len();
 /// The largest slot: requests needing more go to the block path.
 pub(crate) const SLOT_MAX: usize = SLOT_SIZES[SLAB_CLASSES - 1];
-/// Free slots a window keeps at the least: every draw has this many candidates (8 bits of
-/// placement entropy, and a just-freed slot comes back with probability at most 1/256).
+/// Free slots a window keeps at the least before it grows (with [`MIN_WINDOW`] and the
+/// 7/8 bound on taken slots: a draw finds a free slot in eight tries at worst on average).
 pub(crate) const MIN_FREE: u32 = 64;
 /// Slots a window spans at the least: a draw picks one of at least this many places (the
 /// free ones among them), 8 bits of placement entropy and more.
