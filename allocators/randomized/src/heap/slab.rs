@@ -764,10 +764,10 @@ fn slot_checks(
 ) -> Result<(), Invalid> {
     let size = slot - usize::from(rec & SLACK);
     // SAFETY: callers pass a live slot of this heap, whose bytes and the one below it are
-    // the heap's.
-    let intact =
-        unsafe { canary_intact(key, address, slot, size) && below_intact(key, address, slot) };
-    if canaries && !intact {
+    // the heap's. Without canaries nothing is read.
+    if canaries
+        && !unsafe { canary_intact(key, address, slot, size) && below_intact(key, address, slot) }
+    {
         return Err(Invalid::Overflow);
     }
     if expect.kind != 0 {
