@@ -93,7 +93,7 @@ pub(crate) use header::{
     claim_remote, get, put, rd, set_kind, validate_in_chunk, wr,
 };
 pub(crate) use slab::{
-    SlabWalk, Slabs, check_slab, claim as slab_claim, class_of as slab_class_of, init_slab,
+    SlabCheck, SlabWalk, Slabs, claim as slab_claim, class_of as slab_class_of, init_slab,
     locate as slab_locate, usable as slab_usable,
 };
 

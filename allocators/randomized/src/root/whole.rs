@@ -114,17 +114,6 @@ impl Root {
     ///
     /// Every lock is held.
     unsafe fn check_locked(&self) -> Result<HeapShape, Corruption> {
-        // Slots queued since the outboxes were flushed: freed before the walk counts them
-        // (the walk counts a queued slot as freed, the counters until its arena drains it).
-        for index in 0..ARENAS {
-            let queued = &self.remote[index].slots;
-            // SAFETY: every lock is held.
-            let arena = unsafe { &mut *self.slots[index].arena.get() };
-            if arena.is_ready() && !queued.is_empty() {
-                // SAFETY: as above; the stack holds queued slots of this arena.
-                unsafe { arena.slab_drain(&mut *self.slabs[index].get(), queued.take_all()) };
-            }
-        }
         let own = self as *const Root as usize;
         let mut shapes = [HeapShape::default(); ARENAS];
         let mut total = HeapShape::default();
@@ -159,16 +148,13 @@ impl Root {
             if e & (CHUNK - 1) == KIND_SLABS {
                 let checks = self.checks();
                 shapes[index].chunks += 1;
+                let check = crate::heap::SlabCheck {
+                    key: self.key,
+                    zero_fill: checks.contains(Checks::ZERO_FILL),
+                    canaries: checks.contains(Checks::CANARIES),
+                };
                 // SAFETY: a registered slab chunk of arena `index`; every lock is held.
-                let walk = unsafe {
-                    crate::heap::check_slab(
-                        self.key,
-                        checks.contains(Checks::ZERO_FILL),
-                        checks.contains(Checks::CANARIES),
-                        base,
-                        &mut shapes[index],
-                    )
-                }?;
+                let walk = unsafe { check.chunk(base, &mut shapes[index]) }?;
                 slab_walks[index].live_bytes += walk.live_bytes;
                 slab_walks[index].queued_bytes += walk.queued_bytes;
                 continue;
