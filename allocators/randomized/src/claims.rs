@@ -8,7 +8,7 @@
 //! preload library, two threads of a C program shared an arena in 5 runs of 16; larson and
 //! mstress then took about twice their time). So an arena records the identity of the
 //! first thread that used it: a thread finds the arena it claimed (the preferred one, or
-//! any other: one load, then a scan of [`N`] words), or claims the first unclaimed arena
+//! any other: one load, then a scan of a word per arena), or claims the first unclaimed arena
 //! from its preferred one (a compare-and-swap from 0), or, every arena claimed, shares its
 //! preferred one as before. Claims are never released (nothing runs when a thread exits);
 //! a thread that reuses an exited thread's identity (glibc reuses stacks and their thread
