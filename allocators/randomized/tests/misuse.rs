@@ -28,6 +28,7 @@ const MISALIGNED: &str = "free(): invalid pointer (not 16-byte aligned)";
 const NEIGHBOUR: &str = "corrupted block header (heap overflow?)";
 const WRITE_AFTER_FREE: &str = "write after free detected";
 const OVERFLOW: &str = "heap overflow detected";
+const UNDERFLOW: &str = "heap overflow detected (the byte before the block";
 
 /// Frees `ptr` through the unsized (C `free`) entry point.
 fn free(heap: &Randomized, ptr: *mut u8) {
@@ -324,7 +325,7 @@ fn overwriting_the_bytes_before_a_slot_aborts_its_free_as_an_overflow() {
     for size in [16, 64, 100, 1000] {
         let (blocks, (p, left, _)) = blocks_with_a_sandwich(&heap, size, 3000);
         for target in [blocks[p], blocks[left]] {
-            expect_abort(&[OVERFLOW], || {
+            expect_abort(&[UNDERFLOW], || {
                 // SAFETY: none, on purpose: the 16 bytes before the slot.
                 unsafe { target.as_ptr().sub(16).write_bytes(0x41, 16) };
                 free(&heap, target.as_ptr());

@@ -303,6 +303,9 @@ pub(crate) enum Invalid {
     DoubleFree,
     /// A block whose canary (the bytes past what was asked for) was overwritten.
     Overflow,
+    /// A slot whose byte just below (the last of the slot below, a canary or zero) was
+    /// overwritten: an underflow of the slot, or an overflow of the one below.
+    Underflow,
     /// C++'s `operator delete` of a block from `new[]`, or `delete[]` of one from `new`.
     WrongDelete,
     /// A sized `operator delete` told a size the block was not allocated with.
@@ -321,6 +324,9 @@ impl Invalid {
             Self::DoubleFree => "free(): double free detected",
             Self::Overflow => {
                 "heap overflow detected (the bytes past the end of the block were overwritten)"
+            }
+            Self::Underflow => {
+                "heap overflow detected (the byte before the block, the last of the one below it, was overwritten)"
             }
             Self::WrongDelete => {
                 "operator delete: mismatched delete (delete of a block from new[], or delete[] of a block from new)"

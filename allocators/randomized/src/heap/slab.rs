@@ -767,10 +767,17 @@ fn slot_checks(
     if canaries {
         // SAFETY: callers pass a live slot of this heap, whose bytes and the one below it
         // are the heap's.
-        let intact =
-            unsafe { canary_intact(key, address, slot, size) && below_intact(key, address, slot) };
-        if !intact {
+        let (own, below) = unsafe {
+            (
+                canary_intact(key, address, slot, size),
+                below_intact(key, address, slot),
+            )
+        };
+        if !own {
             return Err(Invalid::Overflow);
+        }
+        if !below {
+            return Err(Invalid::Underflow);
         }
     }
     if expect.kind != 0 {
