@@ -320,7 +320,8 @@ fn overwriting_only_the_previous_size_field_aborts_the_free() {
 fn overwriting_the_bytes_before_a_slot_aborts_its_free_as_an_overflow() {
     // A slot has no header: the bytes before it are the end of the slot below, whose last
     // byte is that slot's canary (or zero, when it is free). An underflow of the block, or
-    // an overflow of its left neighbour, changes it.
+    // an overflow of its left neighbour, changes it: with text (0x41), always, since no
+    // canary byte is below 0x80.
     let heap = Randomized::with_seed(13).unwrap();
     for size in [16, 64, 100, 1000] {
         let (blocks, (p, left, _)) = blocks_with_a_sandwich(&heap, size, 3000);
@@ -527,7 +528,7 @@ fn a_one_byte_overflow_past_any_request_aborts_at_free_and_at_realloc() {
             free(&heap, p.as_ptr());
         });
         // Any byte but the canary's own (an overflow that writes exactly the keyed byte,
-        // one value in 128, goes unseen, as the README says): its complement.
+        // one value in 64, goes unseen, as the README says): its complement.
         // SAFETY: one byte past the request, inside the block (it holds the canary).
         let other = !unsafe { p.as_ptr().add(size).read() };
         expect_abort(&[OVERFLOW], || {

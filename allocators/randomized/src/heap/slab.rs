@@ -25,7 +25,7 @@
 //! * **invalid free**: outside every chunk (the chunk table), inside a slab but not at a
 //!   slot's start (an interior pointer), misaligned;
 //! * **overflow and underflow**: with canaries, every slot keeps at least one byte past the
-//!   request: the first 16 bytes past it and the slot's last byte hold a keyed, odd byte,
+//!   request: the first 16 bytes past it and the slot's last byte hold a keyed byte (odd, above 0x7f),
 //!   checked at free and at resize; and the last byte of the slot *below* a freed one must
 //!   read as that slot's canary or as zero (free), so an underflow of one block, or an
 //!   overflow of its neighbour that ran past the neighbour's canary, is caught when the
