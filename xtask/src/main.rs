@@ -1,9 +1,9 @@
 //! Project automation.
 //!
 //! `cargo xtask test` — every test of the workspace (unit, integration, doc), then every
-//! loom model. It first builds the wfspan preload library with the `preload` profile (no
-//! standard library), which the library's tests run against as well as against the one
-//! `cargo test` builds. Loom models live in test modules whose names start with `loom` inside
+//! loom model. It first builds the wfspan and randomized preload libraries with the
+//! `preload` profile (no standard library), which their tests run against as well as
+//! against the ones `cargo test` builds. Loom models live in test modules whose names start with `loom` inside
 //! `cfg(loom)`; they are built with `--cfg loom` in a target directory of their own
 //! (`target/loom`) so the two builds do not invalidate each other. The number of
 //! preemptions loom explores is bounded by `LOOM_MAX_PREEMPTIONS` (default 3), which keeps
@@ -110,18 +110,16 @@ fn step_counting_skips(name: &str, command: &mut Command) -> (bool, Vec<String>)
 }
 
 fn test(flags: &[String]) -> ExitCode {
-    // The wfspan preload library as programs get it (the `preload` profile, without the
-    // standard library), which its tests run against beside the one `cargo test` builds.
-    let built = step(
-        "cargo build --profile preload -p alloclab-preload-wfspan",
-        cargo().args([
-            "build",
-            "--profile",
-            "preload",
-            "-p",
-            "alloclab-preload-wfspan",
-        ]),
-    );
+    // The preload libraries as programs get them (the `preload` profile, without the
+    // standard library), which their tests run against beside the ones `cargo test` builds;
+    // one command each, since cargo unifies the features of the packages one command builds.
+    let mut built = true;
+    for package in ["alloclab-preload-wfspan", "alloclab-preload-randomized"] {
+        built &= step(
+            &format!("cargo build --profile preload -p {package}"),
+            cargo().args(["build", "--profile", "preload", "-p", package]),
+        );
+    }
     let (mut ok, skips) = step_counting_skips(
         "cargo test --workspace",
         cargo().args(["test", "--workspace"]),

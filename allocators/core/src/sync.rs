@@ -56,6 +56,23 @@ mod imp {
     pub fn model<F: Fn() + Sync + Send + 'static>(f: F) {
         f()
     }
+
+    /// Gives up the CPU to another thread that is ready to run (`sched_yield`): what a
+    /// spin lock's waiter does once spinning has not helped, with or without `std` (under
+    /// loom: a point where the model switches threads).
+    #[inline]
+    pub fn yield_now() {
+        #[cfg(feature = "std")]
+        std::thread::yield_now();
+        #[cfg(all(not(feature = "std"), unix))]
+        // SAFETY: sched_yield has no preconditions, and its result (always 0 on Linux)
+        // says nothing a caller acts on.
+        unsafe {
+            libc::sched_yield();
+        }
+        #[cfg(all(not(feature = "std"), not(unix)))]
+        core::hint::spin_loop();
+    }
 }
 
 #[cfg(loom)]
@@ -69,6 +86,11 @@ mod imp {
     /// Runs `f` under loom's model checker: once per explored interleaving.
     pub fn model<F: Fn() + Sync + Send + 'static>(f: F) {
         loom::model(f)
+    }
+
+    /// Yields to the model's other threads.
+    pub fn yield_now() {
+        loom::thread::yield_now()
     }
 }
 

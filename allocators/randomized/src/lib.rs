@@ -104,6 +104,7 @@
 //!   `alloclab-harness` measures the footprint against glibc.
 //! * Alignments above 2 MiB are refused; sizes above `isize::MAX / 2` are refused.
 
+#![cfg_attr(not(any(feature = "std", test, loom)), no_std)]
 #![cfg_attr(loom, allow(dead_code))]
 
 mod claims;

@@ -22,7 +22,7 @@
 //! the holder wrote to the heap is visible to the next holder.
 
 use alloclab_core::sync::atomic::{AtomicUsize, Ordering};
-use alloclab_core::sync::{spin_loop, thread};
+use alloclab_core::sync::{spin_loop, yield_now};
 
 /// The lock bit.
 const LOCKED: usize = 1;
@@ -75,7 +75,7 @@ impl StateWord {
                 }
                 round += 1;
             } else {
-                thread::yield_now();
+                yield_now();
             }
             seen = self.0.load(Ordering::Relaxed);
         }

@@ -1,17 +1,47 @@
 //! The shared preload tests (`alloclab_preload::driver`) against the randomized heap's `.so`:
 //! a multi-threaded C program checking every rule of the C API and forking, `python3`, and
 //! `sqlite3`, each under `LD_PRELOAD`; and every misuse case of the `security` suite, as a C
-//! program commits it, and the C++ delete mismatches.
+//! program commits it, and the C++ delete mismatches. The shared tests run once for the
+//! library `cargo test` builds (with the standard library), once for the one the harness
+//! runs programs on (the `preload` profile, without it).
 
 alloclab_preload::preload_tests!(lib: "alloclab_preload_randomized", heap: "randomized");
 
-/// Every misuse case of the `security` suite, as a C program commits it through the C API:
-/// each one aborts with the heap's message, or faults at the bad access itself.
-#[test]
-fn every_misuse_case_is_caught_through_the_c_api() {
-    use alloclab_preload::driver::{self, MisuseEnd};
-    let so = driver::cdylib_beside_test_executable("alloclab_preload_randomized");
-    let Ok(ends) = driver::misuse_under_preload(&so) else {
+/// The library of the `preload` profile: `no_std`, its own panic handler, C++'s throwing
+/// `operator new` through assembly.
+mod built_without_std {
+    alloclab_preload::preload_tests!(
+        lib: "alloclab_preload_randomized",
+        heap: "randomized",
+        profile: "preload",
+        package: "alloclab-preload-randomized",
+    );
+}
+
+use std::path::{Path, PathBuf};
+
+use alloclab_preload::driver::{self, MisuseEnd};
+
+/// The library `cargo test` built (with the standard library).
+fn library_of_the_test_build() -> PathBuf {
+    driver::cdylib_beside_test_executable("alloclab_preload_randomized")
+}
+
+/// The library of the `preload` profile, which programs get (without it); `None`, saying
+/// so, when it has not been built.
+fn library_of_the_preload_profile() -> Option<PathBuf> {
+    driver::cdylib_of_profile(
+        "alloclab_preload_randomized",
+        "alloclab-preload-randomized",
+        "preload",
+    )
+    .ok()
+}
+
+/// Every misuse case of the `security` suite, as a C program commits it through the C API,
+/// under `so`: each one aborts with the heap's message, or faults at the bad access itself.
+fn every_misuse_case_is_caught_under(so: &Path) {
+    let Ok(ends) = driver::misuse_under_preload(so) else {
         return;
     };
     let missed: Vec<String> = ends
@@ -51,13 +81,10 @@ fn every_misuse_case_is_caught_through_the_c_api() {
 }
 
 /// C++'s mismatched deletes (`delete` of a block from `new[]` and the reverse) and a sized
-/// delete with the wrong size, through the preload library's `operator delete`: each aborts
-/// with the heap's message.
-#[test]
-fn every_cxx_delete_mismatch_is_caught() {
-    use alloclab_preload::driver::{self, MisuseEnd};
-    let so = driver::cdylib_beside_test_executable("alloclab_preload_randomized");
-    let Ok(ends) = driver::cxx_misuse_under_preload(&so) else {
+/// delete with the wrong size, through the `operator delete` of the library at `so`: each
+/// aborts with the heap's message.
+fn every_cxx_delete_mismatch_is_caught_under(so: &Path) {
+    let Ok(ends) = driver::cxx_misuse_under_preload(so) else {
         return;
     };
     for (case, end) in &ends {
@@ -65,5 +92,29 @@ fn every_cxx_delete_mismatch_is_caught() {
             matches!(end, MisuseEnd::Aborted(m) if m.starts_with("alloclab-randomized: operator delete")),
             "{case}: {end:?}"
         );
+    }
+}
+
+#[test]
+fn every_misuse_case_is_caught_through_the_c_api() {
+    every_misuse_case_is_caught_under(&library_of_the_test_build());
+}
+
+#[test]
+fn every_cxx_delete_mismatch_is_caught() {
+    every_cxx_delete_mismatch_is_caught_under(&library_of_the_test_build());
+}
+
+#[test]
+fn every_misuse_case_is_caught_through_the_c_api_of_the_library_without_std() {
+    if let Some(so) = library_of_the_preload_profile() {
+        every_misuse_case_is_caught_under(&so);
+    }
+}
+
+#[test]
+fn every_cxx_delete_mismatch_is_caught_by_the_library_without_std() {
+    if let Some(so) = library_of_the_preload_profile() {
+        every_cxx_delete_mismatch_is_caught_under(&so);
     }
 }

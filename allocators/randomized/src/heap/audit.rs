@@ -311,7 +311,7 @@ impl core::fmt::Display for Corruption {
     }
 }
 
-impl std::error::Error for Corruption {}
+impl core::error::Error for Corruption {}
 
 /// What [`Randomized::check`](crate::Randomized::check) found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
