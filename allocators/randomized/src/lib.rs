@@ -103,6 +103,14 @@
 //!   class holds (up to 1.6 MB per arena with every class in use). The `cpu` suite of
 //!   `alloclab-harness` measures the footprint against glibc.
 //! * Alignments above 2 MiB are refused; sizes above `isize::MAX / 2` are refused.
+//!
+//! ## Without `std`
+//!
+//! The heap needs nothing of the standard library: its memory, entropy and messages come
+//! from the C library's system calls. Without its `std` feature (on by default: it links the
+//! standard library, and turns on alloclab-core's) the crate is `no_std`; the randomized preload
+//! library is built so, and leaves the standard library's panic and backtrace machinery out
+//! of the programs it is loaded into.
 
 #![cfg_attr(not(any(feature = "std", test, loom)), no_std)]
 #![cfg_attr(loom, allow(dead_code))]
