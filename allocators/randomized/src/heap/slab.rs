@@ -314,6 +314,29 @@ unsafe fn arm(key: u64, address: usize, slot: usize, size: usize) {
     }
 }
 
+/// Zeroes the freed slot at `address` whose record was `rec`: with canaries, what the
+/// program and [`arm`] could write (the request, the canary bytes past it and the slot's
+/// last byte), since the rest of its slack reads zero already (checked when the slot was
+/// handed out, cleared by every resize); without, the whole slot, which the program may
+/// use (its usable size).
+///
+/// # Safety
+///
+/// The slot is the caller's, freed, and its checks passed.
+#[inline(always)]
+unsafe fn scrub(address: usize, slot: usize, rec: u16, canaries: bool) {
+    // SAFETY: forwarded: bytes of the caller's slot.
+    unsafe {
+        if canaries {
+            let size = slot - usize::from(rec & SLACK);
+            (address as *mut u8).write_bytes(0, (size + CANARY_SPAN).min(slot));
+            ((address + slot - 1) as *mut u8).write(0);
+        } else {
+            (address as *mut u8).write_bytes(0, slot);
+        }
+    }
+}
+
 /// Checks the canary [`arm`] wrote.
 ///
 /// # Safety
@@ -603,7 +626,7 @@ impl Arena {
         slot_checks(self.key, self.canaries, at.address, slot, rec, expect)?;
         if self.zero_fill {
             // SAFETY: as above: the program gave the slot back.
-            unsafe { (at.address as *mut u8).write_bytes(0, slot) };
+            unsafe { scrub(at.address, slot, rec, self.canaries) };
         }
         r.store(QUEUED, Ordering::Relaxed);
         // SAFETY: forwarded.
@@ -729,10 +752,12 @@ impl Arena {
         }
         let old = slot - usize::from(rec & SLACK);
         if self.canaries && size < old {
-            // The bytes the block gives up read as free memory would before the new
-            // canary covers its first ones.
+            // The bytes the block gives up, and the old canary's past them, read as free
+            // memory would before the new canary covers its first ones: the slack past a
+            // canary reads zero (what `scrub` relies on).
+            let end = (old + CANARY_SPAN).min(slot - 1);
             // SAFETY: the slot is the caller's.
-            unsafe { ((at.address + size) as *mut u8).write_bytes(0, old - size) };
+            unsafe { ((at.address + size) as *mut u8).write_bytes(0, end - size) };
         }
         r.store(((slot - size) as u16) | (rec & !SLACK), Ordering::Relaxed);
         if self.canaries {
@@ -930,7 +955,14 @@ pub(crate) fn claim(
         .map_err(|_| Invalid::DoubleFree)?;
     if checks.contains(Checks::ZERO_FILL) {
         // SAFETY: claimed: the slot is this thread's until it is pushed.
-        unsafe { (at.address as *mut u8).write_bytes(0, slot as usize) };
+        unsafe {
+            scrub(
+                at.address,
+                slot as usize,
+                rec,
+                checks.contains(Checks::CANARIES),
+            )
+        };
     }
     Ok(at.address)
 }
