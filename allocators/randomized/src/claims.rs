@@ -52,11 +52,16 @@ impl<const N: usize> Claims<N> {
     #[cold]
     #[inline(never)]
     fn find_or_claim(&self, me: usize, preferred: usize) -> usize {
-        if let Some(own) = (0..N).find(|&i| self.owner[i].load(Ordering::Relaxed) == me) {
+        // From the preferred arena on: a claim is the first arena unclaimed from there at
+        // the time, so a thread's own is a few words on (and none is ever released).
+        let mut from_preferred = (0..N).map(|k| (preferred + k) % N);
+        if let Some(own) = from_preferred
+            .clone()
+            .find(|&i| self.owner[i].load(Ordering::Relaxed) == me)
+        {
             return own;
         }
-        (0..N)
-            .map(|k| (preferred + k) % N)
+        from_preferred
             .find(|&i| {
                 self.owner[i].load(Ordering::Relaxed) == 0
                     && self.owner[i]
