@@ -38,8 +38,8 @@
 //!   its construction at the first allocation (see `lock.rs`). The control block (sixteen
 //!   arenas, the header key, the table of every mapping, counters) lives in band at the
 //!   start of the first 4 MiB chunk.
-//! * **Slabs** (`heap/slab.rs`) serve requests of up to 1 KiB (a canary byte included) at
-//!   alignment 16: per arena and size class (20 classes) a slab of 1 MiB with a bitmap and
+//! * **Slabs** (`heap/slab.rs`) serve requests of up to 1,039 bytes (1,040 with the canary
+//!   byte) at alignment 16: per arena and size class (21 classes) a slab of 1 MiB with a bitmap and
 //!   a 16-bit record per slot. An allocation draws uniformly among the free slots of a
 //!   window of at least 256 slots; a freed slot is held back for four frees of its class
 //!   or eight allocations. Frees of another arena's slots take no lock: they are queued on
@@ -100,7 +100,7 @@
 //!   an attacker who can already read the heap (and so the key).
 //! * It does not solve fragmentation: random offsets split free blocks where a first fit
 //!   would not, and each size class's window of 256 slots or more is memory whatever the
-//!   class holds (up to 1.6 MB per arena with every class in use). The `cpu` suite of
+//!   class holds (up to 1.7 MB per arena with every class in use). The `cpu` suite of
 //!   `alloclab-harness` measures the footprint against glibc.
 //! * Alignments above 2 MiB are refused; sizes above `isize::MAX / 2` are refused.
 //!

@@ -873,10 +873,14 @@ fn a_freed_block_of_128_kib_or_more_gives_its_pages_back_a_smaller_one_keeps_the
     free_small_blocks(&heap, live);
 }
 
-/// 1024 live blocks of 1 KiB: a heap that did not shrink.
+/// The size of [`live_small_blocks`]'s blocks: above the largest request a slab slot takes
+/// (1,039 bytes and its canary byte), so that they are the block path's live bytes.
+const SMALL_BLOCK: usize = 1100;
+
+/// 1024 live blocks of [`SMALL_BLOCK`] bytes: a heap that did not shrink.
 fn live_small_blocks(heap: &Randomized) -> Vec<NonNull<u8>> {
     (0..1024)
-        .map(|_| heap.allocate(layout(1024, 16)).unwrap())
+        .map(|_| heap.allocate(layout(SMALL_BLOCK, 16)).unwrap())
         .collect()
 }
 
@@ -884,7 +888,7 @@ fn live_small_blocks(heap: &Randomized) -> Vec<NonNull<u8>> {
 fn free_small_blocks(heap: &Randomized, live: Vec<NonNull<u8>>) {
     for p in live {
         // SAFETY: allocated by `live_small_blocks` with this layout, freed once.
-        unsafe { heap.deallocate(p, layout(1024, 16)) };
+        unsafe { heap.deallocate(p, layout(SMALL_BLOCK, 16)) };
     }
 }
 
@@ -923,8 +927,8 @@ fn with_zero_fill_a_freed_payload_of_64_kib_or_more_gives_its_pages_back_and_rea
     free_small_blocks(&heap, live);
 }
 
-/// A heap that frees and reallocates the same memory keeps its pages: 2 MiB of 1 KiB blocks
-/// freed side by side (a free region of two mebibytes, but fewer free bytes than the 4 MiB
+/// A heap that frees and reallocates the same memory keeps its pages: 2 MiB of blocks of
+/// [`SMALL_BLOCK`] bytes (the block path's) freed side by side (a free region of two mebibytes, but fewer free bytes than the 4 MiB
 /// the arena must hold before it trims) and allocated again, round after round, costs no
 /// system call. (A heap that shrank gives them back: see
 /// `freeing_many_small_blocks_gives_their_pages_back_once_a_large_region_forms`.)
@@ -932,7 +936,7 @@ fn with_zero_fill_a_freed_payload_of_64_kib_or_more_gives_its_pages_back_and_rea
 fn a_heap_that_frees_and_reallocates_the_same_memory_keeps_its_pages() {
     let heap =
         Randomized::with_seed_and_checks(64, Checks::ALL.without(Checks::ZERO_FILL)).unwrap();
-    let l = layout(1024, 16);
+    let l = layout(SMALL_BLOCK, 16);
     let mut live: Vec<NonNull<u8>> = (0..3072).map(|_| heap.allocate(l).unwrap()).collect();
     for round in 0..4 {
         // The lowest two thirds by address: neighbours, which merge into one free region.

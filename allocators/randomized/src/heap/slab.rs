@@ -1,8 +1,9 @@
 //! Small objects in slabs: a slab per size class and arena, its slots tracked by a bitmap,
 //! each allocation a slot drawn at random among the free ones of a window.
 //!
-//! Requests of up to 1 KiB (a canary byte included) with the default alignment take a slot
-//! of one of [`SLOT_SIZES`] (16-byte steps to 128 B, then four sizes per power of two).
+//! Requests of up to 1,039 bytes (1,040 with the canary byte) with the default alignment take
+//! a slot of one of [`SLOT_SIZES`] (16-byte steps to 128 B, then four sizes per power of two,
+//! 16 bytes above its quarters, so that a power of two fits with its canary).
 //! Each arena keeps, per class, a *current* slab of 1 MiB (four to a chunk of the chunk
 //! table, all of one arena): a header, a bitmap of its slots, a 16-bit record per slot (the
 //! request's slack, how the program asked for it, live or freed), then the slots.
@@ -49,9 +50,14 @@ use super::*;
 use crate::Checks;
 use crate::os;
 
-/// Slot sizes, smallest first.
-pub(crate) const SLOT_SIZES: [usize; 20] = [
-    16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 768, 896, 1024,
+/// Slot sizes, smallest first: 16-byte steps to 128 B, then four per power of two, each 16
+/// bytes above a quarter step (144, 176, 208, 240, then 272, ...), so that a request of a
+/// power of two, the commonest sizes, fits the slot just above it with its canary byte
+/// (256 B in 272, 1 KiB in 1,040) instead of taking the next quarter (320) or, at 1 KiB,
+/// the block path.
+pub(crate) const SLOT_SIZES: [usize; 21] = [
+    16, 32, 48, 64, 80, 96, 112, 128, 144, 176, 208, 240, 272, 336, 400, 464, 528, 656, 784, 912,
+    1040,
 ];
 /// Size classes of the slabs.
 pub(crate) const SLAB_CLASSES: usize = SLOT_SIZES.len();
