@@ -164,6 +164,9 @@ struct State {
     listed: u32,
     /// The next slab on that list.
     next: usize,
+    /// The slab's 4 KiB pages made present for writing (a bit each): a slot's pages are
+    /// touched when a slot on them is first handed out, not when the window reaches them.
+    touched: [u64; SLAB / fill::PAGE_MIN / 64],
 }
 
 const _: () = assert!(size_of::<Slab>() <= HEAD);
@@ -289,6 +292,7 @@ pub(crate) unsafe fn init_slab(base: usize, arena: usize, class: usize, key: Opt
                 live: 0,
                 listed: 0,
                 next: 0,
+                touched: [0; SLAB / fill::PAGE_MIN / 64],
             },
             class: class as u32,
             records: layout.records as u32,
@@ -493,6 +497,8 @@ impl Arena {
         c.state.live += 1;
         let slot = c.slot as usize;
         let address = slot_address(c, index);
+        // SAFETY: a free slot of this slab, ours under the lock.
+        unsafe { touch_slot(base, c, address, slot) };
         if self.zero_fill {
             // SAFETY: a free slot of this slab, ours under the lock.
             unsafe {
@@ -835,10 +841,12 @@ fn has_room(c: &Slab) -> bool {
     free >= MIN_FREE && free * 8 >= c.state.window && c.state.window as usize >= MIN_WINDOW
 }
 
-/// Grows the window of the slab at `base` to `window` slots; the pages of the new slots
-/// and of their bitmap words are made present for writing first (see
-/// `fill::touch_for_write`: a check that read a fresh page would map the zero page, and
-/// the write that follows would fault again and flush every CPU's translation of it).
+/// Grows the window of the slab at `base` to `window` slots; the pages of the new slots'
+/// bitmap words are made present for writing first (see `fill::touch_for_write`: a draw
+/// that read a fresh page would map the zero page, and the write that follows would fault
+/// again and flush every CPU's translation of it). The slots' own pages wait for their
+/// first slot handed out ([`touch_slot`]): a class with a few objects keeps the pages it
+/// uses, not its window's.
 ///
 /// # Safety
 ///
@@ -848,12 +856,11 @@ unsafe fn grow_window(base: usize, c: &mut Slab, window: usize) {
     let old = c.state.window as usize;
     // SAFETY: forwarded: the new slots are free, and the bitmap is the arena's.
     unsafe {
-        touch_pages(slot_address(c, old), slot_address(c, window));
         touch_pages(
             base + HEAD + 8 * (old / 64),
             base + HEAD + 8 * window.div_ceil(64),
-        );
-    }
+        )
+    };
     c.state.window = window as u32;
 }
 
@@ -872,6 +879,48 @@ unsafe fn touch_pages(from: usize, to: usize) {
     }
 }
 
+/// Makes the pages of the slot at `address` (`slot` bytes, in the slab at `base` whose
+/// header is `c`), and the page of the byte just below it, present for writing before the
+/// slot is checked and handed out, where no slot on them was handed out since the slab was
+/// set up or gave its pages back: the check reads the slot, and the free reads the byte
+/// below it (see [`grow_window`] for why a read must not come first).
+///
+/// # Safety
+///
+/// The slot is free, in a slab of the caller's arena, under its lock.
+#[inline(always)]
+unsafe fn touch_slot(base: usize, c: &mut Slab, address: usize, slot: usize) {
+    let below = (address - 1 - base) / fill::PAGE_MIN;
+    let last = (address + slot - 1 - base) / fill::PAGE_MIN;
+    let touched = |page: usize| c.state.touched[page / 64] & 1 << (page % 64) != 0;
+    if !touched(below) || !touched(last) {
+        // SAFETY: forwarded.
+        unsafe { touch_slot_pages(base, c, address, slot) };
+    }
+}
+
+/// [`touch_slot`] for pages not touched yet: each is made present by an atomic add of 0 to
+/// a word of it ([`touch_for_write`]), which changes nothing. A page whose bit is clear
+/// holds no slot handed out since, so every word of it is free memory of this arena (or,
+/// below slot 0, the slab's own bytes).
+///
+/// # Safety
+///
+/// As `touch_slot`.
+#[cold]
+#[inline(never)]
+unsafe fn touch_slot_pages(base: usize, c: &mut Slab, address: usize, slot: usize) {
+    for at in [address - 16, address, address + slot - 16] {
+        let page = (at - base) / fill::PAGE_MIN;
+        if c.state.touched[page / 64] & 1 << (page % 64) == 0 {
+            // SAFETY: forwarded: a 16-byte granule of the slab, on a page holding no slot
+            // handed out (free memory, or the pad below slot 0), under the lock.
+            unsafe { touch_for_write(at, at + 16) };
+            c.state.touched[page / 64] |= 1 << (page % 64);
+        }
+    }
+}
+
 /// Gives the pages of an empty slab's slots and records back to the OS and closes its
 /// window; the bytes given back.
 ///
@@ -886,6 +935,7 @@ unsafe fn release_slab(base: usize, c: &mut Slab) -> u64 {
     // SAFETY: as above.
     let slots = unsafe { os::release_pages(slots, end) };
     c.state.window = 0;
+    c.state.touched = [0; SLAB / fill::PAGE_MIN / 64];
     (records.len() + slots.len()) as u64
 }
 
@@ -1129,6 +1179,7 @@ mod tests {
                     live: 0,
                     listed: 0,
                     next: 0,
+                    touched: [0; SLAB / fill::PAGE_MIN / 64],
                 },
             };
             // Every 16-byte-aligned offset a pointer into the slab can have.
@@ -1166,6 +1217,7 @@ mod tests {
                         live: live as u32,
                         listed: 0,
                         next: 0,
+                        touched: [0; SLAB / fill::PAGE_MIN / 64],
                     },
                 };
                 if window < capacity {
