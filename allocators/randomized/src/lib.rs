@@ -99,8 +99,9 @@
 //! * The tag is a keyed hash, not a MAC: it stops blind overwrites and stale pointers, not
 //!   an attacker who can already read the heap (and so the key).
 //! * It does not solve fragmentation: random offsets split free blocks where a first fit
-//!   would not, and each size class's window of 256 slots or more is memory whatever the
-//!   class holds (up to 1.7 MB per arena with every class in use). The `cpu` suite of
+//!   would not, and each size class's window of 256 slots or more becomes memory as the
+//!   class's random draws reach its pages, whatever the class holds live (up to 1.7 MB per
+//!   arena with every class churning). The `cpu` suite of
 //!   `alloclab-harness` measures the footprint against glibc.
 //! * Alignments above 2 MiB are refused; sizes above `isize::MAX / 2` are refused.
 //!
