@@ -169,6 +169,20 @@ struct State {
     touched: [u64; SLAB / fill::PAGE_MIN / 64],
 }
 
+impl State {
+    /// A slab's state with `window` slots drawn among and `live` of them taken: on no list,
+    /// no page touched (a fresh slab has both at 0).
+    const fn new(window: u32, live: u32) -> Self {
+        State {
+            window,
+            live,
+            listed: 0,
+            next: 0,
+            touched: [0; SLAB / fill::PAGE_MIN / 64],
+        }
+    }
+}
+
 const _: () = assert!(size_of::<Slab>() <= HEAD);
 
 /// A slab's layout, from its slot size.
@@ -287,13 +301,7 @@ pub(crate) unsafe fn init_slab(base: usize, arena: usize, class: usize, key: Opt
             arena,
             slot: slot as u32,
             capacity: layout.capacity as u32,
-            state: State {
-                window: 0,
-                live: 0,
-                listed: 0,
-                next: 0,
-                touched: [0; SLAB / fill::PAGE_MIN / 64],
-            },
+            state: State::new(0, 0),
             class: class as u32,
             records: layout.records as u32,
             slots: layout.slots as u32,
@@ -1174,13 +1182,7 @@ mod tests {
                 records: layout.records as u32,
                 slots: layout.slots as u32,
                 reciprocal: (1u64 << 32).div_ceil(slot as u64) as u32,
-                state: State {
-                    window: 0,
-                    live: 0,
-                    listed: 0,
-                    next: 0,
-                    touched: [0; SLAB / fill::PAGE_MIN / 64],
-                },
+                state: State::new(0, 0),
             };
             // Every 16-byte-aligned offset a pointer into the slab can have.
             for offset in (0..SLAB - layout.slots).step_by(16) {
@@ -1212,13 +1214,7 @@ mod tests {
                     records: 0,
                     slots: 0,
                     reciprocal: 0,
-                    state: State {
-                        window: window as u32,
-                        live: live as u32,
-                        listed: 0,
-                        next: 0,
-                        touched: [0; SLAB / fill::PAGE_MIN / 64],
-                    },
+                    state: State::new(window as u32, live as u32),
                 };
                 if window < capacity {
                     assert!(has_room(&header), "{slot} B, {live} live: window {window}");
