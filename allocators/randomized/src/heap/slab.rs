@@ -314,6 +314,69 @@ pub(crate) unsafe fn init_slab(base: usize, arena: usize, class: usize, key: Opt
     }
 }
 
+/// `byte` in every byte of a word.
+#[inline(always)]
+const fn splat(byte: u8) -> u64 {
+    byte as u64 * 0x0101_0101_0101_0101
+}
+
+/// Writes `byte` over the `n` bytes at `at`, 1 ≤ `n` ≤ 16: two stores of the widest word that
+/// fits, overlapping when `n` is not twice its width (no call, no loop).
+///
+/// # Safety
+///
+/// The bytes are the caller's to write.
+#[inline(always)]
+unsafe fn fill_span(at: usize, n: usize, byte: u8) {
+    debug_assert!((1..=CANARY_SPAN).contains(&n));
+    let word = splat(byte);
+    // SAFETY: forwarded: every store lies in `[at, at + n)`.
+    unsafe {
+        if n >= 8 {
+            (at as *mut u64).write_unaligned(word);
+            ((at + n - 8) as *mut u64).write_unaligned(word);
+        } else if n >= 4 {
+            (at as *mut u32).write_unaligned(word as u32);
+            ((at + n - 4) as *mut u32).write_unaligned(word as u32);
+        } else {
+            // 1 to 3 bytes: the first, the middle and the last.
+            (at as *mut u8).write(byte);
+            ((at + n / 2) as *mut u8).write(byte);
+            ((at + n - 1) as *mut u8).write(byte);
+        }
+    }
+}
+
+/// The bits in which the `n` bytes at `at`, 1 ≤ `n` ≤ 16, differ from `byte` (0: they all
+/// read `byte`), by the same loads [`fill_span`] stores.
+///
+/// # Safety
+///
+/// The bytes are readable and not written meanwhile.
+#[inline(always)]
+unsafe fn span_differs(at: usize, n: usize, byte: u8) -> u64 {
+    debug_assert!((1..=CANARY_SPAN).contains(&n));
+    let word = splat(byte);
+    // SAFETY: forwarded: every load lies in `[at, at + n)`.
+    unsafe {
+        if n >= 8 {
+            ((at as *const u64).read_unaligned() ^ word)
+                | (((at + n - 8) as *const u64).read_unaligned() ^ word)
+        } else if n >= 4 {
+            u64::from(
+                ((at as *const u32).read_unaligned() ^ word as u32)
+                    | (((at + n - 4) as *const u32).read_unaligned() ^ word as u32),
+            )
+        } else {
+            u64::from(
+                ((at as *const u8).read() ^ byte)
+                    | (((at + n / 2) as *const u8).read() ^ byte)
+                    | (((at + n - 1) as *const u8).read() ^ byte),
+            )
+        }
+    }
+}
+
 /// Writes the canary of a slot of `slot` bytes at `address` holding `size` bytes: the
 /// first [`CANARY_SPAN`] bytes past the request and the slot's last byte.
 ///
@@ -323,11 +386,10 @@ pub(crate) unsafe fn init_slab(base: usize, arena: usize, class: usize, key: Opt
 #[inline(always)]
 unsafe fn arm(key: u64, address: usize, slot: usize, size: usize) {
     let byte = canary_byte(key, address);
-    let end = (address + size + CANARY_SPAN).min(address + slot);
-    // SAFETY: forwarded: bytes of the caller's slot.
+    let span = (slot - size).min(CANARY_SPAN);
+    // SAFETY: forwarded: bytes of the caller's slot (`span` ≥ 1 as `size < slot`).
     unsafe {
-        let at = address + size;
-        (at as *mut u8).write_bytes(byte, end - at);
+        fill_span(address + size, span, byte);
         ((address + slot - 1) as *mut u8).write(byte);
     }
 }
@@ -343,14 +405,40 @@ unsafe fn arm(key: u64, address: usize, slot: usize, size: usize) {
 /// The slot is the caller's, freed, and its checks passed.
 #[inline(always)]
 unsafe fn scrub(address: usize, slot: usize, rec: u16, canaries: bool) {
-    // SAFETY: forwarded: bytes of the caller's slot.
+    let len = if canaries {
+        (slot - usize::from(rec & SLACK) + CANARY_SPAN).min(slot)
+    } else {
+        slot
+    };
+    // SAFETY: forwarded: bytes of the caller's slot, which starts 16-byte aligned and spans
+    // a multiple of 16 bytes, so that `len` rounded up to 16 stays inside it.
     unsafe {
-        if canaries {
-            let size = slot - usize::from(rec & SLACK);
-            (address as *mut u8).write_bytes(0, (size + CANARY_SPAN).min(slot));
-            ((address + slot - 1) as *mut u8).write(0);
+        zero_granules(address, len.next_multiple_of(16));
+        ((address + slot - 1) as *mut u8).write(0);
+    }
+}
+
+/// Zeroes the `len` bytes at `at` (both multiples of 16): up to 64 bytes in at most four
+/// 16-byte stores, overlapping, without a call; more with `memset`.
+///
+/// # Safety
+///
+/// The bytes are the caller's to write.
+#[inline(always)]
+unsafe fn zero_granules(at: usize, len: usize) {
+    debug_assert!(at.is_multiple_of(16) && len.is_multiple_of(16) && len > 0);
+    // SAFETY: forwarded: every store lies in `[at, at + len)`.
+    unsafe {
+        if len <= 64 {
+            let end = at + len;
+            (at as *mut [u64; 2]).write([0; 2]);
+            ((end - 16) as *mut [u64; 2]).write([0; 2]);
+            if len > 32 {
+                ((at + 16) as *mut [u64; 2]).write([0; 2]);
+                ((end - 32) as *mut [u64; 2]).write([0; 2]);
+            }
         } else {
-            (address as *mut u8).write_bytes(0, slot);
+            (at as *mut u8).write_bytes(0, len);
         }
     }
 }
@@ -363,15 +451,12 @@ unsafe fn scrub(address: usize, slot: usize, rec: u16, canaries: bool) {
 #[inline(always)]
 unsafe fn canary_intact(key: u64, address: usize, slot: usize, size: usize) -> bool {
     let byte = canary_byte(key, address);
-    let end = (address + size + CANARY_SPAN).min(address + slot);
-    let mut diff = 0u8;
+    let span = (slot - size).min(CANARY_SPAN);
     // SAFETY: forwarded: bytes of the caller's slot.
-    unsafe {
-        for at in address + size..end {
-            diff |= (at as *const u8).read() ^ byte;
-        }
-        diff |= ((address + slot - 1) as *const u8).read() ^ byte;
-    }
+    let diff = unsafe {
+        span_differs(address + size, span, byte)
+            | u64::from(((address + slot - 1) as *const u8).read() ^ byte)
+    };
     diff == 0 || crate::bug::CANARY_NOT_CHECKED
 }
 
@@ -1163,6 +1248,60 @@ mod tests {
         }
         assert_eq!(class_of(SLOT_MAX + 1), None);
         assert_eq!(class_of(usize::MAX / 2), None);
+    }
+
+    /// A 16-byte-aligned buffer of 160 bytes, each `fill`.
+    #[repr(align(16))]
+    struct Buffer([u8; 160]);
+
+    #[test]
+    fn a_canary_span_is_written_and_read_exactly_over_its_bytes() {
+        for n in 1..=CANARY_SPAN {
+            for start in 0..16 {
+                let mut buffer = Buffer([0; 160]);
+                let base = buffer.0.as_mut_ptr() as usize + 32;
+                // SAFETY: `[start, start + n)` lies in the buffer, which nothing else uses.
+                unsafe { fill_span(base + start, n, 0xa5) };
+                for (i, &b) in buffer.0[32..64].iter().enumerate() {
+                    let inside = (start..start + n).contains(&i);
+                    assert_eq!(
+                        b,
+                        if inside { 0xa5 } else { 0 },
+                        "n {n}, start {start}, byte {i}"
+                    );
+                }
+                // SAFETY: as above.
+                assert_eq!(unsafe { span_differs(base + start, n, 0xa5) }, 0);
+                for flip in 0..n {
+                    buffer.0[32 + start + flip] ^= 0x10;
+                    // SAFETY: as above.
+                    let diff = unsafe { span_differs(base + start, n, 0xa5) };
+                    assert_ne!(diff, 0, "n {n}, start {start}: byte {flip} changed, unseen");
+                    buffer.0[32 + start + flip] ^= 0x10;
+                }
+                // Bytes around the span are not the span's.
+                buffer.0[32 + start + n] = 1;
+                if start > 0 {
+                    buffer.0[32 + start - 1] = 1;
+                }
+                // SAFETY: as above.
+                assert_eq!(unsafe { span_differs(base + start, n, 0xa5) }, 0);
+            }
+        }
+    }
+
+    #[test]
+    fn zeroing_granules_clears_exactly_them() {
+        for len in (16..=128).step_by(16) {
+            let mut buffer = Buffer([0xff; 160]);
+            let base = buffer.0.as_mut_ptr() as usize + 16;
+            // SAFETY: `[16, 16 + len)` lies in the buffer, 16-byte aligned.
+            unsafe { zero_granules(base, len) };
+            for (i, &b) in buffer.0.iter().enumerate() {
+                let inside = (16..16 + len).contains(&i);
+                assert_eq!(b, if inside { 0 } else { 0xff }, "len {len}, byte {i}");
+            }
+        }
     }
 
     #[test]
