@@ -52,7 +52,7 @@ enum Cmd {
     #[command(
         long_about = "Runs your own command under each heap named and compares them.\n\n\
             alloclab's heaps (wfspan, randomized) and the peers' shared libraries \
-            (libmimalloc, libjemalloc, libtcmalloc) are put in front of the C library with \
+            (libmimalloc, libjemalloc, libtcmalloc, libhardened) are put in front of the C library with \
             LD_PRELOAD; `system` runs the command with nothing preloaded. Every run is a \
             fresh process, runs are interleaved across heaps, and wall time, user+sys CPU \
             time and peak RSS come from wait4. The command's output is kept, not shown; its \
@@ -159,7 +159,8 @@ struct SuiteArgs {
 #[derive(Args)]
 struct ExecArgs {
     /// Heaps to run the command on, comma-separated; ratios are against the first (see
-    /// `alloclab list`: system, wfspan, randomized, libmimalloc, libjemalloc, libtcmalloc).
+    /// `alloclab list`: system, wfspan, randomized, libmimalloc, libjemalloc, libtcmalloc,
+    /// libhardened).
     #[arg(long, value_delimiter = ',', required = true)]
     alloc: Vec<String>,
     /// Runs per heap, each in a fresh process.
@@ -189,7 +190,7 @@ fn parse_timeout(s: &str) -> Result<f64, String> {
 #[derive(Args)]
 struct PercallArgs {
     /// Heaps to measure, comma-separated: those a program can run on (system, wfspan,
-    /// randomized, libmimalloc, libjemalloc, libtcmalloc) get a C ABI row, those compiled
+    /// randomized, libmimalloc, libjemalloc, libtcmalloc, libhardened) get a C ABI row, those compiled
     /// in (system, wfspan, randomized, mimalloc, jemalloc, rlsf, wf_alloc) an in-process row.
     #[arg(long, value_delimiter = ',', required = true)]
     alloc: Vec<String>,

@@ -10,7 +10,12 @@
 //! - The peers come as the shared libraries their maintainers ship, from the distribution:
 //!   `libmimalloc.so.2`, `libjemalloc.so.2`, `libtcmalloc_minimal.so.4`, found through the
 //!   dynamic linker's cache (`ldconfig -p`) or the usual library directories.
+//! - A peer its maintainers ship as source only (hardened_malloc, `libhardened`) comes as the
+//!   library the user built from it, at the path an environment variable names
+//!   (`ALLOCLAB_LIBHARDENED`); without it, the peer is left out of a suite with a one-line
+//!   hint, like a distribution library that is not installed.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -36,6 +41,15 @@ pub enum Source {
         /// The Debian package that ships it.
         package: &'static str,
     },
+    /// A shared library the user built from its maintainers' source.
+    UserBuilt {
+        /// The file its build makes.
+        file: &'static str,
+        /// The environment variable that holds the file's path.
+        env: &'static str,
+        /// Where its source is and how it is built, in a few words.
+        build: &'static str,
+    },
 }
 
 /// The environment variable that names the directory of alloclab's preload libraries.
@@ -52,6 +66,9 @@ fn source_of(info: &AllocatorInfo) -> Option<Source> {
         Implementation::Host(heap) => heap.preload(),
         Implementation::SharedLibrary { soname, package } => {
             Some(Source::Distribution { soname, package })
+        }
+        Implementation::UserBuiltLibrary { file, env, build } => {
+            Some(Source::UserBuilt { file, env, build })
         }
         _ => None,
     }
@@ -78,14 +95,40 @@ pub fn install_line_for_missing() -> Option<String> {
 }
 
 /// Why `allocator`'s library cannot be loaded here, as one line with the install command;
-/// `None` when it can (alloclab's are built on demand, so only a distribution library can be
-/// missing).
+/// `None` when it can (alloclab's are built on demand, so only a distribution library or a
+/// user-built one can be missing).
 pub fn unavailable(allocator: &str) -> Option<String> {
     match source(allocator)? {
         Source::Distribution { soname, package } if find_shared_library(soname).is_none() => {
             Some(format!("{soname} not found: apt-get install -y {package}"))
         }
+        Source::UserBuilt { file, env, build } => {
+            user_built(file, env, build, std::env::var_os(env)).err()
+        }
         _ => None,
+    }
+}
+
+/// The user-built library `file` at the path `given` (the value of `env`, if set): its
+/// absolute path, so that a program that changes directory still loads it.
+///
+/// # Errors
+///
+/// One line: `env` is not set (or empty), or names no file, with how the library is built.
+fn user_built(
+    file: &str,
+    env: &str,
+    build: &str,
+    given: Option<OsString>,
+) -> Result<PathBuf, String> {
+    let how = format!("{build}, then set {env} to the path of its {file}");
+    let path = match given {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => return Err(format!("{env} not set: {how}")),
+    };
+    match std::fs::canonicalize(&path) {
+        Ok(found) if found.is_file() => Ok(found),
+        _ => Err(format!("{env}={} is not a file: {how}", path.display())),
     }
 }
 
@@ -135,6 +178,9 @@ pub fn resolve(allocator: &str) -> Result<Option<PathBuf>, String> {
         Some(Source::Distribution { soname, package }) => find_shared_library(soname)
             .map(Some)
             .ok_or_else(|| format!("{soname} not found: apt-get install -y {package}")),
+        Some(Source::UserBuilt { file, env, build }) => {
+            user_built(file, env, build, std::env::var_os(env)).map(Some)
+        }
         Some(Source::Alloclab { package, file }) => {
             let path = alloclab_dir()?.join(file);
             if path.is_file() {
@@ -309,7 +355,8 @@ mod tests {
                 "system",
                 "libmimalloc",
                 "libjemalloc",
-                "libtcmalloc"
+                "libtcmalloc",
+                "libhardened"
             ]
         );
         for a in crate::peers::ALLOCATORS {
@@ -350,6 +397,38 @@ mod tests {
         assert!(e.contains("'libmimalloc' its shared library"), "{e}");
         let e = resolve("rlsf").unwrap_err();
         assert!(e.starts_with("allocator 'rlsf' cannot be preloaded"), "{e}");
+    }
+
+    #[test]
+    fn a_user_built_library_is_found_only_at_the_file_its_variable_names() {
+        let (file, env, build) = ("libx.so", "ALLOCLAB_LIBX", "build x with `make`");
+        let e = user_built(file, env, build, None).unwrap_err();
+        assert_eq!(
+            e,
+            "ALLOCLAB_LIBX not set: build x with `make`, then set ALLOCLAB_LIBX to the path of \
+             its libx.so"
+        );
+        let e = user_built(file, env, build, Some(OsString::new())).unwrap_err();
+        assert!(e.starts_with("ALLOCLAB_LIBX not set: "), "{e}");
+        let dir = std::env::temp_dir().join(format!("alloclab-userbuilt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let e = user_built(file, env, build, Some(dir.clone().into_os_string())).unwrap_err();
+        assert!(
+            e.starts_with(&format!("ALLOCLAB_LIBX={} is not a file: ", dir.display())),
+            "{e}"
+        );
+        let missing = dir.join("no-such.so");
+        assert!(user_built(file, env, build, Some(missing.into_os_string())).is_err());
+        let lib = dir.join("libx.so");
+        std::fs::write(&lib, b"").unwrap();
+        // Found by a roundabout path, it comes back plain and absolute.
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        let roundabout = dir.join("sub").join("..").join("libx.so");
+        assert_eq!(
+            user_built(file, env, build, Some(roundabout.into_os_string())),
+            Ok(lib.canonicalize().unwrap())
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

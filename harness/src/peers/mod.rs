@@ -127,6 +127,17 @@ pub enum Implementation {
         /// The Debian package that ships it.
         package: &'static str,
     },
+    /// A peer's shared library that its maintainers ship as source only: the user builds it
+    /// and names the file in an environment variable ([`libraries`]); the `programs` suite
+    /// preloads it into programs.
+    UserBuiltLibrary {
+        /// The file its build makes.
+        file: &'static str,
+        /// The environment variable that holds the file's path.
+        env: &'static str,
+        /// Where its source is and how it is built, in a few words.
+        build: &'static str,
+    },
 }
 
 /// The in-process host heaps, one per static of this module.
@@ -269,6 +280,17 @@ pub const ALLOCATORS: &[AllocatorInfo] = &[
         "libtcmalloc-minimal4",
         "gperftools' tcmalloc as Debian ships it (libtcmalloc_minimal.so.4), preloaded into programs",
     ),
+    AllocatorInfo {
+        name: "libhardened",
+        description: "GrapheneOS's hardened_malloc in its default configuration (zero on free, write-after-free check, random slots, canaries, quarantines), built by the user, preloaded into programs",
+        origin: Origin::Peer,
+        capabilities: &[Capability::Program],
+        imp: Implementation::UserBuiltLibrary {
+            file: "libhardened_malloc.so",
+            env: "ALLOCLAB_LIBHARDENED",
+            build: "build it from its source (github.com/GrapheneOS/hardened_malloc) with `make`",
+        },
+    },
     AllocatorInfo {
         name: "hls-bitmap",
         description: "on-chip baseline: Memluv's bitmap first fit, no defragmentation (alloclab-hls model)",
@@ -450,7 +472,8 @@ pub fn find(name: &str) -> Option<&'static AllocatorInfo> {
 /// persistent heap whose library is missing (`libpmemobj.so.1 not found: install
 /// libpmemobj-dev`) or that is not built in this branch, or a peer's shared library that is
 /// not installed (`libtcmalloc_minimal.so.4 not found: apt-get install -y
-/// libtcmalloc-minimal4`). `None` for every other allocator.
+/// libtcmalloc-minimal4`) or, built from source, not named. `None` for every other
+/// allocator.
 pub fn unavailable(name: &str) -> Option<String> {
     libraries::unavailable(name).or_else(|| crate::pmem::availability(name).and_then(Result::err))
 }
@@ -570,7 +593,9 @@ mod tests {
                 Implementation::Gpu(GpuAllocator::Pages(..)) => (Capability::GpuPagePool, true),
                 Implementation::Gpu(_) => (Capability::GpuMalloc, true),
                 Implementation::Persistent(_) => (Capability::PersistentHeap, true),
-                Implementation::SharedLibrary { .. } => (Capability::Program, true),
+                Implementation::SharedLibrary { .. } | Implementation::UserBuiltLibrary { .. } => {
+                    (Capability::Program, true)
+                }
             };
             assert_eq!(info.fits(capability), expected, "{}", info.name);
         }

@@ -519,8 +519,9 @@ const METHOD: &str = "Each program runs unmodified, in a fresh process per run. 
     ratio is the median over the rounds of the heap's figure over the baseline's of the same \
     round, so that the machine's slow spells, which last longer than a round, fall on both \
     figures of a ratio alike. alloclab's heaps and the peers' shared libraries (`lib*`: Debian's \
-    libmimalloc.so.2, libjemalloc.so.2, libtcmalloc_minimal.so.4) are put in front of the C \
-    library with `LD_PRELOAD`; `system` preloads nothing. Wall time, CPU time and peak RSS come \
+    libmimalloc.so.2, libjemalloc.so.2, libtcmalloc_minimal.so.4; hardened_malloc's \
+    libhardened_malloc.so, default configuration, built from its source) are put in front of \
+    the C library with `LD_PRELOAD`; `system` preloads nothing. Wall time, CPU time and peak RSS come \
     from `wait4` (for redis: the server's peak RSS and CPU time; its wall time is the whole \
     benchmark). Debian's redis-server is linked with jemalloc, so its `system` row is that \
     jemalloc, not the C library's malloc; python3 serves objects under 512 B from its own \
