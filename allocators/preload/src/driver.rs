@@ -42,8 +42,10 @@ pub const STRESS_C_SOURCE: &str = include_str!("driver/stress.c");
 /// The C++ program [`cxx_program_under_preload`] compiles and runs.
 pub const CXX_SOURCE: &str = include_str!("driver/cxx.cc");
 
-/// The C program [`misuse_under_preload`] compiles and runs, once per case.
-pub const MISUSE_C_SOURCE: &str = include_str!("driver/misuse.c");
+/// The C program [`misuse_under_preload`] compiles and runs, once per case: the one the
+/// harness's `misuse-c` workload runs under every heap, kept with the other C programs the
+/// harness runs.
+pub const MISUSE_C_SOURCE: &str = include_str!("../../../workloads/programs/c/misuse.c");
 
 /// The cases of [`MISUSE_C_SOURCE`]: those of alloclab's `security` suite, by the same
 /// names.

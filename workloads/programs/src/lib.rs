@@ -12,6 +12,7 @@ pub mod catalog;
 pub mod classic;
 pub mod gen_c;
 pub mod git;
+pub mod misuse;
 pub mod percall;
 pub mod process;
 pub mod redis;
