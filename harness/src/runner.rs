@@ -653,6 +653,9 @@ pub fn worker_main(request: &WorkerRequest) -> Result<Vec<Sample>, String> {
         Capability::CachingModel => {
             crate::workloads::training::run(workload.name, allocator.name, &request.params)
         }
+        Capability::Program if workload.name == crate::workloads::security::misuse_c::NAME => {
+            crate::workloads::security::misuse_c::run(allocator.name)
+        }
         Capability::Program => {
             crate::workloads::programs::run(workload.name, allocator.name, &request.params)
         }

@@ -101,9 +101,12 @@ pub(super) fn misuse_check(view: &Lookup<'_>, scope: MisuseScope) -> Check {
     if let Some(why) = missing(view, SECURITY, RANDOMIZED, &[]) {
         return not_here(&what, &why);
     }
-    let mut caught = 0;
+    // Per workload (the cases in-process, `misuse`; as a C program's bugs, `misuse-c`):
+    // cases caught in every run, and those that were not.
+    let mut counts: Vec<(&str, usize, usize)> = Vec::new();
     let mut not_caught = Vec::new();
     for workload in view.workloads(SECURITY) {
+        let (mut caught, mut total) = (0, 0);
         for metric in view.metrics(SECURITY, workload, RANDOMIZED) {
             let covered = match scope {
                 MisuseScope::DoubleAndInvalidFrees => {
@@ -121,22 +124,30 @@ pub(super) fn misuse_check(view: &Lookup<'_>, scope: MisuseScope) -> Check {
                 .filter_map(|t| view.view.get(SECURITY, workload, RANDOMIZED, t, metric))
                 .map(|r| r.min)
                 .fold(f64::INFINITY, f64::min);
+            total += 1;
             if worst >= 1.0 {
                 caught += 1;
             } else {
-                not_caught.push(metric);
+                not_caught.push(format!("{metric} (`{workload}`)"));
             }
         }
+        if total > 0 {
+            counts.push((workload, caught, total));
+        }
     }
-    let total = caught + not_caught.len();
-    if total == 0 {
+    if counts.is_empty() {
         return not_here(&what, "no misuse figures");
     }
+    let tally: Vec<String> = counts
+        .iter()
+        .map(|(workload, caught, total)| format!("{caught} of {total} in `{workload}`"))
+        .collect();
     let detail = if not_caught.is_empty() {
-        format!("{caught} of {total} caught in every run")
+        format!("{} caught in every run", tally.join(", "))
     } else {
         format!(
-            "{caught} of {total} caught in every run; not: {}",
+            "{} caught in every run; not: {}",
+            tally.join(", "),
             not_caught.join(", ")
         )
     };

@@ -920,6 +920,15 @@ fn security_checks_cover_every_size_and_every_misuse_case() {
             "overwrite_neighbour",
             0.0,
         ),
+        // The same case through the C ABI, caught there.
+        record(
+            SECURITY,
+            "misuse-c",
+            RANDOMIZED,
+            1,
+            "overwrite_neighbour",
+            1.0,
+        ),
     ];
     let goals = host_heap_goals(&results(recs.clone()));
     let checks = goal(&goals, RANDOMIZED).checks;
@@ -940,13 +949,18 @@ fn security_checks_cover_every_size_and_every_misuse_case() {
     };
     let paper = find(&checks, "every double-free and invalid-free case");
     assert_eq!(paper.verdict, Verdict::Pass, "{}", paper.line);
-    assert!(paper.line.contains("2 of 2"), "{}", paper.line);
+    assert!(
+        paper.line.contains("2 of 2 in `misuse` caught"),
+        "{}",
+        paper.line
+    );
     let every = find(&checks, "catches every misuse case");
     assert_eq!(every.verdict, Verdict::Fail, "{}", every.line);
     assert!(
-        every
-            .line
-            .contains("2 of 3 caught in every run; not: overwrite_neighbour"),
+        every.line.contains(
+            "2 of 3 in `misuse`, 1 of 1 in `misuse-c` caught in every run; not: \
+                 overwrite_neighbour (`misuse`)"
+        ),
         "{}",
         every.line
     );

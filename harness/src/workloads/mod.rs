@@ -273,6 +273,9 @@ pub fn unavailable(workload: &WorkloadInfo) -> Option<String> {
     match workload.suite {
         programs::SUITE => programs::unavailable(workload.name),
         realtime::SUITE => realtime::unavailable(workload.name),
+        security::SUITE if workload.name == security::misuse_c::NAME => {
+            security::misuse_c::unavailable()
+        }
         _ => storage::unavailable(workload.name),
     }
 }
@@ -420,6 +423,9 @@ mod tests {
                 Capability::CachingModel => {
                     assert!(training::is_training_workload(w.name), "{}", w.name);
                     assert_eq!(w.suite, "training");
+                }
+                Capability::Program if w.suite == security::SUITE => {
+                    assert_eq!(w.name, security::misuse_c::NAME);
                 }
                 Capability::Program => {
                     assert!(

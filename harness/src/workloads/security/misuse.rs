@@ -489,22 +489,33 @@ pub fn measure<A: HostAllocator>(alloc: &A, seed: u64) -> Vec<Outcome> {
 /// never reported the access done): the heap made that memory inaccessible, which stops the
 /// misuse on the spot, as an abort does.
 fn faulted_at_the_access(case: Case, ended: &child::Ended) -> bool {
-    let fault = libc::WIFSIGNALED(ended.status)
-        && [libc::SIGSEGV, libc::SIGBUS].contains(&libc::WTERMSIG(ended.status));
-    case.is_access() && fault && !ended.data.contains(&ACCESS_DONE)
+    fault_at_access(case, ended.status, ended.data.contains(&ACCESS_DONE))
+}
+
+/// Whether a run of `case` that ended with the wait status `status` died of a memory fault
+/// at the bad access itself: an access case, `SIGSEGV` or `SIGBUS`, and the access not
+/// reported done (`access_done` false).
+pub(super) fn fault_at_access(case: Case, status: i32, access_done: bool) -> bool {
+    let fault = libc::WIFSIGNALED(status)
+        && [libc::SIGSEGV, libc::SIGBUS].contains(&libc::WTERMSIG(status));
+    case.is_access() && fault && !access_done
 }
 
 /// The `misuse` workload's samples: one per case, the [`Verdict::score`] (1 caught, 0.5
 /// crashed, 0.25 hung, 0 silent; higher is better), and `caught` (cases caught) and
 /// `silent` (cases that went unnoticed). Each case's evidence goes to the worker's stderr.
 pub fn misuse<A: HostAllocator>(alloc: &A, seed: u64) -> Vec<Sample> {
-    let outcomes = measure(alloc, seed);
+    samples("misuse", alloc.name(), &measure(alloc, seed))
+}
+
+/// The samples of a misuse workload (`workload`, on the heap `heap`) from its cases'
+/// outcomes, as [`misuse`] describes them; each case's line goes to the worker's stderr.
+pub(super) fn samples(workload: &str, heap: &str, outcomes: &[Outcome]) -> Vec<Sample> {
     let mut samples = Vec::new();
-    for o in &outcomes {
+    for o in outcomes {
         eprintln!(
-            "misuse/{} on {}: {} ({}){}{}",
+            "{workload}/{} on {heap}: {} ({}){}{}",
             o.case.name(),
-            alloc.name(),
             o.verdict,
             o.ended,
             if o.evidence.is_empty() { "" } else { ": " },

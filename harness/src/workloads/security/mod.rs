@@ -4,7 +4,8 @@
 //! and reuse entropy, overflow masking) and mimalloc-bench's security programs (misuse
 //! caught or not); see `notes/randomized.md`.
 //!
-//! Every workload runs on one thread (the default), on every host heap. Its figures are
+//! Every workload runs on one thread (the default), on every host heap (`misuse-c` on every
+//! heap a program can run on). Its figures are
 //! counts and probabilities of one run, not times; they are the same for every run of a
 //! deterministic allocator.
 //!
@@ -100,10 +101,18 @@
 //! stderr — glibc's `free(): double free detected in tcache 2`, say — is printed on the
 //! worker's stderr; run a worker by hand to see it:
 //! `alloclab __worker --workload misuse --alloc system --threads 1 --scale small --seed 42`.
+//!
+//! # `misuse-c`: the same cases through the C ABI
+//!
+//! The cases again, as a C program's bugs, run under every heap a program can run on
+//! (alloclab's preload libraries, the peers' shared libraries, the C library's malloc): see
+//! [`misuse_c`]. The in-process `misuse` calls each heap through alloclab's trait, with the
+//! size at free; this is the path a user's program takes.
 
 pub mod analysis;
 pub mod child;
 pub mod misuse;
+pub mod misuse_c;
 pub mod placement;
 
 use std::time::Instant;
@@ -112,6 +121,9 @@ use alloclab_core::HostAllocator;
 
 use super::{Outcome, Params, WorkloadInfo};
 use crate::peers::Capability;
+
+/// The suite's name.
+pub const SUITE: &str = "security";
 
 /// One thread: the default of the `security` suite (its figures do not depend on
 /// contention).
@@ -145,8 +157,15 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
     WorkloadInfo {
         suite: "security",
         name: "misuse",
-        description: "double free, invalid free, header overwrite, each in a child: caught, crashed or silent",
+        description: "double and invalid frees, overwrites, writes after free, overflows, zero-size and realloc misuse, each in a child: caught, crashed or silent",
         requires: Capability::HostHeap,
+        default_threads: one_thread,
+    },
+    WorkloadInfo {
+        suite: "security",
+        name: misuse_c::NAME,
+        description: "the misuse cases as a C program's bugs, under LD_PRELOAD: caught, crashed or silent",
+        requires: Capability::Program,
         default_threads: one_thread,
     },
 ];
