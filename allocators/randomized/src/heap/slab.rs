@@ -1259,30 +1259,39 @@ mod tests {
         for n in 1..=CANARY_SPAN {
             for start in 0..16 {
                 let mut buffer = Buffer([0; 160]);
+                // Every access goes through this pointer, the span's as the test's.
                 let base = buffer.0.as_mut_ptr() as usize + 32;
-                // SAFETY: `[start, start + n)` lies in the buffer, which nothing else uses.
+                // SAFETY: offsets -32..128 from `base` lie in the buffer, which nothing
+                // else uses.
+                let byte = |i: usize| unsafe { ((base + i) as *const u8).read() };
+                // SAFETY: as above.
+                let flip = |i: usize, bits: u8| unsafe {
+                    let at = (base + i) as *mut u8;
+                    at.write(at.read() ^ bits);
+                };
+                // SAFETY: as above.
                 unsafe { fill_span(base + start, n, 0xa5) };
-                for (i, &b) in buffer.0[32..64].iter().enumerate() {
+                for i in 0..32 {
                     let inside = (start..start + n).contains(&i);
                     assert_eq!(
-                        b,
+                        byte(i),
                         if inside { 0xa5 } else { 0 },
                         "n {n}, start {start}, byte {i}"
                     );
                 }
                 // SAFETY: as above.
                 assert_eq!(unsafe { span_differs(base + start, n, 0xa5) }, 0);
-                for flip in 0..n {
-                    buffer.0[32 + start + flip] ^= 0x10;
+                for at in start..start + n {
+                    flip(at, 0x10);
                     // SAFETY: as above.
                     let diff = unsafe { span_differs(base + start, n, 0xa5) };
-                    assert_ne!(diff, 0, "n {n}, start {start}: byte {flip} changed, unseen");
-                    buffer.0[32 + start + flip] ^= 0x10;
+                    assert_ne!(diff, 0, "n {n}, start {start}: byte {at} changed, unseen");
+                    flip(at, 0x10);
                 }
                 // Bytes around the span are not the span's.
-                buffer.0[32 + start + n] = 1;
+                flip(start + n, 1);
                 if start > 0 {
-                    buffer.0[32 + start - 1] = 1;
+                    flip(start - 1, 1);
                 }
                 // SAFETY: as above.
                 assert_eq!(unsafe { span_differs(base + start, n, 0xa5) }, 0);
@@ -1294,11 +1303,13 @@ mod tests {
     fn zeroing_granules_clears_exactly_them() {
         for len in (16..=128).step_by(16) {
             let mut buffer = Buffer([0xff; 160]);
-            let base = buffer.0.as_mut_ptr() as usize + 16;
+            let base = buffer.0.as_mut_ptr() as usize;
             // SAFETY: `[16, 16 + len)` lies in the buffer, 16-byte aligned.
-            unsafe { zero_granules(base, len) };
-            for (i, &b) in buffer.0.iter().enumerate() {
+            unsafe { zero_granules(base + 16, len) };
+            for i in 0..160 {
                 let inside = (16..16 + len).contains(&i);
+                // SAFETY: a byte of the buffer.
+                let b = unsafe { ((base + i) as *const u8).read() };
                 assert_eq!(b, if inside { 0 } else { 0xff }, "len {len}, byte {i}");
             }
         }
