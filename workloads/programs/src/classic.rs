@@ -262,6 +262,73 @@ pub(crate) fn modified(path: &Path) -> Option<SystemTime> {
     fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
+/// One program of one source file: its name (the executable's), the source's file name and
+/// text, the compiler, its flags and the language.
+pub(crate) struct SingleSource<'a> {
+    pub(crate) program: &'static str,
+    pub(crate) file: &'a str,
+    pub(crate) text: &'a str,
+    pub(crate) compiler: &'a OsStr,
+    pub(crate) flags: &'a [&'a str],
+    pub(crate) language: Language,
+}
+
+/// Writes the source into `dir` (created if need be) and compiles it into `dir/<program>`,
+/// returning the executable's path. An executable newer than its source is kept as it is;
+/// the source is rewritten only when its text changed; the compiler writes a temporary name
+/// that is renamed into place, so that two processes compiling into one directory do not
+/// trip over each other.
+///
+/// # Errors
+///
+/// [`CompileError::NoCompiler`] if the compiler cannot be run, [`CompileError::Failed`] with
+/// its message if it fails, [`CompileError::Io`] if a file cannot be written.
+pub(crate) fn compile_single(dir: &Path, what: &SingleSource<'_>) -> Result<PathBuf, CompileError> {
+    fs::create_dir_all(dir).map_err(io_error(dir))?;
+    let source = dir.join(what.file);
+    write_if_changed(&source, what.text)?;
+    let binary = dir.join(what.program);
+    if let (Some(built), Some(written)) = (modified(&binary), modified(&source))
+        && built > written
+    {
+        return Ok(binary);
+    }
+    let tmp = temp_name(&binary);
+    let output = Command::new(what.compiler)
+        .args(what.flags)
+        .arg("-o")
+        .arg(&tmp)
+        .arg(&source)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| {
+            if e.kind() == io::ErrorKind::NotFound {
+                CompileError::NoCompiler {
+                    cc: what.compiler.to_owned(),
+                    language: what.language,
+                }
+            } else {
+                CompileError::Io {
+                    path: PathBuf::from(what.compiler),
+                    source: e,
+                }
+            }
+        })?;
+    if !output.status.success() {
+        let _ = fs::remove_file(&tmp);
+        return Err(CompileError::Failed {
+            program: what.program,
+            language: what.language,
+            status: output.status,
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        });
+    }
+    fs::rename(&tmp, &binary).map_err(io_error(&binary))?;
+    Ok(binary)
+}
+
 /// A compile in progress: the program, its temporary output and the compiler process.
 struct Job {
     program: &'static ClassicProgram,

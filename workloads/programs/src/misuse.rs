@@ -9,12 +9,9 @@
 //! exit 2 an unknown case.
 
 use std::ffi::OsStr;
-use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
-use crate::classic::{CompileError, Language, io_error, modified, temp_name, write_if_changed};
+use crate::classic::{CompileError, Language, SingleSource, compile_single};
 
 /// The program's source.
 pub const SOURCE: &str = include_str!("../c/misuse.c");
@@ -46,54 +43,26 @@ pub const EXIT_USAGE: i32 = 2;
 /// [`CompileError::NoCompiler`] if `cc` cannot be run, [`CompileError::Failed`] with the
 /// compiler's message if it fails, [`CompileError::Io`] if a file cannot be written.
 pub fn compile(dir: &Path, cc: &OsStr) -> Result<PathBuf, CompileError> {
-    fs::create_dir_all(dir).map_err(io_error(dir))?;
-    let source = dir.join("misuse.c");
-    write_if_changed(&source, SOURCE)?;
-    let binary = dir.join("misuse");
-    if let (Some(built), Some(written)) = (modified(&binary), modified(&source))
-        && built > written
-    {
-        return Ok(binary);
-    }
-    let tmp = temp_name(&binary);
-    let out = Command::new(cc)
-        .args(CFLAGS)
-        .arg("-o")
-        .arg(&tmp)
-        .arg(&source)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| {
-            if e.kind() == io::ErrorKind::NotFound {
-                CompileError::NoCompiler {
-                    cc: cc.to_owned(),
-                    language: Language::C,
-                }
-            } else {
-                CompileError::Io {
-                    path: PathBuf::from(cc),
-                    source: e,
-                }
-            }
-        })?;
-    if !out.status.success() {
-        let _ = fs::remove_file(&tmp);
-        return Err(CompileError::Failed {
+    compile_single(
+        dir,
+        &SingleSource {
             program: "misuse",
+            file: "misuse.c",
+            text: SOURCE,
+            compiler: cc,
+            flags: CFLAGS,
             language: Language::C,
-            status: out.status,
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        });
-    }
-    fs::rename(&tmp, &binary).map_err(io_error(&binary))?;
-    Ok(binary)
+        },
+    )
 }
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+    use std::process::Command;
+
     use super::*;
+    use crate::classic::modified;
 
     #[test]
     fn the_program_is_compiled_once_and_runs_its_cases_under_the_c_library() {

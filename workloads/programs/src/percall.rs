@@ -19,14 +19,10 @@
 
 use std::ffi::OsStr;
 use std::fmt;
-use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use crate::classic::{
-    CompileError, Language, decimal, io_error, modified, next_field, result_line, temp_name,
-    write_if_changed,
+    CompileError, Language, SingleSource, compile_single, decimal, next_field, result_line,
 };
 
 /// The driver's C++ source.
@@ -117,49 +113,17 @@ pub fn default_dir() -> PathBuf {
 /// [`CompileError::NoCompiler`] if `cxx` cannot be run, [`CompileError::Failed`] with the
 /// compiler's message if it fails, [`CompileError::Io`] if a file cannot be written.
 pub fn compile(dir: &Path, cxx: &OsStr) -> Result<PathBuf, CompileError> {
-    fs::create_dir_all(dir).map_err(io_error(dir))?;
-    let source = dir.join(format!("{PROGRAM}.cc"));
-    write_if_changed(&source, SOURCE)?;
-    let binary = dir.join(PROGRAM);
-    if let (Some(built), Some(written)) = (modified(&binary), modified(&source))
-        && built > written
-    {
-        return Ok(binary);
-    }
-    let tmp = temp_name(&binary);
-    let output = Command::new(cxx)
-        .args(CXXFLAGS)
-        .arg("-o")
-        .arg(&tmp)
-        .arg(&source)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| {
-            if e.kind() == io::ErrorKind::NotFound {
-                CompileError::NoCompiler {
-                    cc: cxx.to_owned(),
-                    language: Language::Cxx,
-                }
-            } else {
-                CompileError::Io {
-                    path: PathBuf::from(cxx),
-                    source: e,
-                }
-            }
-        })?;
-    if !output.status.success() {
-        let _ = fs::remove_file(&tmp);
-        return Err(CompileError::Failed {
+    compile_single(
+        dir,
+        &SingleSource {
             program: PROGRAM,
+            file: &format!("{PROGRAM}.cc"),
+            text: SOURCE,
+            compiler: cxx,
+            flags: CXXFLAGS,
             language: Language::Cxx,
-            status: output.status,
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        });
-    }
-    fs::rename(&tmp, &binary).map_err(io_error(&binary))?;
-    Ok(binary)
+        },
+    )
 }
 
 /// What one run of the driver (or of its in-process twin) reported.
@@ -283,6 +247,8 @@ pub fn callgrind_total(text: &str) -> Result<u64, String> {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     #[test]
