@@ -53,6 +53,11 @@ pub fn render_readme_section(results: &ResultsFile, layout: &'static ReportLayou
                 "\n#### Suite `{suite}`: headline figures (median over the runs)\n"
             );
             for workload in view.workloads(suite) {
+                // A blank line after a table (a workload may have none here): without it,
+                // markdown reads the next table's header as rows of the one before.
+                if out.ends_with("|\n") {
+                    out.push('\n');
+                }
                 transposed_table(&mut out, &view, suite, workload, Some(readme_metrics));
             }
             continue;

@@ -352,6 +352,16 @@ fn security_tables_have_a_row_per_metric_verdict_words_and_no_ratios_or_mean() {
     assert!(readme.contains("#### Suite `security`: headline figures"));
     assert!(readme.contains("| reuse_same_64 [p] | 1 |"), "{readme}");
     assert!(!readme.contains("double_free_immediate"), "{readme}");
+    // Each workload's table stands apart: a table's last row is followed by a blank line,
+    // never by the next table's header.
+    let headers: Vec<usize> = readme
+        .match_indices("| security/")
+        .map(|(at, _)| at)
+        .collect();
+    assert_eq!(headers.len(), 2, "{readme}");
+    for &at in &headers[1..] {
+        assert!(readme[..at].ends_with("|\n\n"), "{readme}");
+    }
 }
 
 #[test]
