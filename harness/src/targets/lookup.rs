@@ -341,7 +341,8 @@ pub(super) fn time_mean_check(view: &Lookup<'_>, ours: &str, theirs: &str, limit
 /// [`mean_over_workloads_check`] judges a mean, by where the median of its runs lands when
 /// they are drawn again ([`mean_interval`] of the one workload): beyond the limit when the
 /// middle 90% of the draws are, within it when they are, and otherwise undecided (`·`,
-/// with the range), unless another workload is beyond it.
+/// with the range), unless another workload is beyond it (`✗`, the undecided ones named
+/// after those beyond).
 pub(super) fn every_workload_check(
     view: &Lookup<'_>,
     suite: &str,
@@ -380,7 +381,17 @@ pub(super) fn every_workload_check(
         }
     }
     let (verdict, detail) = if !over.is_empty() {
-        (Verdict::Fail, format!("above on {}", over.join(", ")))
+        // The workloads this run cannot place are named too: a fix for those above must
+        // not pass for the whole check.
+        let undecided = if unsure.is_empty() {
+            String::new()
+        } else {
+            format!("; not decided on {}", unsure.join(", "))
+        };
+        (
+            Verdict::Fail,
+            format!("above on {}{undecided}", over.join(", ")),
+        )
     } else if !unsure.is_empty() {
         (
             Verdict::NotHere,

@@ -803,6 +803,23 @@ fn a_program_whose_resampled_runs_reach_both_sides_of_the_limit_is_undecided() {
         "{}",
         above.line
     );
+    // One program above and another undecided: missed, naming both.
+    let mut recs = paired_walls("lua", &[130.0, 135.0, 140.0, 145.0, 150.0], &[100.0; 5]);
+    recs.extend(paired_walls(
+        "c-glibc-simple",
+        &[110.0, 118.0, 128.0, 131.0, 143.0],
+        &[100.0; 5],
+    ));
+    let both = goal(&host_heap_goals(&results(recs)), WFSPAN).checks[PROGRAMS_WORST_CHECK].clone();
+    assert_eq!(both.verdict, Verdict::Fail, "{}", both.line);
+    assert!(
+        both.line.contains("above on lua 1.40")
+            && both
+                .line
+                .contains("; not decided on c-glibc-simple 1.28 (resampled"),
+        "{}",
+        both.line
+    );
     // Every run well below: met, the highest named.
     let below = worst([105.0, 110.0, 113.0, 115.0, 120.0]);
     assert_eq!(below.verdict, Verdict::Pass, "{}", below.line);
