@@ -262,6 +262,36 @@ pub(crate) fn modified(path: &Path) -> Option<SystemTime> {
     fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
+/// The command that compiles `source` with `compiler` and `flags` into `out`: nothing on
+/// its standard input or output, its messages on a pipe.
+fn compiler_command(compiler: &OsStr, flags: &[&str], out: &Path, source: &Path) -> Command {
+    let mut command = Command::new(compiler);
+    command
+        .args(flags)
+        .arg("-o")
+        .arg(out)
+        .arg(source)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// Why `compiler` (of `language`) could not be started: not installed, or another error.
+fn start_error(compiler: &OsStr, language: Language, e: io::Error) -> CompileError {
+    if e.kind() == io::ErrorKind::NotFound {
+        CompileError::NoCompiler {
+            cc: compiler.to_owned(),
+            language,
+        }
+    } else {
+        CompileError::Io {
+            path: PathBuf::from(compiler),
+            source: e,
+        }
+    }
+}
+
 /// One program of one source file: its name (the executable's), the source's file name and
 /// text, the compiler, its flags and the language.
 pub(crate) struct SingleSource<'a> {
@@ -294,28 +324,9 @@ pub(crate) fn compile_single(dir: &Path, what: &SingleSource<'_>) -> Result<Path
         return Ok(binary);
     }
     let tmp = temp_name(&binary);
-    let output = Command::new(what.compiler)
-        .args(what.flags)
-        .arg("-o")
-        .arg(&tmp)
-        .arg(&source)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+    let output = compiler_command(what.compiler, what.flags, &tmp, &source)
         .output()
-        .map_err(|e| {
-            if e.kind() == io::ErrorKind::NotFound {
-                CompileError::NoCompiler {
-                    cc: what.compiler.to_owned(),
-                    language: what.language,
-                }
-            } else {
-                CompileError::Io {
-                    path: PathBuf::from(what.compiler),
-                    source: e,
-                }
-            }
-        })?;
+        .map_err(|e| start_error(what.compiler, what.language, e))?;
     if !output.status.success() {
         let _ = fs::remove_file(&tmp);
         return Err(CompileError::Failed {
@@ -377,15 +388,7 @@ pub fn compile(dir: &Path, cc: &OsStr) -> Result<Vec<PathBuf>, CompileError> {
     let mut first_error = None;
     for (program, source, binary) in stale {
         let tmp = temp_name(&binary);
-        let spawned = Command::new(cc)
-            .args(CFLAGS)
-            .arg("-o")
-            .arg(&tmp)
-            .arg(&source)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn();
+        let spawned = compiler_command(cc, CFLAGS, &tmp, &source).spawn();
         match spawned {
             Ok(child) => jobs.push(Job {
                 program,
@@ -394,17 +397,7 @@ pub fn compile(dir: &Path, cc: &OsStr) -> Result<Vec<PathBuf>, CompileError> {
                 child,
             }),
             Err(e) => {
-                first_error = Some(if e.kind() == io::ErrorKind::NotFound {
-                    CompileError::NoCompiler {
-                        cc: cc.to_owned(),
-                        language: Language::C,
-                    }
-                } else {
-                    CompileError::Io {
-                        path: PathBuf::from(cc),
-                        source: e,
-                    }
-                });
+                first_error = Some(start_error(cc, Language::C, e));
                 break;
             }
         }
