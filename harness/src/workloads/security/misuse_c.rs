@@ -75,13 +75,19 @@ fn binary_dir() -> PathBuf {
 /// Core dumps off for this process and the runs it starts: a run that aborts as it should
 /// must not leave a core file behind (or wait for one to be written).
 fn no_core_dumps() {
-    let none = libc::rlimit {
+    let mut limit = libc::rlimit {
         rlim_cur: 0,
-        rlim_max: libc::RLIM_INFINITY,
+        rlim_max: 0,
     };
-    // SAFETY: setrlimit reads the struct it is given; lowering the soft limit is always
-    // allowed. Where it fails, cores are written as the system says: nothing else changes.
-    let _ = unsafe { libc::setrlimit(libc::RLIMIT_CORE, &none) };
+    // SAFETY: getrlimit and setrlimit read or write the struct they are given; lowering the
+    // soft limit under the hard one is always allowed. Where either fails, cores are written
+    // as the system says: nothing else changes.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_CORE, &mut limit) == 0 {
+            limit.rlim_cur = 0;
+            let _ = libc::setrlimit(libc::RLIMIT_CORE, &limit);
+        }
+    }
 }
 
 /// Runs one case and classifies how it ended.
