@@ -19,6 +19,7 @@ use alloclab_programs::misuse as program;
 use alloclab_programs::process::{self, RunError, Spec};
 
 use super::analysis::Verdict;
+use super::child::Ended;
 use super::misuse::{CASE_TIMEOUT, Case, Outcome, fault_at_access, samples};
 use crate::peers::libraries;
 use crate::results::Sample;
@@ -97,70 +98,79 @@ fn run_case(binary: &Path, preload: Option<&Path>, case: Case) -> Result<Outcome
     spec.timeout = CASE_TIMEOUT;
     let exit = match process::run(&spec) {
         Ok(exit) => exit,
-        Err(RunError::TimedOut { after, .. }) => {
+        Err(RunError::TimedOut { .. }) => {
+            let ended = Ended {
+                status: 0,
+                timed_out: true,
+                data: Vec::new(),
+                stderr: Vec::new(),
+            };
             return Ok(Outcome {
                 case,
                 verdict: Verdict::Hung,
-                ended: format!("killed after {:.1}s", after.as_secs_f64()),
+                ended: ended.describe(CASE_TIMEOUT),
                 evidence: String::new(),
             });
         }
         Err(e) => return Err(format!("misuse case {}: {e}", case.name())),
     };
-    let stdout = String::from_utf8_lossy(&exit.stdout);
-    let stderr = String::from_utf8_lossy(&exit.stderr);
-    let evidence = stderr
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("")
-        .to_owned();
-    let status = exit.status.into_raw();
-    let (verdict, ended) = classify(case, status, &stdout)?;
+    let ended = Ended {
+        status: exit.status.into_raw(),
+        timed_out: false,
+        data: exit.stdout,
+        stderr: exit.stderr,
+    };
+    let verdict = classify(case, ended.status, &String::from_utf8_lossy(&ended.data))?;
+    let mut how = ended.describe(CASE_TIMEOUT);
+    match verdict {
+        Verdict::Caught if libc::WIFSIGNALED(ended.status) && !is_abort(ended.status) => {
+            how.push_str(" at the bad access");
+        }
+        Verdict::Crashed if !libc::WIFSIGNALED(ended.status) => {
+            how.push_str(" (the heap refused an allocation)");
+        }
+        _ => {}
+    }
     Ok(Outcome {
         case,
         verdict,
-        ended,
-        evidence,
+        ended: how,
+        evidence: ended.first_stderr_line(),
     })
 }
 
+/// Whether the wait status `status` is a death by `SIGABRT`.
+fn is_abort(status: i32) -> bool {
+    libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGABRT
+}
+
 /// The verdict on a run of `case` that ended with the wait status `status` after writing
-/// `stdout`, and how it ended in a few words.
+/// `stdout`.
 ///
 /// # Errors
 ///
 /// The program refused its arguments (exit 2): alloclab and its program disagree on the
 /// cases.
-fn classify(case: Case, status: i32, stdout: &str) -> Result<(Verdict, String), String> {
+fn classify(case: Case, status: i32, stdout: &str) -> Result<Verdict, String> {
     if libc::WIFSIGNALED(status) {
-        let signal = libc::WTERMSIG(status);
         let done = stdout.contains(program::ACCESS_DONE);
-        return Ok(if signal == libc::SIGABRT {
-            (Verdict::Caught, format!("signal {signal} (SIGABRT)"))
-        } else if fault_at_access(case, status, done) {
-            (
-                Verdict::Caught,
-                format!("signal {signal} at the bad access"),
-            )
+        return Ok(if is_abort(status) || fault_at_access(case, status, done) {
+            Verdict::Caught
         } else {
-            (Verdict::Crashed, format!("signal {signal}"))
+            Verdict::Crashed
         });
     }
     match libc::WEXITSTATUS(status) {
-        0 if stdout.contains(program::SURVIVED) => Ok((Verdict::Silent, "exit 0".to_owned())),
+        0 if stdout.contains(program::SURVIVED) => Ok(Verdict::Silent),
         // Exit 0 without the last line: something ended the program early (an `exit` in the
         // heap's error path): not silent.
-        0 => Ok((Verdict::Caught, "exit 0 before the end".to_owned())),
-        program::EXIT_NO_MEMORY => Ok((
-            Verdict::Crashed,
-            "exit 1 (the heap refused an allocation)".to_owned(),
-        )),
+        0 => Ok(Verdict::Caught),
+        program::EXIT_NO_MEMORY => Ok(Verdict::Crashed),
         program::EXIT_USAGE => Err(format!(
             "the misuse program does not know the case {}",
             case.name()
         )),
-        code => Ok((Verdict::Caught, format!("exit {code}"))),
+        _ => Ok(Verdict::Caught),
     }
 }
 
@@ -178,7 +188,7 @@ mod tests {
 
     #[test]
     fn a_run_is_judged_by_its_signal_its_exit_and_what_it_wrote() {
-        let verdict = |case, status, stdout| classify(case, status, stdout).map(|(v, _)| v);
+        let verdict = classify;
         assert_eq!(
             verdict(Case::DoubleFreeImmediate, signalled(libc::SIGABRT), ""),
             Ok(Verdict::Caught)
