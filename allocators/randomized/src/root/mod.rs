@@ -355,10 +355,23 @@ impl Root {
 
     /// Locks the arena this thread prefers, or the next free one if it is busy (then waits
     /// for the preferred one if all are), and frees what others queued there meanwhile.
-    #[inline]
+    // The thread's own arena, free, is the path of almost every call, inlined into each
+    // caller; the search for another is out of line.
+    #[inline(always)]
     pub(crate) fn lock_any(&self) -> ArenaGuard<'_> {
         let first = self.own_arena();
-        (0..ARENAS)
+        if self.slots[first].lock.try_lock().is_some() {
+            return ArenaGuard::drained(self, first);
+        }
+        self.lock_other(first)
+    }
+
+    /// [`lock_any`](Self::lock_any) when the thread's own arena `first` is busy: the next
+    /// free one after it, else `first` when it frees.
+    #[cold]
+    #[inline(never)]
+    fn lock_other(&self, first: usize) -> ArenaGuard<'_> {
+        (1..ARENAS)
             .map(|i| (first + i) % ARENAS)
             .find(|&index| self.slots[index].lock.try_lock().is_some())
             .map_or_else(
