@@ -162,6 +162,10 @@ struct State {
     /// Whether the slab is on its class's list of slabs to take when the current one is
     /// full.
     listed: u32,
+    /// Pages from the one below slot 0 to the window's last whose bit in `touched` is
+    /// clear: at 0, as in a slab in use for a while, every slot of the window is on
+    /// touched pages, and an allocation reads no bit.
+    untouched: u32,
     /// The next slab on that list.
     next: usize,
     /// The slab's 4 KiB pages made present for writing (a bit each): a slot's pages are
@@ -177,6 +181,7 @@ impl State {
             window,
             live,
             listed: 0,
+            untouched: 0,
             next: 0,
             touched: [0; SLAB / fill::PAGE_MIN / 64],
         }
@@ -955,6 +960,24 @@ unsafe fn grow_window(base: usize, c: &mut Slab, window: usize) {
         )
     };
     c.state.window = window as u32;
+    count_untouched(base, c);
+}
+
+/// Counts the window's pages not touched yet into `c.state.untouched` (see
+/// [`touch_slot`]): those from the page of the byte below slot 0 to the page of the
+/// window's last byte; `base` is the slab of header `c`.
+#[cold]
+fn count_untouched(base: usize, c: &mut Slab) {
+    let window = c.state.window as usize;
+    c.state.untouched = if window == 0 {
+        0
+    } else {
+        let first = (slot_address(c, 0) - 1 - base) / fill::PAGE_MIN;
+        let last = (slot_address(c, window) - 1 - base) / fill::PAGE_MIN;
+        (first..=last)
+            .filter(|&page| c.state.touched[page / 64] & 1 << (page % 64) == 0)
+            .count() as u32
+    };
 }
 
 /// Makes every page of `[from, to)` present for writing.
@@ -983,6 +1006,9 @@ unsafe fn touch_pages(from: usize, to: usize) {
 /// The slot is free, in a slab of the caller's arena, under its lock.
 #[inline(always)]
 unsafe fn touch_slot(base: usize, c: &mut Slab, address: usize, slot: usize) {
+    if c.state.untouched == 0 {
+        return;
+    }
     let below = (address - 1 - base) / fill::PAGE_MIN;
     let last = (address + slot - 1 - base) / fill::PAGE_MIN;
     let touched = |page: usize| c.state.touched[page / 64] & 1 << (page % 64) != 0;
@@ -1012,6 +1038,7 @@ unsafe fn touch_slot_pages(base: usize, c: &mut Slab, address: usize, slot: usiz
             c.state.touched[page / 64] |= 1 << (page % 64);
         }
     }
+    count_untouched(base, c);
 }
 
 /// Gives the pages of an empty slab's slots and records back to the OS and closes its
@@ -1029,6 +1056,7 @@ unsafe fn release_slab(base: usize, c: &mut Slab) -> u64 {
     let slots = unsafe { os::release_pages(slots, end) };
     c.state.window = 0;
     c.state.touched = [0; SLAB / fill::PAGE_MIN / 64];
+    c.state.untouched = 0;
     (records.len() + slots.len()) as u64
 }
 
@@ -1343,6 +1371,45 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_untouched_count_follows_the_window_and_the_slots_handed_out() {
+        let mapping = os::map_aligned(SLAB, SLAB).expect("a slab's worth of memory");
+        let base = mapping.as_ptr() as usize;
+        let class = class_of(272).unwrap();
+        let slot = SLOT_SIZES[class];
+        // SAFETY: a fresh mapping of one slab, this test's alone.
+        unsafe { init_slab(base, 0, class, None) };
+        // SAFETY: as above.
+        let c = unsafe { header(base) };
+        let page_of = |address: usize| (address - base) / fill::PAGE_MIN;
+        let span = |c: &Slab, window: usize| {
+            page_of(slot_address(c, 0) - 1)..=page_of(slot_address(c, window) - 1)
+        };
+        // SAFETY: a set-up slab, its window above 0 and within its capacity.
+        unsafe { grow_window(base, c, MIN_WINDOW) };
+        assert_eq!(c.state.untouched as usize, span(c, MIN_WINDOW).count());
+        // Slots handed out from the top: the count falls as their pages are touched, and
+        // reaches 0 when every page of the window is.
+        let mut last = c.state.untouched;
+        for index in (0..MIN_WINDOW).rev() {
+            // SAFETY: a free slot of the slab, in its window.
+            unsafe { touch_slot(base, c, slot_address(c, index), slot) };
+            assert!(c.state.untouched <= last, "slot {index}");
+            last = c.state.untouched;
+        }
+        assert_eq!(c.state.untouched, 0);
+        // A wider window counts only its new pages.
+        let old = span(c, MIN_WINDOW);
+        // SAFETY: as above.
+        unsafe { grow_window(base, c, 2 * MIN_WINDOW) };
+        let new = span(c, 2 * MIN_WINDOW)
+            .filter(|page| !old.contains(page))
+            .count();
+        assert_eq!(c.state.untouched as usize, new);
+        // SAFETY: the slab's slots were never handed to anyone.
+        unsafe { os::unmap(mapping, SLAB) };
     }
 
     #[test]
