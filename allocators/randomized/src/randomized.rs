@@ -376,6 +376,20 @@ unsafe impl MallocHeap for Randomized {
         self.free_block(ptr);
     }
 
+    /// A slab slot, for a size the slabs serve, once the heap is built: what
+    /// [`allocate`](Allocator::allocate) gives for that size at `malloc`'s alignment,
+    /// without building a `Layout` or choosing among the paths of every other size.
+    #[inline(always)]
+    fn try_malloc_fast(&self, size: usize) -> Option<NonNull<u8>> {
+        let root = self.existing_root()?;
+        if size == 0 {
+            return None;
+        }
+        let class = slab_class(root.checks(), size, GRANULE)?;
+        let payload = root.lock_any().slab_alloc(root, class, size, 0)?;
+        NonNull::new(payload as *mut u8)
+    }
+
     /// Into the block's own tail or a free right neighbour, as
     /// [`reallocate`](HostAllocator::reallocate) grows: C's `realloc` otherwise moves every
     /// block it grows, since the usable size is exactly what was asked (with canaries on),

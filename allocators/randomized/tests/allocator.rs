@@ -700,6 +700,53 @@ fn check_pointer_accepts_live_blocks_and_names_every_kind_of_bad_pointer() {
     heap.check().unwrap();
 }
 
+/// C's `malloc` takes a fast path for the sizes the slabs serve (1 byte up to the largest
+/// slot, less its canary byte with canaries): each gets what `allocate` gives at `malloc`'s
+/// alignment, a 16-byte-aligned slot of the same usable size, freed as any block. Zero, the
+/// sizes above, and a heap not built yet are left to the general path.
+#[test]
+fn the_malloc_fast_path_serves_the_slab_sizes_as_allocate_does() {
+    let unbuilt = Randomized::new();
+    assert_eq!(unbuilt.try_malloc_fast(16), None);
+    assert_eq!(
+        unbuilt.counters(),
+        Default::default(),
+        "the fast path built the heap"
+    );
+    for checks in [Checks::ALL, Checks::ALL.without(Checks::CANARIES)] {
+        let heap = Randomized::with_seed_and_checks(7, checks).unwrap();
+        let largest = 1040 - usize::from(checks.contains(Checks::CANARIES));
+        for size in 0..=largest + 64 {
+            let what = format!("{size} B, {checks:?}");
+            let Some(fast) = heap.try_malloc_fast(size) else {
+                assert!(size == 0 || size > largest, "{what}: missed the fast path");
+                continue;
+            };
+            assert!(
+                (1..=largest).contains(&size),
+                "{what}: served past the slabs"
+            );
+            assert_eq!(fast.as_ptr() as usize % 16, 0, "{what}");
+            let general = heap.allocate(layout(size, 16)).unwrap();
+            assert_eq!(
+                heap.check_pointer(fast.as_ptr()),
+                heap.check_pointer(general.as_ptr()),
+                "{what}: usable sizes differ"
+            );
+            fill(fast, size, size as u8);
+            fill(general, size, !(size as u8));
+            expect_filled(fast, size, size as u8, &what);
+            // SAFETY: live blocks of this heap, each freed once.
+            unsafe {
+                heap.deallocate_unsized(fast);
+                heap.deallocate(general, layout(size, 16));
+            }
+        }
+        heap.check().unwrap();
+        assert_eq!(heap.counters().live_bytes, 0, "{checks:?}");
+    }
+}
+
 #[test]
 fn an_unbuilt_heap_owns_no_pointer() {
     let heap = Randomized::new();
