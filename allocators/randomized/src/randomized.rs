@@ -138,6 +138,13 @@ impl Randomized {
     #[inline(always)]
     fn allocate_in_heap(&self, layout: Layout, kind: usize) -> Result<NonNull<u8>, AllocError> {
         let size = layout.size();
+        // The slabs' sizes first, as `malloc`'s fast path takes them: the checks below
+        // concern the other paths.
+        if layout.align() <= GRANULE
+            && let Some(slot) = self.try_slot(size, kind)
+        {
+            return slot.ok_or(AllocError::new(layout, AllocErrorKind::OutOfMemory));
+        }
         let align = layout.align().max(GRANULE);
         if align > MAX_ALIGN {
             return Err(AllocError::new(
@@ -160,6 +167,17 @@ impl Randomized {
         .ok_or_else(oom)?;
         // SAFETY: payload addresses are never 0.
         Ok(unsafe { NonNull::new_unchecked(payload as *mut u8) })
+    }
+
+    /// A slab slot for `size` bytes at alignment 16, asked for as `kind`, if the heap is
+    /// built and its slabs serve that size (`Some(None)` if the OS gives no memory).
+    #[inline(always)]
+    fn try_slot(&self, size: usize, kind: usize) -> Option<Option<NonNull<u8>>> {
+        let root = self.existing_root()?;
+        let class = slab_class(root.checks(), size, GRANULE)?;
+        let payload = root.lock_any().slab_alloc(root, class, size, kind);
+        // SAFETY: payload addresses are never 0.
+        Some(payload.map(|p| unsafe { NonNull::new_unchecked(p as *mut u8) }))
     }
 
     /// A zero-size block: a unique pointer into the inaccessible region, or (with the class
@@ -381,13 +399,10 @@ unsafe impl MallocHeap for Randomized {
     /// without building a `Layout` or choosing among the paths of every other size.
     #[inline(always)]
     fn try_malloc_fast(&self, size: usize) -> Option<NonNull<u8>> {
-        let root = self.existing_root()?;
         if size == 0 {
             return None;
         }
-        let class = slab_class(root.checks(), size, GRANULE)?;
-        let payload = root.lock_any().slab_alloc(root, class, size, 0)?;
-        NonNull::new(payload as *mut u8)
+        self.try_slot(size, 0)?
     }
 
     /// Into the block's own tail or a free right neighbour, as
