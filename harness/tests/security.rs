@@ -158,14 +158,18 @@ fn jemalloc_does_not_notice_a_double_free() {
 #[test]
 fn the_randomized_heap_places_replayed_histories_differently_every_time() {
     // The estimator's other side: a heap that draws placements from the OS's entropy
-    // must show it. 16 trials at tiny scale: nearly every pair of children differs.
+    // must show it. 16 trials at tiny scale, 120 pairs of children: at most 7 pairs agree
+    // (collision entropy above the ceiling less 3 bits). For two draws among a fresh
+    // window of 256 slots, 4 or more agreeing pairs come in about 1 run in 1,300 (a bound
+    // of 2 bits fails on those), 8 or more in none of 300,000 simulated runs; a heap
+    // drawing among 8 places has 15 on average, one that does not draw at all 120.
     let (samples, _) = worker("entropy", "randomized");
     let ceiling = value(&samples, "entropy_ceiling");
     for size in [16, 64, 256, 1024] {
         for phase in ["fresh", "steady"] {
             let bits = value(&samples, &format!("entropy_{phase}_{size}"));
             assert!(
-                bits > ceiling - 2.0,
+                bits > ceiling - 3.0,
                 "{phase} {size} B: {bits} bits of at most {ceiling}"
             );
         }
