@@ -138,27 +138,23 @@ impl Randomized {
     #[inline(always)]
     fn allocate_in_heap(&self, layout: Layout, kind: usize) -> Result<NonNull<u8>, AllocError> {
         let size = layout.size();
+        let align = layout.align().max(GRANULE);
+        let oom = || AllocError::new(layout, AllocErrorKind::OutOfMemory);
+        let root = match self.existing_root() {
+            Some(root) => root,
+            None => {
+                // A request the heap refuses does not build it.
+                block_of(layout)?;
+                self.root().ok_or_else(oom)?
+            }
+        };
         // The slabs' sizes first, as `malloc`'s fast path takes them: the checks below
         // concern the other paths.
-        if layout.align() <= GRANULE
-            && let Some(slot) = self.try_slot(size, kind)
-        {
-            return slot.ok_or(AllocError::new(layout, AllocErrorKind::OutOfMemory));
+        if let Some(class) = slab_class(root.checks(), size, align) {
+            return slot_in(root, class, size, kind).ok_or_else(oom);
         }
-        let align = layout.align().max(GRANULE);
-        if align > MAX_ALIGN {
-            return Err(AllocError::new(
-                layout,
-                AllocErrorKind::AlignmentUnsupported,
-            ));
-        }
-        let oom = || AllocError::new(layout, AllocErrorKind::OutOfMemory);
-        let block =
-            block_bytes(layout).ok_or(AllocError::new(layout, AllocErrorKind::SizeUnsupported))?;
-        let root = self.root().ok_or_else(oom)?;
-        let payload = if let Some(class) = slab_class(root.checks(), size, align) {
-            root.lock_any().slab_alloc(root, class, size, kind)
-        } else if block > LARGE_MAX {
+        let block = block_of(layout)?;
+        let payload = if block > LARGE_MAX {
             root.allocate_huge(size, align, kind)
         } else {
             let mut arena = root.lock_any();
@@ -167,17 +163,6 @@ impl Randomized {
         .ok_or_else(oom)?;
         // SAFETY: payload addresses are never 0.
         Ok(unsafe { NonNull::new_unchecked(payload as *mut u8) })
-    }
-
-    /// A slab slot for `size` bytes at alignment 16, asked for as `kind`, if the heap is
-    /// built and its slabs serve that size (`Some(None)` if the OS gives no memory).
-    #[inline(always)]
-    fn try_slot(&self, size: usize, kind: usize) -> Option<Option<NonNull<u8>>> {
-        let root = self.existing_root()?;
-        let class = slab_class(root.checks(), size, GRANULE)?;
-        let payload = root.lock_any().slab_alloc(root, class, size, kind);
-        // SAFETY: payload addresses are never 0.
-        Some(payload.map(|p| unsafe { NonNull::new_unchecked(p as *mut u8) }))
     }
 
     /// A zero-size block: a unique pointer into the inaccessible region, or (with the class
@@ -402,7 +387,8 @@ unsafe impl MallocHeap for Randomized {
         if size == 0 {
             return None;
         }
-        self.try_slot(size, 0)?
+        let root = self.existing_root()?;
+        slot_in(root, slab_class(root.checks(), size, GRANULE)?, size, 0)
     }
 
     /// Into the block's own tail or a free right neighbour, as
@@ -468,6 +454,29 @@ fn block_bytes(layout: Layout) -> Option<usize> {
         .checked_next_multiple_of(GRANULE)
         .and_then(|s| s.checked_add(HEADER + extra))
         .filter(|&b| b <= isize::MAX as usize / 2)
+}
+
+/// A slot of slab class `class` for `size` bytes asked for as `kind`, in the arena the
+/// thread locks; `None` if the OS gives no memory.
+#[inline(always)]
+fn slot_in(root: &Root, class: usize, size: usize, kind: usize) -> Option<NonNull<u8>> {
+    let payload = root.lock_any().slab_alloc(root, class, size, kind)?;
+    // SAFETY: payload addresses are never 0.
+    Some(unsafe { NonNull::new_unchecked(payload as *mut u8) })
+}
+
+/// The bytes of the block that serves `layout` in a chunk or a mapping of its own, or why
+/// the heap refuses it (an alignment above [`MAX_ALIGN`], a size past what a block can
+/// hold).
+#[inline(always)]
+fn block_of(layout: Layout) -> Result<usize, AllocError> {
+    if layout.align().max(GRANULE) > MAX_ALIGN {
+        return Err(AllocError::new(
+            layout,
+            AllocErrorKind::AlignmentUnsupported,
+        ));
+    }
+    block_bytes(layout).ok_or(AllocError::new(layout, AllocErrorKind::SizeUnsupported))
 }
 
 /// The slab class that serves `size` bytes at alignment `align` (at least 16) in a heap
