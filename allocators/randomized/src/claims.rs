@@ -11,7 +11,10 @@
 //! load; any other: the one a table of hints, indexed by another digit of the identity,
 //! names, checked against the claim, and failing that a scan of a word per arena), or
 //! claims the first unclaimed arena from its preferred one (a compare-and-swap from 0),
-//! or, every arena claimed, shares its preferred one as before. (Without the hints, a
+//! or, every arena claimed, shares its preferred one as before. A heap may limit its
+//! threads to its first arenas (`Randomized::ARENAS_ENV`): then only those are claimed, a
+//! thread's preferred arena is taken modulo the limit once it has to claim or share one,
+//! and a thread that finds them all claimed shares one of them. (Without the hints, a
 //! thread whose preferred arena another had claimed scanned on every allocation and free:
 //! 3 to 4% of glibc-simple's samples under the preload library, `perf record -e
 //! cpu-clock`.) Claims are never released (nothing runs when a thread exits);
@@ -47,21 +50,44 @@ pub(crate) struct Claims<const N: usize> {
     /// For each [`hint_of`] an identity's, the arena the last thread with it found as its
     /// own.
     hint: [AtomicUsize; HINTS],
+    /// How many arenas, from the first, threads may claim (1 to `N`): the others are never
+    /// claimed, so never used. Fixed when the claims are made.
+    limit: usize,
 }
 
 impl<const N: usize> Claims<N> {
-    /// No arena claimed.
-    #[cfg(loom)]
-    pub(crate) fn new() -> Self {
+    /// No arena claimed; threads may claim the first `limit` (1 to `N`).
+    #[cfg(any(loom, test))]
+    pub(crate) fn new(limit: usize) -> Self {
+        assert!((1..=N).contains(&limit), "an arena limit of {limit} of {N}");
         Self {
             owner: core::array::from_fn(|_| AtomicUsize::new(0)),
             hint: core::array::from_fn(|_| AtomicUsize::new(0)),
+            limit,
         }
     }
 
-    /// The arena of the thread `me` (non-zero), whose identity prefers `preferred`: the one
-    /// it claimed, or the first unclaimed from `preferred` on (claimed now), or
-    /// `preferred` when every arena is claimed by another identity.
+    /// Sets the arenas threads may claim on claims that were all zero until now (as a
+    /// fresh mapping reads, where every arena is unclaimed but `limit` is not valid yet).
+    ///
+    /// # Safety
+    ///
+    /// `this` points to claims that nothing else refers to yet; `limit` is 1 to `N`.
+    pub(crate) unsafe fn set_limit(this: *mut Self, limit: usize) {
+        debug_assert!((1..=N).contains(&limit));
+        // SAFETY: forwarded from the caller.
+        unsafe { core::ptr::addr_of_mut!((*this).limit).write(limit) };
+    }
+
+    /// How many arenas, from the first, threads may claim.
+    pub(crate) fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// The arena of the thread `me` (non-zero), whose identity prefers `preferred` (below
+    /// `N`): the one it claimed, or the first unclaimed from `preferred` on (claimed now),
+    /// or `preferred` when every arena is claimed by another identity; `preferred` modulo
+    /// the limit in the last two where the limit is below `N`. Always below the limit.
     #[inline(always)]
     pub(crate) fn arena_of(&self, me: usize, preferred: usize) -> usize {
         if self.owner[preferred].load(Ordering::Relaxed) == me {
@@ -80,7 +106,9 @@ impl<const N: usize> Claims<N> {
     fn find_or_claim(&self, me: usize, preferred: usize) -> usize {
         // From the preferred arena on: a claim is the first arena unclaimed from there at
         // the time, so a thread's own is a few words on (and none is ever released).
-        let mut from_preferred = (0..N).map(|k| (preferred + k) % N);
+        let limit = self.limit;
+        let preferred = preferred % limit;
+        let mut from_preferred = (0..limit).map(|k| (preferred + k) % limit);
         let own = from_preferred
             .clone()
             .find(|&i| self.owner[i].load(Ordering::Relaxed) == me)
@@ -107,10 +135,7 @@ mod tests {
     use super::*;
 
     fn claims<const N: usize>() -> Claims<N> {
-        Claims {
-            owner: core::array::from_fn(|_| AtomicUsize::new(0)),
-            hint: core::array::from_fn(|_| AtomicUsize::new(0)),
-        }
+        Claims::new(N)
     }
 
     #[test]
@@ -127,6 +152,28 @@ mod tests {
         // A fifth identity shares its preferred arena.
         assert_eq!(c.arena_of(5 * 16, 1), 1);
         assert_eq!(c.arena_of(5 * 16, 3), 3);
+    }
+
+    #[test]
+    fn with_a_limit_threads_claim_and_then_share_only_the_first_arenas() {
+        let c = Claims::<8>::new(3);
+        // Preferred arenas past the limit count modulo it: 6 is 0, 7 is 1, 5 is 2.
+        assert_eq!(c.arena_of(0x10, 6), 0);
+        assert_eq!(c.arena_of(0x20, 7), 1);
+        assert_eq!(c.arena_of(0x30, 6), 2, "the next unclaimed from 0");
+        // Each finds its own again, whatever it prefers.
+        for (me, own) in [(0x10, 0), (0x20, 1), (0x30, 2)] {
+            for preferred in 0..8 {
+                assert_eq!(c.arena_of(me, preferred), own);
+            }
+        }
+        // Every arena under the limit claimed: later identities share, never past it.
+        for me in 4..200 {
+            for preferred in 0..8 {
+                assert_eq!(c.arena_of(me * 16, preferred), preferred % 3);
+            }
+        }
+        assert!(c.owner[3..].iter().all(|o| o.load(Ordering::Relaxed) == 0));
     }
 
     #[test]
@@ -162,7 +209,7 @@ mod loom_tests {
     #[test]
     fn racing_claims_get_an_arena_each() {
         model(|| {
-            let c = Arc::new(Claims::<2>::new());
+            let c = Arc::new(Claims::<2>::new(2));
             let other = {
                 let c = c.clone();
                 thread::spawn(move || {
@@ -175,6 +222,26 @@ mod loom_tests {
             assert_eq!(c.arena_of(0x10, 1), mine);
             let theirs = other.join().unwrap();
             assert_ne!(mine, theirs);
+        });
+    }
+
+    /// Two threads racing for the one arena of three that a limit leaves them: one claims
+    /// it, the other shares it, and neither is ever sent past the limit.
+    #[test]
+    fn racing_claims_under_a_limit_of_one_share_the_first_arena() {
+        model(|| {
+            let c = Arc::new(Claims::<3>::new(1));
+            let other = {
+                let c = c.clone();
+                thread::spawn(move || [c.arena_of(0x20, 2), c.arena_of(0x20, 1)])
+            };
+            let mine = [c.arena_of(0x10, 1), c.arena_of(0x10, 2)];
+            assert_eq!(mine, [0, 0]);
+            assert_eq!(other.join().unwrap(), [0, 0]);
+            let owner = c.owner[0].load(Ordering::Relaxed);
+            assert!(owner == 0x10 || owner == 0x20, "{owner:#x}");
+            assert_eq!(c.owner[1].load(Ordering::Relaxed), 0);
+            assert_eq!(c.owner[2].load(Ordering::Relaxed), 0);
         });
     }
 }

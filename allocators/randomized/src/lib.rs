@@ -67,7 +67,9 @@
 //!   so does a freed block of 128 KiB or more that leaves a free region of 256 KiB or more.
 //! * **Threads**: each arena has its own lock, a word in band; a thread uses the arena its
 //!   `pthread_self` claimed, the first unclaimed one from the arena its identity hashes to
-//!   (no thread-local state, `claims.rs`), and takes another when it is busy.
+//!   (no thread-local state, `claims.rs`), and takes another when it is busy. Sixteen
+//!   arenas at most; `ALLOCLAB_RANDOMIZED_ARENAS` ([`Randomized::ARENAS_ENV`]) limits a heap
+//!   to fewer, for a smaller footprint at the price of contention.
 //!   A free of another arena's block goes, under the freeing thread's own arena lock, to
 //!   that arena's outbox, which pushes such blocks as chains of 16 onto the block's arena's
 //!   lock-free stack; a free that finds its block's arena busy pushes the block alone. The
@@ -101,7 +103,7 @@
 //! * It does not solve fragmentation: random offsets split free blocks where a first fit
 //!   would not, and each size class's window of 256 slots or more becomes memory as the
 //!   class's random draws reach its pages, whatever the class holds live (up to 1.7 MB per
-//!   arena with every class churning). The `cpu` suite of
+//!   arena with every class churning; fewer arenas, fewer windows). The `cpu` suite of
 //!   `alloclab-harness` measures the footprint against glibc.
 //! * Alignments above 2 MiB are refused; sizes above `isize::MAX / 2` are refused.
 //!
@@ -120,6 +122,8 @@ mod claims;
 mod lock;
 mod remote;
 
+#[cfg(not(loom))]
+mod arenas;
 #[cfg(not(loom))]
 mod bug;
 #[cfg(not(loom))]

@@ -31,6 +31,21 @@ pub struct Randomized {
 }
 
 impl Randomized {
+    /// The most arenas a heap has: threads claim one each (see the [crate] docs) until
+    /// these are all claimed, then share.
+    pub const MAX_ARENAS: usize = crate::root::ARENAS;
+
+    /// The environment variable that limits the arenas a heap built by [`new`](Self::new)
+    /// or [`with_seed`](Self::with_seed) spreads its threads over: a number from 1 to
+    /// [`MAX_ARENAS`](Self::MAX_ARENAS) (by default all of them), read when the heap is
+    /// built. Each arena a thread uses keeps a window of 256 slots or more for every slab
+    /// class the thread allocates, which random draws bring into memory whatever the class
+    /// holds live (up to 1.7 MB per arena with every class in use); fewer arenas keep
+    /// fewer windows and make threads beyond the limit share locks and cache lines, as
+    /// glibc's `MALLOC_ARENA_MAX` does. Any other value is reported on standard error and
+    /// ignored.
+    pub const ARENAS_ENV: &'static str = "ALLOCLAB_RANDOMIZED_ARENAS";
+
     /// A heap that maps nothing until its first allocation, then seeds itself from the OS
     /// and runs every detection class that [`Checks::ENV`] does not switch off.
     pub const fn new() -> Self {
@@ -42,27 +57,50 @@ impl Randomized {
     /// A heap built now and seeded with `seed` instead of the OS's entropy: the same seed
     /// and the same requests, from one thread, give the same placements. For experiments
     /// and tests; a heap meant to resist attacks must use [`new`](Self::new). It runs
-    /// every detection class that [`Checks::ENV`] does not switch off.
+    /// every detection class that [`Checks::ENV`] does not switch off, over the arenas
+    /// [`ARENAS_ENV`](Self::ARENAS_ENV) allows.
     ///
     /// # Errors
     ///
     /// [`AllocErrorKind::OutOfMemory`] if the OS refuses the first chunk.
     pub fn with_seed(seed: u64) -> Result<Self, AllocError> {
-        Self::with_seed_and_checks(seed, Checks::from_env())
+        Self::with_seed_checks_and_arenas(seed, Checks::from_env(), crate::arenas::from_env())
     }
 
     /// As [`with_seed`](Self::with_seed), running exactly `checks` whatever the
     /// environment says: to measure what each class costs, or to test a heap without one.
+    /// Its threads use all [`MAX_ARENAS`](Self::MAX_ARENAS) arenas.
     ///
     /// # Errors
     ///
     /// [`AllocErrorKind::OutOfMemory`] if the OS refuses the first chunk.
     pub fn with_seed_and_checks(seed: u64, checks: Checks) -> Result<Self, AllocError> {
+        Self::with_seed_checks_and_arenas(seed, checks, Self::MAX_ARENAS)
+    }
+
+    /// As [`with_seed_and_checks`](Self::with_seed_and_checks), its threads spread over
+    /// the first `arenas` arenas only (see [`ARENAS_ENV`](Self::ARENAS_ENV)).
+    ///
+    /// # Errors
+    ///
+    /// [`AllocErrorKind::Other`] if `arenas` is not 1 to [`MAX_ARENAS`](Self::MAX_ARENAS);
+    /// [`AllocErrorKind::OutOfMemory`] if the OS refuses the first chunk.
+    pub fn with_seed_checks_and_arenas(
+        seed: u64,
+        checks: Checks,
+        arenas: usize,
+    ) -> Result<Self, AllocError> {
+        if !(1..=Self::MAX_ARENAS).contains(&arenas) {
+            return Err(AllocError::new(
+                Layout::new::<u8>(),
+                AllocErrorKind::Other("an arena count outside 1 to 16"),
+            ));
+        }
         let heap = Self::new();
         let mut bytes = [0u8; 32];
         bytes[..8].copy_from_slice(&seed.to_le_bytes());
         bytes[8..16].copy_from_slice(b"alloclab");
-        let root = Root::create(bytes, checks).ok_or(AllocError::new(
+        let root = Root::create(bytes, checks, arenas).ok_or(AllocError::new(
             Layout::new::<u8>(),
             AllocErrorKind::OutOfMemory,
         ))?;
@@ -90,7 +128,7 @@ impl Randomized {
             self.state.unlock(root);
             return Some(root);
         }
-        match Root::create(os::entropy(), Checks::from_env()) {
+        match Root::create(os::entropy(), Checks::from_env(), crate::arenas::from_env()) {
             Some(created) => {
                 self.state.unlock(created as usize);
                 Some(created as usize)
@@ -107,6 +145,13 @@ impl Randomized {
         let root = self.state.root();
         // SAFETY: as in `root`.
         (root != 0).then(|| unsafe { &*(root as *const Root) })
+    }
+
+    /// How many arenas this heap's threads spread over (that of [`ARENAS_ENV`](Self::ARENAS_ENV)
+    /// if it is not built yet: it will read it then).
+    pub fn arenas(&self) -> usize {
+        self.existing_root()
+            .map_or_else(crate::arenas::from_env, Root::arenas)
     }
 
     /// The detection classes this heap runs (those of [`Checks::ENV`] if it is not built

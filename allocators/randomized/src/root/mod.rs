@@ -323,7 +323,8 @@ fn thread_pointer() -> usize {
 impl Root {
     /// Maps the first chunk and builds the heap in it, running `checks`. `None` if the OS
     /// gives no memory.
-    pub(crate) fn create(seed: [u8; 32], checks: Checks) -> Option<*mut Root> {
+    pub(crate) fn create(seed: [u8; 32], checks: Checks, arenas: usize) -> Option<*mut Root> {
+        debug_assert!((1..=ARENAS).contains(&arenas));
         let base = os::map_aligned(CHUNK, CHUNK)?.as_ptr() as usize;
         let root = base as *mut Root;
         let key = Rng::from_seed_stream(seed, 0).next_u64();
@@ -333,6 +334,7 @@ impl Root {
             ptr::addr_of_mut!((*root).key).write(key);
             ptr::addr_of_mut!((*root).checks).write(checks.bits());
             ptr::addr_of_mut!((*root).seed).write(UnsafeCell::new(seed));
+            Claims::set_limit(ptr::addr_of_mut!((*root).claims), arenas);
             (*root).table_insert(base | KIND_BLOCKS);
         }
         Some(root)
@@ -344,6 +346,11 @@ impl Root {
         Checks::from_bits(self.checks)
     }
 
+    /// How many arenas, from the first, this heap's threads use.
+    pub(crate) fn arenas(&self) -> usize {
+        self.claims.limit()
+    }
+
     /// The length of the inaccessible page after each huge block (0 without guard pages).
     fn guard(&self) -> usize {
         if self.checks().contains(Checks::GUARD_PAGES) {
@@ -353,8 +360,9 @@ impl Root {
         }
     }
 
-    /// Locks the arena this thread prefers, or the next free one if it is busy (then waits
-    /// for the preferred one if all are), and frees what others queued there meanwhile.
+    /// Locks the arena this thread prefers, or the next free one of the heap's arenas if it
+    /// is busy (then waits for the preferred one if all are), and frees what others queued
+    /// there meanwhile.
     // The thread's own arena, free, is the path of almost every call, inlined into each
     // caller; the search for another is out of line.
     #[inline(always)]
@@ -371,8 +379,9 @@ impl Root {
     #[cold]
     #[inline(never)]
     fn lock_other(&self, first: usize) -> ArenaGuard<'_> {
-        (1..ARENAS)
-            .map(|i| (first + i) % ARENAS)
+        let arenas = self.arenas();
+        (1..arenas)
+            .map(|i| (first + i) % arenas)
             .find(|&index| self.slots[index].lock.try_lock().is_some())
             .map_or_else(
                 || self.lock_arena(first),

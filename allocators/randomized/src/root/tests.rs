@@ -538,3 +538,73 @@ fn chunks_whose_wilderness_retired_end_with_their_sentinel() {
     let shape = heap.check().expect("heap walk");
     assert_eq!(shape.live_blocks, 0, "{shape:?}");
 }
+
+/// A heap limited to `limit` arenas keeps eight threads alive at once, and every object
+/// they allocate (slots and blocks), on its first `limit` arenas: with one, all on arena 0;
+/// with two, both claimed and shared by the rest; with all sixteen, an arena each.
+#[test]
+fn a_heap_limited_to_fewer_arenas_keeps_every_thread_and_object_on_them() {
+    const THREADS: usize = 8;
+    for limit in [1, 2, ARENAS] {
+        let heap =
+            Randomized::with_seed_checks_and_arenas(31, Checks::ALL, limit).expect("first chunk");
+        assert_eq!(heap.arenas(), limit);
+        let root = heap.existing_root().expect("built");
+        let barrier = std::sync::Barrier::new(THREADS);
+        let seen: Vec<(usize, Vec<usize>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        let own = root.own_arena();
+                        let objects: Vec<usize> = [16, 500, 1040, 4000, 60 << 10]
+                            .iter()
+                            .map(|&size| {
+                                let layout = Layout::from_size_align(size, 16).unwrap();
+                                let p = heap.allocate(layout).expect("allocation");
+                                let arena = root.arena_of(p.as_ptr() as usize & !(CHUNK - 1));
+                                // SAFETY: allocated just above with `layout`.
+                                unsafe { heap.deallocate(p, layout) };
+                                arena
+                            })
+                            .collect();
+                        // Once more after the heap is set up: the thread's arena is stable.
+                        assert_eq!(root.own_arena(), own);
+                        (own, objects)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut owns: Vec<usize> = seen.iter().map(|(own, _)| *own).collect();
+        for (own, objects) in &seen {
+            assert!(*own < limit, "limit {limit}: a thread on arena {own}");
+            assert!(
+                objects.iter().all(|&a| a < limit),
+                "limit {limit}: objects on arenas {objects:?}"
+            );
+        }
+        owns.sort_unstable();
+        owns.dedup();
+        assert_eq!(
+            owns.len(),
+            limit.min(THREADS),
+            "limit {limit}: arenas {owns:?}"
+        );
+        heap.check().expect("a sound heap");
+    }
+}
+
+/// A heap cannot be limited to no arena or to more than it has.
+#[test]
+fn an_arena_count_outside_one_to_the_arenas_is_refused() {
+    for arenas in [0, ARENAS + 1] {
+        let Err(err) = Randomized::with_seed_checks_and_arenas(1, Checks::ALL, arenas) else {
+            panic!("a heap of {arenas} arenas was built");
+        };
+        assert!(
+            matches!(err.kind, alloclab_core::AllocErrorKind::Other(_)),
+            "{err:?}"
+        );
+    }
+}
