@@ -194,8 +194,27 @@ pub fn cdylib_of_profile(lib_name: &str, package: &str, profile: &str) -> Result
 ///
 /// If the program fails to compile, exits non-zero, times out, or prints something else.
 pub fn c_program_under_preload(so: &Path, heap_name: &str) -> Outcome {
+    c_program_under_preload_with_env(so, heap_name, &[])
+        .map_or_else(|skip| skip, |_| Outcome::Passed)
+}
+
+/// As [`c_program_under_preload`], with the variables `env` added to the program's
+/// environment (a heap's settings); returns what the program wrote to standard error.
+///
+/// # Errors
+///
+/// [`Outcome::Skipped`] where `cc` is missing.
+///
+/// # Panics
+///
+/// As [`c_program_under_preload`].
+pub fn c_program_under_preload_with_env(
+    so: &Path,
+    heap_name: &str,
+    env: &[(&str, &str)],
+) -> Result<String, Outcome> {
     if let Some(skip) = require_tools("c_program_under_preload", &["cc"]) {
-        return skip;
+        return Err(skip);
     }
     let dir = ScratchDir::new("c-program");
     let source = dir.path().join("stress.c");
@@ -216,7 +235,10 @@ pub fn c_program_under_preload(so: &Path, heap_name: &str) -> Outcome {
         .arg("-ldl"));
     assert_success("cc stress.c", &compiled);
 
-    let ran = run(preloaded(&mut Command::new(&binary), so));
+    let ran = run(preloaded(
+        Command::new(&binary).envs(env.iter().copied()),
+        so,
+    ));
     assert_success("stress under LD_PRELOAD", &ran);
     let expected = [
         format!("heap: {heap_name}"),
@@ -237,7 +259,7 @@ pub fn c_program_under_preload(so: &Path, heap_name: &str) -> Outcome {
         "malloc_stats under LD_PRELOAD wrote something else:\n{}",
         ran.stderr
     );
-    Outcome::Passed
+    Ok(ran.stderr)
 }
 
 /// Compiles [`CXX_SOURCE`] with `c++ -std=c++17` and runs it under `LD_PRELOAD=so`: every

@@ -118,3 +118,41 @@ fn every_cxx_delete_mismatch_is_caught_by_the_library_without_std() {
         every_cxx_delete_mismatch_is_caught_under(&so);
     }
 }
+
+/// The C program's threads (eight, with cross-thread frees, resizes and forks) on one
+/// arena, and on two, through `ALLOCLAB_RANDOMIZED_ARENAS`: every rule holds, and nothing
+/// is reported; a value that is not an arena count is reported once, naming the variable,
+/// and the program runs as with all sixteen.
+#[test]
+fn the_c_program_runs_on_fewer_arenas_and_a_bad_arena_count_is_reported() {
+    let so = library_of_the_test_build();
+    for arenas in ["1", "2"] {
+        let Ok(stderr) = driver::c_program_under_preload_with_env(
+            &so,
+            "randomized",
+            &[("ALLOCLAB_RANDOMIZED_ARENAS", arenas)],
+        ) else {
+            return;
+        };
+        assert!(
+            !stderr.contains("ALLOCLAB_RANDOMIZED_ARENAS"),
+            "{arenas} arenas: {stderr}"
+        );
+    }
+    let Ok(stderr) = driver::c_program_under_preload_with_env(
+        &so,
+        "randomized",
+        &[("ALLOCLAB_RANDOMIZED_ARENAS", "17")],
+    ) else {
+        return;
+    };
+    let warnings = stderr
+        .lines()
+        .filter(|l| {
+            l.starts_with("alloclab-randomized: ALLOCLAB_RANDOMIZED_ARENAS is not a number")
+        })
+        .count();
+    // Once per process that builds a heap: the program, not its forked children,
+    // which inherit the heap built.
+    assert_eq!(warnings, 1, "{stderr}");
+}
