@@ -286,7 +286,7 @@ fn every_allocation_of_a_churn_lands_where_the_placement_policy_allows() {
         let p = heap.allocate(layout).unwrap();
         let align = layout.align().max(GRANULE);
         if crate::randomized::slab_class(heap.checks(), layout.size(), align).is_some() {
-            // A slab slot: not placed by this policy (see `slab.rs`).
+            // A slab slot: not placed by this policy (see `slab/`).
             live.push((p, layout));
             continue;
         }
