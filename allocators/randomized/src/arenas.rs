@@ -30,8 +30,7 @@ pub(crate) fn parse(text: &str) -> Option<usize> {
 
 /// The arena count the environment asks for, [`ARENAS`] if it asks for none (unset or
 /// empty); a value that is not a number from 1 to [`ARENAS`] is reported on standard error
-/// and ignored.
-/// Reads the variable with `getenv`, which does not allocate.
+/// and ignored. Reads the variable with `getenv`, which does not allocate.
 pub(crate) fn from_env() -> usize {
     // SAFETY: `getenv` with a NUL-terminated name; the result, if not null, is a
     // NUL-terminated string that stays valid while the environment is not changed, and it
