@@ -198,6 +198,13 @@ impl Root {
     #[inline]
     pub(crate) fn usable_size(&self, payload: usize) -> Result<usize, Invalid> {
         let located = self.locate(payload);
+        if matches!(located, Ok((_, KIND_SLABS))) {
+            // Read without a lock: the record of a live slot changes only through its
+            // owner (a free, or a resize).
+            return crate::heap::slab_locate(payload).and_then(|at| {
+                crate::heap::slab_usable(at, self.checks().contains(Checks::CANARIES))
+            });
+        }
         if !matches!(located, Ok((_, KIND_BLOCKS))) {
             return self.usable_size_elsewhere(payload, located);
         }
@@ -214,10 +221,10 @@ impl Root {
         unsafe { validate_in_chunk(self.key, payload) }.map(|l| l.usable())
     }
 
-    /// [`usable_size`](Self::usable_size) of a pointer outside the chunks of blocks, as
-    /// `locate` placed it: a huge block (the one other kind of mapping), a zero-size block,
-    /// or none of this heap's. Out of line, so that the common case saves no registers for
-    /// it.
+    /// [`usable_size`](Self::usable_size) of a pointer outside the chunks of slabs and
+    /// blocks, as `locate` placed it: a huge block (the one other kind of mapping), a
+    /// zero-size block, or none of this heap's. Out of line, so that the common cases save
+    /// no registers for it.
     #[cold]
     #[inline(never)]
     fn usable_size_elsewhere(
@@ -226,9 +233,6 @@ impl Root {
         located: Result<(usize, usize), Invalid>,
     ) -> Result<usize, Invalid> {
         match located {
-            Ok((_, KIND_SLABS)) => crate::heap::slab_locate(payload).and_then(|at| {
-                crate::heap::slab_usable(at, self.checks().contains(Checks::CANARIES))
-            }),
             Ok((base, _)) => {
                 debug_assert_eq!(located.map(|(_, kind)| kind), Ok(KIND_HUGE));
                 self.table_lock.lock();
