@@ -452,28 +452,39 @@ fn arena_zero_carves_the_first_chunk_after_the_control_block() {
 
 /// Frees `p` (of `layout`) from a thread whose preferred arena is not this thread's,
 /// so that the free is queued for the block's arena rather than done in place.
+///
+/// The candidates are alive at once: a thread spawned after another one exited may get its
+/// stack, and with it its identity and preferred arena, so that threads spawned one after
+/// the other can all prefer this thread's arena (as 64 did in one run of the whole suite).
 fn free_from_another_arena(heap: &Randomized, p: core::ptr::NonNull<u8>, layout: Layout) {
+    const CANDIDATES: usize = 64;
     let mine = preferred_arena();
     let address = p.as_ptr() as usize;
-    for _ in 0..64 {
-        let queued = std::thread::scope(|s| {
+    let freed = std::sync::atomic::AtomicBool::new(false);
+    let all_alive = std::sync::Barrier::new(CANDIDATES);
+    std::thread::scope(|s| {
+        for _ in 0..CANDIDATES {
             s.spawn(|| {
-                if preferred_arena() == mine {
-                    return false;
+                all_alive.wait();
+                if preferred_arena() != mine
+                    && freed
+                        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                {
+                    let p = core::ptr::NonNull::new(address as *mut u8).unwrap();
+                    // SAFETY: live, allocated with `layout`, freed once (here: the one
+                    // thread that won the flag).
+                    unsafe { heap.deallocate(p, layout) };
                 }
-                let p = core::ptr::NonNull::new(address as *mut u8).unwrap();
-                // SAFETY: live, allocated with `layout`, freed once (here).
-                unsafe { heap.deallocate(p, layout) };
-                true
-            })
-            .join()
-            .unwrap()
-        });
-        if queued {
-            return;
+                // The others stay alive until every candidate has looked.
+                all_alive.wait();
+            });
         }
-    }
-    panic!("64 threads all preferred this thread's arena");
+    });
+    assert!(
+        freed.load(Ordering::Acquire),
+        "{CANDIDATES} threads alive at once all preferred this thread's arena"
+    );
 }
 
 /// With zero-fill, the payload of a block freed by another thread reads zero once
