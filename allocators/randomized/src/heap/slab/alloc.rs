@@ -23,20 +23,30 @@ impl Arena {
         }
         // SAFETY: as above.
         let c = unsafe { header(base) };
-        // Uniform among the window's free slots: a slot drawn uniformly, again while it is
-        // live (at most 7/8 of them are: 8 draws at worst on average, 2 at half full).
-        let window = u64::from(c.state.window);
-        let index = loop {
-            let index = self.rng().below(window) as usize;
-            let bits = bitmap_word(base, index / 64);
-            let held = bits.load(Ordering::Relaxed);
-            if held & 1 << (index % 64) == 0 {
-                // Only this arena's holder sets bits, and only it clears them (remote frees
-                // are drained under the lock): a plain store keeps every bit.
-                bits.store(held | 1 << (index % 64), Ordering::Relaxed);
-                break index;
-            }
+        // Uniform among the window's free slots: an entry of the free list drawn
+        // uniformly, the last entry moved into its place.
+        let free = (c.state.window - c.state.live) as usize;
+        let at = self.rng().below(free as u64) as usize;
+        // SAFETY: `at` and `free - 1` are entries in use (`has_room`: `free` is at least
+        // MIN_FREE); the slab is this arena's, under its lock.
+        let index = unsafe {
+            let index = usize::from(free_entry(c, at).read());
+            free_entry(c, at).write(free_entry(c, free - 1).read());
+            index
         };
+        // An entry that names a slot outside the window, or a taken one: the list was
+        // written over (it lies below slot 0 of the slab).
+        if index >= c.state.window as usize {
+            os::fatal(FREE_LIST_CORRUPTED, slot_address(c, index));
+        }
+        let bits = bitmap_word(base, index / 64);
+        let held = bits.load(Ordering::Relaxed);
+        if held & 1 << (index % 64) != 0 {
+            os::fatal(FREE_LIST_CORRUPTED, slot_address(c, index));
+        }
+        // Only this arena's holder sets bits, and only it clears them (remote frees are
+        // drained under the lock): a plain store keeps every bit.
+        bits.store(held | 1 << (index % 64), Ordering::Relaxed);
         c.state.live += 1;
         let slot = c.slot as usize;
         let address = slot_address(c, index);
@@ -136,6 +146,10 @@ impl Arena {
     }
 }
 
+/// The message an allocation aborts with when its slab's free list names a slot that is not
+/// free.
+const FREE_LIST_CORRUPTED: &str = "corrupted slab free list (heap underflow?)";
+
 /// Whether the window of `c` has room for a draw: at least [`MIN_FREE`] free slots and at
 /// most 7/8 of them live (a window of fewer than [`MIN_WINDOW`] slots, where it has not
 /// grown yet or its pages were given back, has no room).
@@ -145,8 +159,8 @@ pub(super) fn has_room(c: &Slab) -> bool {
     free >= MIN_FREE && free * 8 >= c.state.window && c.state.window as usize >= MIN_WINDOW
 }
 
-/// Grows the window of the slab at `base` to `window` slots; the pages of the new slots'
-/// bitmap words are made present for writing first (see `fill::touch_for_write`: a draw
+/// Grows the window of the slab at `base` to `window` slots, the new slots on its free
+/// list; the pages of the new slots' bitmap words are made present for writing first (see `fill::touch_for_write`: a draw
 /// that read a fresh page would map the zero page, and the write that follows would fault
 /// again and flush every CPU's translation of it). The slots' own pages wait for their
 /// first slot handed out ([`touch_slot`]): a class with a few objects keeps the pages it
@@ -158,13 +172,18 @@ pub(super) fn has_room(c: &Slab) -> bool {
 /// `window` at most its capacity and above its window.
 pub(super) unsafe fn grow_window(base: usize, c: &mut Slab, window: usize) {
     let old = c.state.window as usize;
-    // SAFETY: forwarded: the new slots are free, and the bitmap is the arena's.
+    let free = old - c.state.live as usize;
+    // SAFETY: forwarded: the new slots are free, and the bitmap and the free list are the
+    // arena's; the list's entries `free..free + window - old` lie below the capacity.
     unsafe {
         touch_pages(
             base + HEAD + 8 * (old / 64),
             base + HEAD + 8 * window.div_ceil(64),
-        )
-    };
+        );
+        for (k, index) in (old..window).enumerate() {
+            free_entry(c, free + k).write(index as u16);
+        }
+    }
     c.state.window = window as u32;
     count_untouched(base, c);
 }

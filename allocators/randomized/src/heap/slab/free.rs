@@ -84,8 +84,9 @@ impl Arena {
     }
 
     /// Makes the held-back slot at `address` free to draw: clears its record and its bit,
-    /// and keeps the slab's place: back on its class's reusable list under 3/4, its pages
-    /// given back when it empties (a slab that is not current).
+    /// puts it on its slab's free list, and keeps the slab's place: back on its class's
+    /// reusable list under 3/4, its pages given back when it empties (a slab that is not
+    /// current).
     ///
     /// # Safety
     ///
@@ -103,6 +104,9 @@ impl Arena {
             bits.load(Ordering::Relaxed) & !(1 << (index % 64)),
             Ordering::Relaxed,
         );
+        // SAFETY: the entry past the last in use lies below the capacity (the slot was
+        // taken, so fewer than `window` are free); the slab is this arena's.
+        unsafe { free_entry(c, (c.state.window - c.state.live) as usize).write(index as u16) };
         c.state.live -= 1;
         let class = c.class as usize;
         if slabs.current[class] == base {

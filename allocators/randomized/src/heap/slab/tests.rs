@@ -92,7 +92,7 @@ fn the_reciprocal_divides_every_offset_of_every_slab_exactly() {
         let layout = Layout::of(slot);
         assert!(layout.slots + layout.capacity * slot <= SLAB, "{slot}");
         assert!(
-            layout.records + 2 * layout.capacity + 16 <= layout.slots,
+            layout.records + 4 * layout.capacity + 16 <= layout.slots,
             "{slot}"
         );
         let header = Slab {
@@ -181,4 +181,50 @@ fn a_window_always_leaves_room_for_a_draw_among_many() {
             }
         }
     }
+}
+
+#[test]
+fn the_free_list_names_each_free_slot_of_the_window_once() {
+    let mapping = os::map_aligned(SLAB, SLAB).expect("a slab's worth of memory");
+    let base = mapping.as_ptr() as usize;
+    let class = class_of(64).unwrap();
+    // SAFETY: a fresh mapping of one slab, this test's alone.
+    unsafe { init_slab(base, 0, class, None) };
+    // SAFETY: as above.
+    let c = unsafe { header(base) };
+    // SAFETY: a set-up slab, its window above 0 and within its capacity.
+    unsafe { grow_window(base, c, MIN_WINDOW) };
+    // SAFETY: a set-up slab, nobody else's.
+    let matches = |c: &Slab| unsafe { walk::free_list_matches(base, c) };
+    let entries = |c: &Slab| -> Vec<u16> {
+        let free = (c.state.window - c.state.live) as usize;
+        // SAFETY: entries in use, below the capacity.
+        (0..free)
+            .map(|at| unsafe { free_entry(c, at).read() })
+            .collect()
+    };
+    let mut listed = entries(c);
+    listed.sort_unstable();
+    assert_eq!(listed, (0..MIN_WINDOW as u16).collect::<Vec<_>>());
+    assert!(matches(c).is_ok());
+    // A wider window lists its new slots too, after the ones listed.
+    // SAFETY: as above.
+    unsafe { grow_window(base, c, 2 * MIN_WINDOW) };
+    let mut listed = entries(c);
+    listed.sort_unstable();
+    assert_eq!(listed, (0..2 * MIN_WINDOW as u16).collect::<Vec<_>>());
+    // An entry written over with another free slot's index names that slot twice, and
+    // one with a slot past the window names none of the window's: the walk reports both.
+    // SAFETY: an entry in use of this test's slab.
+    unsafe {
+        let first = free_entry(c, 0).read();
+        free_entry(c, 0).write(free_entry(c, 1).read());
+        assert!(matches(c).is_err(), "a slot named twice");
+        free_entry(c, 0).write(2 * MIN_WINDOW as u16);
+        assert!(matches(c).is_err(), "a slot past the window");
+        free_entry(c, 0).write(first);
+    }
+    assert!(matches(c).is_ok());
+    // SAFETY: the slab's slots were never handed to anyone.
+    unsafe { os::unmap(mapping, SLAB) };
 }

@@ -112,6 +112,40 @@ impl SlabCheck {
                 live as usize,
             ));
         }
+        // SAFETY: forwarded: a set-up slab, under its arena's lock.
+        unsafe { free_list_matches(base, c) }?;
         Ok(walk)
     }
 }
+
+/// Whether the free list of the slab at `base` (header `c`, whose live count matches its
+/// bitmap) names each free slot of its window exactly once: its entries in use are as many
+/// as the free slots, and each is a free slot of the window not named before.
+///
+/// # Safety
+///
+/// `base` is a slab, set up, of an arena whose lock the caller holds.
+pub(super) unsafe fn free_list_matches(base: usize, c: &Slab) -> Result<(), Corruption> {
+    let window = c.state.window as usize;
+    let free = window - c.state.live as usize;
+    let mut named = [0u64; MAX_CAPACITY / 64];
+    for at in 0..free {
+        // SAFETY: an entry in use, below the capacity.
+        let index = usize::from(unsafe { free_entry(c, at).read() });
+        let taken = index < window
+            && bitmap_word(base, index / 64).load(Ordering::Relaxed) & 1 << (index % 64) != 0;
+        if index >= window || taken || named[index / 64] & 1 << (index % 64) != 0 {
+            return Err(Corruption::with(
+                "slab free list names a slot that is not free, or twice",
+                base,
+                at,
+                index,
+            ));
+        }
+        named[index / 64] |= 1 << (index % 64);
+    }
+    Ok(())
+}
+
+/// The most slots a slab holds (its smallest class's).
+const MAX_CAPACITY: usize = Layout::of(SLOT_SIZES[0]).capacity;
