@@ -41,9 +41,10 @@
 //! * **Slabs** (`heap/slab/`) serve requests of up to 1,039 bytes (1,040 with the canary
 //!   byte) at alignment 16: per arena and size class (21 classes) a slab of 1 MiB with a
 //!   bitmap, a 16-bit record and a free-list entry per slot. An allocation draws uniformly
-//!   among the free slots of a window of at least 256 slots, from the list of them; a freed slot is held back for four frees of its class
-//!   or eight allocations. Frees of another arena's slots take no lock: they are queued on
-//!   that arena's stack of slab frees.
+//!   among the free slots of a window of at least 256 slots, from the list of them; a
+//!   freed slot is held back for four frees of its class or eight allocations. Frees of
+//!   another arena's slots take no lock: they are queued on that arena's stack of slab
+//!   frees.
 //! * **Blocks** (larger requests, alignments above 16) carry a 16-byte header (size and flags; the previous block's size and a
 //!   32-bit keyed tag). Free blocks are on doubly linked lists threaded through them, one
 //!   per size class (exact up to 1040 B, four per power of two above), per arena; each

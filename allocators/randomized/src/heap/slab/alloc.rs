@@ -160,9 +160,9 @@ pub(super) fn has_room(c: &Slab) -> bool {
 }
 
 /// Grows the window of the slab at `base` to `window` slots, the new slots on its free
-/// list; the pages of the new slots' bitmap words are made present for writing first (see `fill::touch_for_write`: a draw
-/// that read a fresh page would map the zero page, and the write that follows would fault
-/// again and flush every CPU's translation of it). The slots' own pages wait for their
+/// list; the pages of the new slots' bitmap words are made present for writing first (see
+/// `fill::touch_for_write`: a read of a fresh page would map the zero page, and the write
+/// that follows would fault again and flush every CPU's translation of it). The slots' own pages wait for their
 /// first slot handed out ([`touch_slot`]): a class with a few objects keeps the pages it
 /// uses, not its window's.
 ///

@@ -13,9 +13,9 @@
 //! *window* (its first slots), from a list of them ([`free_entry`]).
 //! The window spans at least [`MIN_WINDOW`] = 256 slots and grows whenever fewer than
 //! [`MIN_FREE`] of them are free or more than 7/8 are taken, so consecutive blocks land
-//! anywhere among at least 256 places. A freed slot is held back
-//! until [`DELAY`] more of its class are freed or [`DELAY_ALLOCATIONS`] allocations pass,
-//! so the block just freed never comes straight back. A full slab gives way to one of the
+//! anywhere among at least 256 places. A freed slot is held back until [`DELAY`] more of
+//! its class are freed or [`DELAY_ALLOCATIONS`] allocations pass, so the block just freed
+//! never comes straight back. A full slab gives way to one of the
 //! class's slabs that frees brought back under 3/4, or to a new one; a slab that empties
 //! (not the current one), or a current one whose class has had no allocation in
 //! [`IDLE_AGE`] allocations, gives its pages back.

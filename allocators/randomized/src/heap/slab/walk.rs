@@ -54,9 +54,9 @@ pub(crate) struct SlabWalk {
 impl SlabCheck {
     /// The heap walk of one slab: bits against the live count, free slots zero (with
     /// zero-fill) and their records clear, live slots' canaries intact, freed slots whose bits
-    /// are still set zero past their first word (a queued slot's link). Live slots count in
-    /// `shape` as live blocks (free slots are not on any list, and do not count); returns what
-    /// it counted.
+    /// are still set zero past their first word (a queued slot's link), the free list against
+    /// the bits ([`free_list_matches`]). Live slots count in `shape` as live blocks (free
+    /// slots are not on any list, and do not count); returns what it counted.
     ///
     /// # Safety
     ///
