@@ -132,9 +132,11 @@ pub(super) unsafe fn free_list_matches(base: usize, c: &Slab) -> Result<(), Corr
     for at in 0..free {
         // SAFETY: an entry in use, below the capacity.
         let index = usize::from(unsafe { free_entry(c, at).read() });
-        let taken = index < window
-            && bitmap_word(base, index / 64).load(Ordering::Relaxed) & 1 << (index % 64) != 0;
-        if index >= window || taken || named[index / 64] & 1 << (index % 64) != 0 {
+        let bit = 1 << (index % 64);
+        if index >= window
+            || bitmap_word(base, index / 64).load(Ordering::Relaxed) & bit != 0
+            || named[index / 64] & bit != 0
+        {
             return Err(Corruption::with(
                 "slab free list names a slot that is not free, or twice",
                 base,
@@ -142,7 +144,7 @@ pub(super) unsafe fn free_list_matches(base: usize, c: &Slab) -> Result<(), Corr
                 index,
             ));
         }
-        named[index / 64] |= 1 << (index % 64);
+        named[index / 64] |= bit;
     }
     Ok(())
 }
