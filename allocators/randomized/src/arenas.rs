@@ -3,8 +3,8 @@
 //!
 //! Each arena a thread uses sets up a window of at least 256 slots for every slab class the
 //! thread allocates from, and random draws bring every page of a window into memory,
-//! whatever the class holds live: up to 1.7 MB per arena (256 times the 6,736 bytes of the
-//! 21 slot sizes) with every class in use. A program whose threads all churn every class
+//! whatever the class holds live: up to 1.0 MB per arena (256 times the 3,952 bytes of the
+//! 15 slot sizes) with every class in use. A program whose threads all churn every class
 //! pays that once per thread, up to the number of arenas. Fewer arenas trade that memory
 //! for contention: threads beyond the limit share an arena's lock, windows and cache lines
 //! (as glibc's `MALLOC_ARENA_MAX` trades its per-thread arenas).

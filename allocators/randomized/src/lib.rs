@@ -39,7 +39,7 @@
 //!   arenas, the header key, the table of every mapping, counters) lives in band at the
 //!   start of the first 4 MiB chunk.
 //! * **Slabs** (`heap/slab/`) serve requests of up to 1,039 bytes (1,040 with the canary
-//!   byte) at alignment 16: per arena and size class (21 classes) a slab of 1 MiB with a
+//!   byte) at alignment 16: per arena and size class (15 classes) a slab of 1 MiB with a
 //!   bitmap, a 16-bit record and a free-list entry per slot. An allocation draws uniformly
 //!   among the free slots of a window of at least 256 slots, from the list of them; a
 //!   freed slot is held back for four frees of its class or eight allocations. Frees of

@@ -21,6 +21,29 @@ fn every_request_takes_the_smallest_slot_that_holds_it() {
     assert_eq!(class_of(usize::MAX / 2), None);
 }
 
+#[test]
+fn powers_of_two_and_their_half_steps_fit_a_slot_just_above_with_the_canary_byte() {
+    // 128 B and below: the 16-byte steps. Above: every power of two and one and a half
+    // times one up to 1 KiB, with its canary byte, takes a slot at most 16 bytes larger.
+    for size in [16usize, 32, 64, 128, 192, 256, 384, 512, 768, 1024] {
+        let slot = SLOT_SIZES[class_of(size + 1).expect("a slab size")];
+        assert!(
+            slot > size && slot <= size + 16,
+            "{size} B with its canary byte takes a slot of {slot}"
+        );
+    }
+    // From 144 B a slot is at most one and a half times the one below it, plus 16 bytes:
+    // a request never takes much more than one and a half times what it needs.
+    for pair in SLOT_SIZES.windows(2).filter(|p| p[0] >= 144) {
+        assert!(
+            pair[1] - pair[0] <= pair[0] / 2 + 16,
+            "{} after {}",
+            pair[1],
+            pair[0]
+        );
+    }
+}
+
 /// A 16-byte-aligned buffer of 160 bytes, each `fill`.
 #[repr(align(16))]
 struct Buffer([u8; 160]);
