@@ -84,7 +84,7 @@ impl Root {
         for i in 0..ARENAS {
             if let Some(arena) = self.lock_if_used(i) {
                 total.add(&arena.counters());
-                arena.slabs().add_counters(&mut total);
+                total.add(&arena.slabs().counters());
             }
         }
         let huge = self.huge_live_bytes.load(Ordering::Relaxed);

@@ -385,14 +385,18 @@ impl Slabs {
         self.live_bytes
     }
 
-    /// A snapshot of the counters, added to `counters`.
-    pub(crate) fn add_counters(&self, counters: &mut Counters) {
-        counters.live_bytes += self.live_bytes;
-        counters.mapped_bytes += self.mapped_bytes;
-        counters.peak_mapped_bytes += self.mapped_bytes;
-        counters.released_bytes += self.released_bytes;
-        counters.allocations += self.allocations;
-        counters.deallocations += self.deallocations;
+    /// A snapshot of the counters (slab chunks are never unmapped, so the peak of the
+    /// bytes mapped is the bytes mapped).
+    pub(crate) fn counters(&self) -> Counters {
+        Counters {
+            live_bytes: self.live_bytes,
+            mapped_bytes: self.mapped_bytes,
+            peak_mapped_bytes: self.mapped_bytes,
+            released_bytes: self.released_bytes,
+            allocations: self.allocations,
+            deallocations: self.deallocations,
+            ..Counters::default()
+        }
     }
 }
 
